@@ -1,0 +1,59 @@
+//! The Kubernetes Resource Model for Nephrite: pure data types and functions, no IO.
+//!
+//! - [`Object`]: a dynamic KRM object (apiVersion, kind, [`ObjectMeta`], body) that keeps
+//!   everything it was given, in order, and converts to and from any serde type.
+//! - [`Gvk`], [`ObjectRef`], [`OwnerReference`]: naming objects and their owners.
+//! - [`LabelSelector`]: `matchLabels` + `matchExpressions`, matching, and the string form
+//!   `a=b,c!=d,e in (f,g),!h`; label key/value validation in [`label`].
+//! - [`Condition`] and the helpers in [`condition`] (`set_condition` takes `now` as an argument).
+//! - [`Package`]: an ordered list of objects with multi-document YAML in and out and lookup by
+//!   GVK + name.
+//! - [`annotations`] and [`labels`]: the well-known `nephio.org/*` keys.
+//!
+//! ```
+//! use nephrite_krm::{Gvk, LabelSelector, Object, Package};
+//!
+//! let yaml = "\
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata:
+//!   name: settings
+//!   labels: {tier: edge}
+//! data:
+//!   mode: 'yes'
+//! ";
+//! let mut package = Package::from_yaml(yaml)?;
+//! let gvk = Gvk::new("", "v1", "ConfigMap");
+//! let selector: LabelSelector = "tier in (edge,core)".parse()?;
+//!
+//! let config = package.get_mut(&gvk, "settings").expect("present");
+//! assert!(selector.matches(config));
+//! config.set_annotation(nephrite_krm::annotations::PREPARED, "true");
+//! assert!(package.to_yaml().contains("nephio.org/prepared: 'true'"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod annotations;
+pub mod condition;
+mod gvk;
+pub mod label;
+pub mod labels;
+mod object;
+mod package;
+mod reference;
+pub mod selector;
+mod yaml;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+pub use condition::{Condition, ConditionStatus};
+pub use gvk::{Gvk, GvkError};
+pub use label::{LabelError, LabelLookup};
+pub use object::{Object, ObjectError, ObjectMeta};
+pub use package::{DocumentError, Package, PackageError};
+pub use reference::{ObjectRef, OwnerReference};
+pub use selector::{
+    LabelSelector, LabelSelectorRequirement, SelectorError, SelectorOperator, SelectorParseError,
+};

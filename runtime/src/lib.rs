@@ -1,0 +1,51 @@
+//! The one way every Nephrite daemon serves and dials gRPC.
+//!
+//! A daemon builds a [`GrpcServer`] from its [`DaemonIdentity`] and
+//! [`ServeArgs`], adds its tonic services and calls [`GrpcServer::serve`].
+//! Every server then also has:
+//!
+//! - `grpc.health.v1.Health`: the server (`""`) and every service SERVING
+//!   while running, NOT_SERVING once shutdown begins;
+//! - server reflection v1 and v1alpha, describing exactly the services
+//!   served (descriptors from `nephrite-proto` and tonic-health);
+//! - `nephrite.daemon.v1.Daemon/GetInfo`: name, version, build, start time,
+//!   services, draining;
+//! - a tracing span per request (path, peer, status, duration) and the
+//!   Prometheus metrics `grpc_server_handled_total` and
+//!   `grpc_server_handling_seconds`, served with the daemon's own metrics on
+//!   `GET /metrics` when `--metrics-listen` is set;
+//! - TCP or Unix-socket listening (stale socket files are removed, live ones
+//!   refused), optional TLS and mutual TLS;
+//! - graceful shutdown on SIGTERM, SIGINT or [`ShutdownHandle::trigger`]:
+//!   NOT_SERVING, stop accepting, drain, return within the grace period.
+//!
+//! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
+//! [`init_tracing`] sets up logging from `--log-format` and a filter string.
+
+mod args;
+mod daemon_info;
+mod dial;
+mod endpoint;
+mod health;
+mod listen;
+mod metrics;
+mod request_telemetry;
+mod server;
+mod shutdown;
+mod telemetry;
+mod tls;
+
+pub use args::{DEFAULT_LISTEN, ServeArgs, parse_duration};
+pub use daemon_info::DaemonIdentity;
+pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
+pub use endpoint::{Endpoint, EndpointError};
+pub use listen::{BindError, BoundListener};
+pub use metrics::{METRICS_CONTENT_TYPE, encode_metrics};
+pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
+pub use shutdown::{ShutdownHandle, ShutdownReason};
+pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};
+pub use tls::{ClientTls, ServerTls, TlsError};
+
+/// Re-exported so daemons can register their own metrics without naming
+/// the crate version themselves.
+pub use prometheus_client;

@@ -1,0 +1,169 @@
+//! `cargo xtask <task>`: the project's chores, one command each.
+//!
+//! - `test`: format check, clippy, the layering check, a warning-free `cargo doc`, doc tests and
+//!   the whole test suite (nextest when installed, `cargo test` otherwise).
+//! - `lint`: format check, clippy and the layering check only.
+//! - `layering`: the layering check only.
+
+mod layering;
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+const USAGE: &str = "usage: cargo xtask <task>
+
+tasks:
+  test       fmt check, clippy, layering check, cargo doc, doc tests, all tests
+  lint       fmt check, clippy, layering check
+  layering   check that no core/ crate depends on an IO crate";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => lint().and_then(|()| docs()).and_then(|()| test_suite()),
+        Some("lint") => lint(),
+        Some("layering") => layering_step(),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(anyhow::anyhow!("unknown task `{other}`\n\n{USAGE}")),
+        None => Err(anyhow::anyhow!("no task given\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn lint() -> anyhow::Result<()> {
+    step("format", || cargo(&["fmt", "--all", "--", "--check"]))?;
+    step("clippy", || {
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
+    })?;
+    layering_step()
+}
+
+fn layering_step() -> anyhow::Result<()> {
+    step("layering", || {
+        let out = Command::new(cargo_bin())
+            .args(["metadata", "--format-version", "1"])
+            .current_dir(workspace_root())
+            .output()
+            .context("running cargo metadata")?;
+        if !out.status.success() {
+            bail!(
+                "cargo metadata failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let metadata: layering::Metadata =
+            serde_json::from_slice(&out.stdout).context("parsing cargo metadata output")?;
+        let violations = layering::check(&metadata)?;
+        if violations.is_empty() {
+            return Ok(());
+        }
+        for v in &violations {
+            eprintln!("  {v}");
+        }
+        bail!(
+            "{} forbidden dependenc{} in core/ (the pure layer; see ARCHITECTURE.md)",
+            violations.len(),
+            if violations.len() == 1 { "y" } else { "ies" }
+        )
+    })
+}
+
+/// Doc tests first, then the main suite, so the runner's summary is the last thing printed.
+fn test_suite() -> anyhow::Result<()> {
+    step("doc tests", || cargo(&["test", "--workspace", "--doc"]))?;
+    if nextest_available() {
+        step("tests (nextest)", || {
+            cargo(&["nextest", "run", "--workspace", "--no-fail-fast"])
+        })
+    } else {
+        eprintln!("xtask: cargo-nextest is not installed; running the suite with cargo test");
+        step("tests (cargo test)", || {
+            cargo(&[
+                "test",
+                "--workspace",
+                "--no-fail-fast",
+                "--lib",
+                "--bins",
+                "--tests",
+            ])
+        })
+    }
+}
+
+fn docs() -> anyhow::Result<()> {
+    step("cargo doc", || {
+        let status = Command::new(cargo_bin())
+            .args(["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .current_dir(workspace_root())
+            .status()
+            .context("running cargo doc")?;
+        ensure_success("cargo doc --workspace --no-deps", status)
+    })
+}
+
+fn nextest_available() -> bool {
+    Command::new(cargo_bin())
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs one named step, printing a header and how long it took.
+fn step(name: &str, run: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    eprintln!("xtask: ── {name} ──");
+    let started = Instant::now();
+    let result = run().with_context(|| format!("step `{name}` failed"));
+    eprintln!(
+        "xtask: ── {name}: {} in {:.1}s ──",
+        if result.is_ok() { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new(cargo_bin())
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    ensure_success(&format!("cargo {}", args.join(" ")), status)
+}
+
+fn ensure_success(what: &str, status: std::process::ExitStatus) -> anyhow::Result<()> {
+    if status.success() {
+        Ok(())
+    } else {
+        bail!("`{what}` exited with {status}")
+    }
+}
+
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| std::path::PathBuf::from("."))
+}
