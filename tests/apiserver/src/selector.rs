@@ -1,126 +1,36 @@
-//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!key`) and field selectors
-//! (`=`, `==`, `!=` on dotted paths such as `metadata.name`).
+//! Label selectors (delegated to `nephrite-krm`) and field selectors (`=`, `==`, `!=` on
+//! dotted paths such as `metadata.name`).
 
 use serde_json::Value;
 
-/// One label requirement.
-#[derive(Debug, Clone, PartialEq)]
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
-
-/// A parsed label selector; the empty selector matches everything.
+/// A label selector as the `labelSelector` query parameter gives it, parsed and matched by
+/// `nephrite-krm` (the same semantics every Nephrite controller uses: `!=` and `notin` also match
+/// objects without the label).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct LabelSelector(Vec<Requirement>);
+pub(crate) struct LabelSelector(nephrite_krm::LabelSelector);
 
-/// Splits on commas that are not inside parentheses.
-fn split_top_level(s: &str) -> Result<Vec<&str>, String> {
-    let mut parts = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err("unbalanced parentheses".into());
-                }
-            }
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
+/// An object's `metadata.labels`, read in place from its JSON.
+struct JsonLabels<'a>(Option<&'a serde_json::Map<String, Value>>);
+
+impl nephrite_krm::LabelLookup for JsonLabels<'_> {
+    fn label_value(&self, key: &str) -> Option<&str> {
+        self.0?.get(key)?.as_str()
     }
-    if depth != 0 {
-        return Err("unbalanced parentheses".into());
-    }
-    parts.push(&s[start..]);
-    Ok(parts)
-}
-
-fn valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-fn parse_set(rest: &str) -> Result<Vec<String>, String> {
-    let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("expected a parenthesised set of values, found {rest:?}"))?;
-    Ok(inner
-        .split(',')
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .collect())
 }
 
 impl LabelSelector {
-    /// Parses the `labelSelector` query parameter.
+    /// Parses the `labelSelector` query parameter; the empty string selects everything.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut reqs = Vec::new();
         if s.trim().is_empty() {
-            return Ok(Self(reqs));
+            return Ok(Self::default());
         }
-        for part in split_top_level(s)? {
-            let part = part.trim();
-            if part.is_empty() {
-                return Err(format!("empty requirement in {s:?}"));
-            }
-            let req = if let Some(key) = part.strip_prefix('!') {
-                Requirement::NotExists(key.trim().to_string())
-            } else if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotEquals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==") {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once('=') {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = part.split_once(" notin ") {
-                Requirement::NotIn(k.trim().into(), parse_set(rest)?)
-            } else if let Some((k, rest)) = part.split_once(" in ") {
-                Requirement::In(k.trim().into(), parse_set(rest)?)
-            } else {
-                Requirement::Exists(part.to_string())
-            };
-            let key = match &req {
-                Requirement::Equals(k, _)
-                | Requirement::NotEquals(k, _)
-                | Requirement::In(k, _)
-                | Requirement::NotIn(k, _)
-                | Requirement::Exists(k)
-                | Requirement::NotExists(k) => k,
-            };
-            if !valid_key(key) {
-                return Err(format!("invalid label key {key:?} in requirement {part:?}"));
-            }
-            reqs.push(req);
-        }
-        Ok(Self(reqs))
+        s.parse().map(Self).map_err(|e| e.to_string())
     }
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
-        let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
-            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
-            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
-            Requirement::NotIn(k, vs) => !label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
-            Requirement::Exists(k) => label(k).is_some(),
-            Requirement::NotExists(k) => label(k).is_none(),
-        })
+        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
+        self.0.matches(&JsonLabels(labels))
     }
 }
 
