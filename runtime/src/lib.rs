@@ -40,7 +40,9 @@ pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
 pub use endpoint::{Endpoint, EndpointError};
 pub use listen::{BindError, BoundListener};
-pub use metrics::{METRICS_CONTENT_TYPE, encode_metrics};
+pub use metrics::{
+    MetricsFormat, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, encode_metrics,
+};
 pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
 pub use shutdown::{ShutdownHandle, ShutdownReason};
 pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};

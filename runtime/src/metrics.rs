@@ -11,9 +11,48 @@ use prometheus_client::registry::Registry;
 
 use crate::listen::{BoundListener, BoundSocket};
 
-/// Content type of the `/metrics` response (OpenMetrics text, which
-/// Prometheus scrapes natively).
-pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of the OpenMetrics text format, served to scrapers that ask for it.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Content type of the Prometheus text exposition format (0.0.4), served by default.
+pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The two text formats `/metrics` can answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsFormat {
+    /// The Prometheus text exposition format 0.0.4: what every Prometheus-compatible scraper
+    /// reads. The default.
+    PrometheusText,
+    /// OpenMetrics 1.0 text, for scrapers whose `Accept` header names
+    /// `application/openmetrics-text` (Prometheus itself does).
+    OpenMetrics,
+}
+
+impl MetricsFormat {
+    /// Picks the format for a request's `Accept` header: OpenMetrics when it is named,
+    /// the Prometheus text format otherwise.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        let wants_openmetrics = accept.is_some_and(|accept| {
+            accept
+                .split(',')
+                .any(|range| range.trim().starts_with("application/openmetrics-text"))
+        });
+        if wants_openmetrics {
+            MetricsFormat::OpenMetrics
+        } else {
+            MetricsFormat::PrometheusText
+        }
+    }
+
+    /// The `Content-Type` of a response in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            MetricsFormat::PrometheusText => PROMETHEUS_TEXT_CONTENT_TYPE,
+            MetricsFormat::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+        }
+    }
+}
 
 /// Labels of the gRPC request metrics, named as in go-grpc-prometheus.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,14 +105,85 @@ impl GrpcMetrics {
     }
 }
 
-/// Encode `registry` in the text exposition format served on `/metrics`.
+/// Encode `registry` in `format`, as served on `/metrics`.
 ///
 /// # Errors
 /// Only if a metric's own encoder fails.
-pub fn encode_metrics(registry: &Registry) -> Result<String, std::fmt::Error> {
+pub fn encode_metrics(
+    registry: &Registry,
+    format: MetricsFormat,
+) -> Result<String, std::fmt::Error> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, registry)?;
-    Ok(text)
+    Ok(match format {
+        MetricsFormat::OpenMetrics => text,
+        MetricsFormat::PrometheusText => openmetrics_to_prometheus_text(&text),
+    })
+}
+
+/// Rewrites OpenMetrics text (as prometheus-client writes it) into the Prometheus text format
+/// 0.0.4: counter families take their `_total` sample name, `info` and `stateset` families become
+/// gauges, `_created` samples, `# UNIT` and `# EOF` lines and exemplars are dropped, and HELP
+/// text loses the `\"` escape that 0.0.4 does not have.
+fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // HELP comes before TYPE, and its family name may change with the type: hold it back.
+    let mut pending_help: Option<(&str, String)> = None;
+    let mut counters: Vec<&str> = Vec::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            pending_help = Some((name, text.replace("\\\"", "\"")));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (family, kind) = match kind {
+                "counter" => {
+                    counters.push(name);
+                    (format!("{name}_total"), "counter")
+                }
+                "info" => (format!("{name}_info"), "gauge"),
+                "stateset" => (name.to_owned(), "gauge"),
+                "gauge" | "histogram" | "summary" => (name.to_owned(), kind),
+                _ => (name.to_owned(), "untyped"),
+            };
+            if let Some((help_name, text)) = pending_help.take()
+                && help_name == name
+            {
+                out.push_str(&format!("# HELP {family} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {family} {kind}\n"));
+        } else if line.starts_with('#') {
+            // `# UNIT`, `# EOF`: OpenMetrics only.
+            continue;
+        } else {
+            let sample = strip_exemplar(line);
+            let sample_name = sample.split(['{', ' ']).next().unwrap_or_default();
+            let created_of_counter = sample_name
+                .strip_suffix("_created")
+                .is_some_and(|family| counters.contains(&family));
+            if !created_of_counter {
+                out.push_str(sample);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// A sample line without its OpenMetrics exemplar (` # {labels} value`), which 0.0.4 lacks.
+fn strip_exemplar(line: &str) -> &str {
+    let mut in_quotes = false;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_quotes => escaped = true,
+            '"' => in_quotes = !in_quotes,
+            '#' if !in_quotes => return line[..i].trim_end(),
+            _ => {}
+        }
+    }
+    line
 }
 
 /// Serve `GET /metrics` from `registry` on `listener` until `stop` resolves.
@@ -82,18 +192,22 @@ pub(crate) async fn serve_metrics(
     registry: Arc<Registry>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::http::{StatusCode, header};
+    use axum::http::{HeaderMap, StatusCode, header};
     use axum::routing::get;
 
     let app = axum::Router::new().route(
         "/metrics",
-        get(move || {
+        get(move |headers: HeaderMap| {
             let registry = Arc::clone(&registry);
             async move {
-                match encode_metrics(&registry) {
+                let accept = headers
+                    .get(header::ACCEPT)
+                    .and_then(|value| value.to_str().ok());
+                let format = MetricsFormat::negotiate(accept);
+                match encode_metrics(&registry, format) {
                     Ok(text) => (
                         StatusCode::OK,
-                        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+                        [(header::CONTENT_TYPE, format.content_type())],
                         text,
                     ),
                     Err(_) => (
@@ -110,5 +224,107 @@ pub(crate) async fn serve_metrics(
         BoundSocket::Unix(unix, _guard) => {
             axum::serve(unix, app).with_graceful_shutdown(stop).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::metrics::info::Info;
+
+    use super::*;
+
+    fn registry() -> Registry {
+        let mut registry = Registry::default();
+        let metrics = GrpcMetrics::register(&mut registry);
+        let labels = GrpcLabels {
+            grpc_service: "nephrite.daemon.v1.Daemon".into(),
+            grpc_method: "GetInfo".into(),
+            grpc_code: "OK".into(),
+        };
+        metrics.record(&labels, 0.003);
+        metrics.record(&labels, 0.004);
+        let ports = Gauge::<i64>::default();
+        ports.set(7);
+        registry.register("ports", "Ports with a \"pipeline\"", ports);
+        registry.register(
+            "build",
+            "Build facts",
+            Info::new(vec![("version", "0.1.0")]),
+        );
+        registry
+    }
+
+    #[test]
+    fn negotiation_prefers_prometheus_text_unless_openmetrics_is_asked_for() {
+        use MetricsFormat::*;
+        assert_eq!(MetricsFormat::negotiate(None), PrometheusText);
+        assert_eq!(MetricsFormat::negotiate(Some("*/*")), PrometheusText);
+        assert_eq!(
+            MetricsFormat::negotiate(Some("text/plain;version=0.0.4")),
+            PrometheusText
+        );
+        let prometheus = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
+        assert_eq!(MetricsFormat::negotiate(Some(prometheus)), OpenMetrics);
+    }
+
+    #[test]
+    fn prometheus_text_has_no_openmetrics_only_syntax() {
+        let text = encode_metrics(&registry(), MetricsFormat::PrometheusText).unwrap();
+        assert!(
+            text.contains("# TYPE grpc_server_handled_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP grpc_server_handled_total gRPC requests"),
+            "{text}"
+        );
+        assert!(text.contains("grpc_server_handled_total{grpc_service=\"nephrite.daemon.v1.Daemon\",grpc_method=\"GetInfo\",grpc_code=\"OK\"} 2\n"), "{text}");
+        assert!(
+            text.contains("# TYPE grpc_server_handling_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("grpc_server_handling_seconds_count{"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP ports Ports with a \"pipeline\".\n"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE ports gauge\nports 7\n"), "{text}");
+        assert!(
+            text.contains("# TYPE build_info gauge\nbuild_info{version=\"0.1.0\"} 1\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        // Every sample belongs to the family its TYPE line announced.
+        let mut family = "";
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                family = rest.split(' ').next().unwrap();
+            } else if !line.starts_with('#') {
+                assert!(line.starts_with(family), "{line} outside family {family}");
+            }
+        }
+    }
+
+    #[test]
+    fn openmetrics_is_passed_through() {
+        let text = encode_metrics(&registry(), MetricsFormat::OpenMetrics).unwrap();
+        assert!(
+            text.contains("# TYPE grpc_server_handled counter\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn exemplars_and_counter_created_samples_are_dropped() {
+        let openmetrics = "# HELP requests Requests.\n# TYPE requests counter\nrequests_total{path=\"/a # b\"} 3 # {trace_id=\"x\"} 1.0\nrequests_created 1.7e9\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_prometheus_text(openmetrics),
+            "# HELP requests_total Requests.\n# TYPE requests_total counter\nrequests_total{path=\"/a # b\"} 3\n"
+        );
     }
 }

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use futures::StreamExt as _;
 use nephrite_runtime::{
-    BoundServer, ClientTls, DaemonIdentity, DialOptions, Endpoint, GrpcServer, ServeError,
-    ServeReport, ServerTls, ShutdownReason, dial, dial_with,
+    BoundServer, ClientTls, DaemonIdentity, DialOptions, Endpoint, GrpcServer,
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServeError, ServeReport, ServerTls,
+    ShutdownReason, dial, dial_with,
 };
 use support::{SLOW_SERVICE, SlowService};
 use tokio::task::JoinHandle;
@@ -88,7 +89,11 @@ async fn check_everything_served(endpoint: &Endpoint, metrics: &Endpoint) -> any
 
     support::sleep_call(channel.clone(), 1).await?;
 
-    let text = support::scrape(metrics).await?;
+    let text = support::scrape(metrics, None, PROMETHEUS_TEXT_CONTENT_TYPE).await?;
+    assert!(
+        text.contains("# TYPE grpc_server_handled_total counter"),
+        "Prometheus text format by default: {text}"
+    );
     let get_info = support::sample(
         &text,
         "grpc_server_handled_total",
@@ -109,6 +114,13 @@ async fn check_everything_served(endpoint: &Endpoint, metrics: &Endpoint) -> any
         text.contains("grpc_server_handling_seconds_bucket{"),
         "latency histogram missing: {text}"
     );
+    let openmetrics = support::scrape(
+        metrics,
+        Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5"),
+        OPENMETRICS_CONTENT_TYPE,
+    )
+    .await?;
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
     Ok(())
 }
 
