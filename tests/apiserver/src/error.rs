@@ -62,6 +62,18 @@ impl ApiError {
         )
     }
 
+    /// 403 Forbidden for a create in a namespace that is being deleted.
+    pub fn namespace_terminating(namespace: &str) -> Self {
+        let message = format!(
+            "unable to create new content in namespace {namespace} because it is being terminated"
+        );
+        Self::new(403, "Forbidden", message.clone()).with_details(json!({
+            "name": namespace,
+            "kind": "namespaces",
+            "causes": [{"reason": "NamespaceTerminating", "message": message, "field": "metadata.namespace"}],
+        }))
+    }
+
     /// 409 AlreadyExists.
     pub fn already_exists(group_resource: &str, name: &str) -> Self {
         Self::new(

@@ -307,6 +307,20 @@ fn patch_kind(content_type: Option<&str>) -> Result<PatchKind, ApiError> {
     }
 }
 
+/// The type a resource path addresses, if it is served (and the path fits its scope).
+fn served(store: &Store, rp: &ResourcePath, path: &str) -> Result<ResourceType, ApiError> {
+    let rt = store
+        .resolve(&rp.group, &rp.version, &rp.plural)
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if !rt.namespaced && rp.namespace.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    if rt.namespaced && rp.namespace.is_none() && rp.name.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    Ok(rt)
+}
+
 async fn resource(
     shared: &Arc<Shared>,
     rp: ResourcePath,
@@ -314,16 +328,7 @@ async fn resource(
 ) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let params = params(&req)?;
-    let rt = shared
-        .store()
-        .resolve(&rp.group, &rp.version, &rp.plural)
-        .ok_or_else(|| ApiError::no_route(&path))?;
-    if !rt.namespaced && rp.namespace.is_some() {
-        return Err(ApiError::no_route(&path));
-    }
-    if rt.namespaced && rp.namespace.is_none() && rp.name.is_some() {
-        return Err(ApiError::no_route(&path));
-    }
+    let rt = served(&shared.store(), &rp, &path)?;
     let sub = match rp.sub.as_deref() {
         None => Subresource::Main,
         Some("status") if rt.status_subresource => Subresource::Status,
@@ -369,8 +374,18 @@ async fn resource(
     let ns = rp.namespace.as_deref();
     let name = rp.name.as_deref().unwrap_or("");
     let ok = |body: Value| Ok(json_response(StatusCode::OK, &body));
+    // Every store operation resolves the type again under the same lock: the CRD behind it
+    // may have been deleted while this request slept in injected latency or read its body.
+    let locked = || -> Result<(MutexGuard<'_, Store>, ResourceType), ApiError> {
+        let store = shared.store();
+        let rt = served(&store, &rp, &path)?;
+        Ok((store, rt))
+    };
     match verb {
-        "get" => ok(shared.store().get(&rt, ns, name)?),
+        "get" => {
+            let (store, rt) = locked()?;
+            ok(store.get(&rt, ns, name)?)
+        }
         "list" => {
             let filter = filter_from(&params, rp.namespace.clone())?;
             let limit = match params.get("limit").filter(|l| !l.is_empty()) {
@@ -382,25 +397,34 @@ async fn resource(
                 None => None,
             };
             let cont = params.get("continue").map(String::as_str);
-            ok(shared.store().list(&rt, &filter, limit, cont)?)
+            let (store, rt) = locked()?;
+            ok(store.list(&rt, &filter, limit, cont)?)
         }
         "watch" => {
             let mut filter = filter_from(&params, rp.namespace.clone())?;
             if let Some(n) = &rp.name {
                 filter.fields = filter.fields.and(FieldSelector::for_name(n));
             }
-            start_watch(shared, rt, filter, &params, decision.expire_watch)
+            start_watch(shared, &rp, &path, filter, &params, decision.expire_watch)
         }
         "create" => {
             let (ct, bytes) = read_body(req).await?;
             let body = parse_object_body(ct.as_deref(), &bytes)?;
-            let created = shared.store().create(&rt, ns, body)?;
+            let (mut store, rt) = locked()?;
+            let created = store.create(&rt, ns, body)?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
         "update" => {
             let (ct, bytes) = read_body(req).await?;
             let body = parse_object_body(ct.as_deref(), &bytes)?;
-            ok(shared.store().replace(&rt, ns, name, body, sub)?)
+            let (mut store, rt) = locked()?;
+            let (obj, created) = store.replace(&rt, ns, name, body, sub)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, &obj))
         }
         "patch" => {
             let (ct, bytes) = read_body(req).await?;
@@ -410,7 +434,8 @@ async fn resource(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 ));
             }
-            let (obj, created) = shared.store().patch(&rt, ns, name, kind, &bytes, sub)?;
+            let (mut store, rt) = locked()?;
+            let (obj, created) = store.patch(&rt, ns, name, kind, &bytes, sub)?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -421,13 +446,15 @@ async fn resource(
         "delete" => {
             let (_, bytes) = read_body(req).await?;
             let opts = delete_options(&params, &bytes)?;
-            ok(shared.store().delete(&rt, ns, name, &opts)?)
+            let (mut store, rt) = locked()?;
+            ok(store.delete(&rt, ns, name, &opts)?)
         }
         "deletecollection" => {
             let filter = filter_from(&params, rp.namespace.clone())?;
             let (_, bytes) = read_body(req).await?;
             let opts = delete_options(&params, &bytes)?;
-            ok(shared.store().delete_collection(&rt, &filter, &opts)?)
+            let (mut store, rt) = locked()?;
+            ok(store.delete_collection(&rt, &filter, &opts)?)
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
@@ -462,6 +489,8 @@ struct WatchStream {
     rx: mpsc::UnboundedReceiver<WatchItem>,
     tx: mpsc::UnboundedSender<WatchItem>,
     bookmarks: Option<tokio::time::Interval>,
+    /// The resourceVersion the watch started from (no bookmark below it).
+    floor: u64,
     deadline: Option<tokio::time::Instant>,
     shutdown: watch::Receiver<bool>,
     done: bool,
@@ -505,7 +534,7 @@ impl WatchStream {
                     return Some(Bytes::from(line));
                 }
                 _ = tick(&mut self.bookmarks) => {
-                    self.shared.store().bookmark(&self.tx);
+                    self.shared.store().bookmark(&self.tx, self.floor);
                 }
                 _ = until(self.deadline) => return None,
                 _ = self.shutdown.wait_for(|stop| *stop) => return None,
@@ -516,7 +545,8 @@ impl WatchStream {
 
 fn start_watch(
     shared: &Arc<Shared>,
-    rt: ResourceType,
+    rp: &ResourcePath,
+    path: &str,
     filter: Filter,
     params: &Params,
     expire: bool,
@@ -528,25 +558,31 @@ fn start_watch(
         .unwrap_or("");
     let send_initial = params.get("sendInitialEvents").map(String::as_str);
     let (tx, rx) = mpsc::unbounded_channel();
+    let mut store = shared.store();
+    let rt = served(&store, rp, path)?;
+    let mut floor = 0;
     if expire {
         let _ = tx.send(WatchItem::Error(ApiError::expired(format!(
             "too old resource version: {rv} (injected fault)"
         ))));
     } else {
-        let mut store = shared.store();
         let start = match (send_initial, rv) {
             (Some("true"), _) => WatchStart::Current,
             (Some("false"), "" | "0") => WatchStart::After(store.current_rv()),
             (_, "" | "0") => WatchStart::Current,
             (_, rv) => WatchStart::After(rv.parse::<u64>().map_err(|_| {
                 ApiError::bad_request(format!(
-                    "invalid resourceVersion {rv:?}: must be an integer"
+                    "invalid resourceVersion {rv:?}: must be an unsigned 64-bit integer"
                 ))
             })?),
         };
+        if let WatchStart::After(after) = start {
+            floor = after;
+        }
         let initial_end = send_initial == Some("true") && bookmarks;
         store.watch(&rt, filter, start, initial_end, tx.clone());
     }
+    drop(store);
     let timeout = params
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -557,6 +593,7 @@ fn start_watch(
         rt,
         rx,
         tx,
+        floor,
         bookmarks: bookmarks.then(|| {
             let mut i = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -83,6 +83,9 @@ pub(crate) enum WatchStart {
 struct Watcher {
     storage: StorageKey,
     filter: Filter,
+    /// Only events above this resourceVersion are sent (a watch may start from a
+    /// resourceVersion the store has not reached yet).
+    after: u64,
     tx: UnboundedSender<WatchItem>,
 }
 
@@ -181,6 +184,22 @@ fn owner_uids(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn namespaces_storage() -> StorageKey {
+    (String::new(), "namespaces".to_string())
+}
+
+/// Kinds whose PUT creates a missing object, as their Kubernetes strategies allow
+/// (`AllowCreateOnUpdate`): Endpoints, Events and Leases.
+fn creates_on_update(rt: &ResourceType) -> bool {
+    rt.crd.is_none()
+        && matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("", "endpoints" | "events")
+                | ("events.k8s.io", "events")
+                | ("coordination.k8s.io", "leases")
+        )
+}
+
 fn is_terminating(obj: &Value) -> bool {
     meta_str(obj, "deletionTimestamp").is_some()
 }
@@ -207,13 +226,16 @@ fn normalize_metadata(obj: &mut Value) {
     }
 }
 
-/// Everything but metadata, status and type information: what bumps `generation`.
-fn spec_part(obj: &Value) -> Map<String, Value> {
+/// What bumps `generation`: everything but metadata and type information, and but `status`
+/// unless `with_status` (custom resources without the status subresource, as in Kubernetes).
+fn spec_part(obj: &Value, with_status: bool) -> Map<String, Value> {
     obj.as_object()
         .map(|m| {
             m.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                .filter(|(k, _)| match k.as_str() {
+                    "metadata" | "apiVersion" | "kind" => false,
+                    "status" => with_status,
+                    _ => true,
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
@@ -283,7 +305,14 @@ fn apply_json_patch(doc: &mut Value, body: &[u8]) -> Result<(), ApiError> {
         let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
             && op.get("value").is_some_and(Value::is_null);
         if is_null_test {
-            let path = op.get("path").and_then(Value::as_str).unwrap_or("");
+            let path = match op.get("path").and_then(Value::as_str) {
+                Some(p) if p.is_empty() || p.starts_with('/') => p,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid JSON patch operation at index {i}: path {other:?} is not a JSON pointer"
+                    )));
+                }
+            };
             let found = work.pointer(path).cloned().unwrap_or(Value::Null);
             if !found.is_null() {
                 return Err(ApiError::new(
@@ -463,7 +492,12 @@ impl Store {
                 "continue".into(),
                 json!(hex_encode(&format!("{list_rv}\0{ns}\0{name}"))),
             );
-            m.insert("remainingItemCount".into(), json!(remaining));
+            // Kubernetes only counts the rest of an unfiltered list.
+            if filter.labels == LabelSelector::default()
+                && filter.fields == FieldSelector::default()
+            {
+                m.insert("remainingItemCount".into(), json!(remaining));
+            }
         }
         Ok(json!({
             "kind": format!("{}List", rt.kind),
@@ -484,6 +518,7 @@ impl Store {
         tx: UnboundedSender<WatchItem>,
     ) {
         let storage = rt.storage();
+        let mut after = self.rv;
         match start {
             WatchStart::Current => {
                 if let Some(objects) = self.objects.get(&storage) {
@@ -499,6 +534,7 @@ impl Store {
                 }
             }
             WatchStart::After(rv) => {
+                after = rv;
                 if rv < self.compacted {
                     let _ = tx.send(WatchItem::Error(ApiError::expired(format!(
                         "too old resource version: {rv} ({})",
@@ -521,6 +557,7 @@ impl Store {
         self.watchers.push(Watcher {
             storage,
             filter,
+            after,
             tx,
         });
     }
@@ -543,8 +580,12 @@ impl Store {
     }
 
     /// Sends a bookmark at the current resourceVersion through a watch's own channel (under
-    /// the store lock, so it is ordered after every event already sent to it).
-    pub fn bookmark(&self, tx: &UnboundedSender<WatchItem>) {
+    /// the store lock, so it is ordered after every event already sent to it). Nothing is sent
+    /// while the store is still below `floor`, the resourceVersion the watch started from.
+    pub fn bookmark(&self, tx: &UnboundedSender<WatchItem>, floor: u64) {
+        if self.rv < floor {
+            return;
+        }
         let _ = tx.send(WatchItem::Bookmark {
             rv: self.rv,
             initial_end: false,
@@ -561,7 +602,7 @@ impl Store {
             new: Arc::new(new),
         };
         self.watchers.retain(|w| {
-            if w.storage != ev.storage {
+            if w.storage != ev.storage || ev.rv <= w.after {
                 return !w.tx.is_closed();
             }
             match translate(&w.filter, &ev) {
@@ -627,14 +668,6 @@ impl Store {
         Some(last)
     }
 
-    fn namespace_exists(&self, ns: &str) -> bool {
-        self.stored(
-            &(String::new(), "namespaces".to_string()),
-            &(String::new(), ns.to_string()),
-        )
-        .is_some()
-    }
-
     fn validate_schema(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         if let Some(schema) = &rt.schema
             && let Some(field) = schema::missing_required(schema, obj)
@@ -650,8 +683,10 @@ impl Store {
         Ok(())
     }
 
-    /// Validates a CRD and fills in the status a real apiserver's controllers would set.
-    fn prepare_crd(&self, crd: &mut Value) -> Result<(), ApiError> {
+    /// Validates a CRD (against `old`, its stored state, on an update) and fills in the status
+    /// a real apiserver's controllers would set. Conditions keep their `lastTransitionTime`,
+    /// so rewriting an unchanged CRD stays a no-op.
+    fn prepare_crd(&self, crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let def = resources::parse_crd(crd).map_err(|(field, problem)| {
             ApiError::invalid(
                 "CustomResourceDefinition.apiextensions.k8s.io",
@@ -660,6 +695,27 @@ impl Store {
                 &problem,
             )
         })?;
+        if let Some(old) = old {
+            // An established CRD's scope and kind are immutable (and the stored objects' keys
+            // depend on the scope).
+            for (pointer, field) in [
+                ("/spec/scope", "spec.scope"),
+                ("/spec/names/kind", "spec.names.kind"),
+            ] {
+                let (was, is) = (old.pointer(pointer), crd.pointer(pointer));
+                if was != is {
+                    return Err(ApiError::invalid(
+                        "CustomResourceDefinition.apiextensions.k8s.io",
+                        meta_str(crd, "name").unwrap_or(""),
+                        field,
+                        &format!(
+                            "Invalid value: {}: field is immutable",
+                            is.unwrap_or(&Value::Null)
+                        ),
+                    ));
+                }
+            }
+        }
         let clashes = self
             .types
             .iter()
@@ -673,7 +729,19 @@ impl Store {
             ));
         }
         let time = now();
-        let condition = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": time, "reason": reason, "message": msg});
+        let condition = |t: &str, reason: &str, msg: &str| {
+            let since = old
+                .and_then(|o| o.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some(t))
+                })
+                .and_then(|c| c.get("lastTransitionTime"))
+                .cloned()
+                .unwrap_or_else(|| json!(time));
+            json!({"type": t, "status": "True", "lastTransitionTime": since, "reason": reason, "message": msg})
+        };
         let stored_versions: Vec<Value> = crd
             .pointer("/spec/versions")
             .and_then(Value::as_array)
@@ -757,6 +825,13 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let mut obj = into_object(body)?;
         check_type(rt, &obj)?;
+        if meta_str(&obj, "resourceVersion").is_some() {
+            // What a real apiserver answers (a 500 from its storage layer): the object was most
+            // likely copied from a read, and Kubernetes refuses to create it.
+            return Err(ApiError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         let name = match meta_str(&obj, "name") {
             Some(n) => n.to_string(),
             None => match meta_str(&obj, "generateName") {
@@ -789,12 +864,16 @@ impl Store {
                 )));
             }
             if body_ns != url_ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({url_ns})"
+                )));
             }
-            if !self.namespace_exists(url_ns) {
-                return Err(ApiError::not_found("namespaces", url_ns));
+            match self.stored(&namespaces_storage(), &(String::new(), url_ns.to_string())) {
+                None => return Err(ApiError::not_found("namespaces", url_ns)),
+                Some(n) if is_terminating(n) => {
+                    return Err(ApiError::namespace_terminating(url_ns));
+                }
+                Some(_) => {}
             }
             Some(url_ns.to_string())
         } else {
@@ -825,7 +904,6 @@ impl Store {
         m.insert("creationTimestamp".into(), json!(now()));
         m.insert("generation".into(), json!(1));
         for f in [
-            "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "managedFields",
@@ -836,7 +914,7 @@ impl Store {
         normalize_metadata(&mut obj);
         Self::validate_schema(rt, &obj)?;
         if storage.0 == CRD_GROUP && storage.1 == CRD_PLURAL {
-            self.prepare_crd(&mut obj)?;
+            self.prepare_crd(&mut obj, None)?;
         }
         let has_owners = !owner_uids(&obj).is_empty();
         let stored = self.commit_put(&storage, key, obj);
@@ -846,7 +924,8 @@ impl Store {
         Ok(Self::present(rt, &stored))
     }
 
-    /// PUT: replace an object (or its status).
+    /// PUT: replace an object (or its status). Returns the object and whether it was created
+    /// (only the kinds Kubernetes creates on update: Endpoints, Events, Leases).
     pub fn replace(
         &mut self,
         rt: &ResourceType,
@@ -854,31 +933,34 @@ impl Store {
         name: &str,
         body: Value,
         sub: Subresource,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, bool), ApiError> {
         let key = Self::key(rt, ns, name);
-        let old = self
-            .stored(&rt.storage(), &key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&rt.group_resource(), name))?;
-        let obj = into_object(body)?;
+        let mut obj = into_object(body)?;
         check_type(rt, &obj)?;
-        if let Some(body_name) = meta_str(&obj, "name")
-            && body_name != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
-        if rt.namespaced
-            && let Some(body_ns) = meta_str(&obj, "namespace")
-            && body_ns != key.0
-        {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request",
-            ));
+        check_name(rt, &key, name, &obj)?;
+        let Some(old) = self.stored(&rt.storage(), &key).cloned() else {
+            if creates_on_update(rt) && sub == Subresource::Main {
+                meta_mut(&mut obj).remove("resourceVersion");
+                return self.create(rt, ns, obj).map(|o| (o, true));
+            }
+            return Err(ApiError::not_found(&rt.group_resource(), name));
+        };
+        // Kubernetes turns a uid in a PUT body into a precondition.
+        if let Some(want) = meta_str(&obj, "uid") {
+            let have = meta_str(&old, "uid").unwrap_or("");
+            if want != have {
+                return Err(ApiError::conflict(
+                    &rt.group_resource(),
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {want}, UID in object meta: {have}"
+                    ),
+                ));
+            }
         }
         check_rv_precondition(rt, name, &old, &obj)?;
         self.write_existing(rt, key, old, obj, sub)
+            .map(|o| (o, false))
     }
 
     /// PATCH (merge, JSON, strategic-as-merge, apply). Returns the object and whether it was
@@ -897,6 +979,7 @@ impl Store {
         let Some(old) = existing else {
             if kind == PatchKind::Apply && sub == Subresource::Main {
                 let mut obj = into_object(parse_apply_body(body)?)?;
+                check_apply_type(rt, &obj)?;
                 if let Some(body_name) = meta_str(&obj, "name")
                     && body_name != name
                 {
@@ -921,7 +1004,7 @@ impl Store {
             }
             PatchKind::Apply => {
                 let patch = into_object(parse_apply_body(body)?)?;
-                check_type(rt, &patch)?;
+                check_apply_type(rt, &patch)?;
                 json_patch::merge(&mut doc, &patch);
             }
             PatchKind::Json => apply_json_patch(&mut doc, body)?,
@@ -929,6 +1012,7 @@ impl Store {
         let doc = into_object(doc).map_err(|_| {
             ApiError::new(422, "Invalid", "the patched object is not a JSON object")
         })?;
+        check_patched(rt, &key, name, &old, &doc)?;
         check_rv_precondition(rt, name, &old, &doc)?;
         self.write_existing(rt, key, old, doc, sub)
             .map(|o| (o, false))
@@ -994,7 +1078,8 @@ impl Store {
         m.remove("managedFields");
         m.remove("selfLink");
         normalize_metadata(&mut new);
-        if spec_part(&new) != spec_part(&old) {
+        let with_status = rt.crd.is_some() && !rt.status_subresource;
+        if spec_part(&new, with_status) != spec_part(&old, with_status) {
             let generation = old_meta
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -1003,7 +1088,7 @@ impl Store {
         }
         Self::validate_schema(rt, &new)?;
         if storage.0 == CRD_GROUP && storage.1 == CRD_PLURAL {
-            self.prepare_crd(&mut new)?;
+            self.prepare_crd(&mut new, Some(&old))?;
         }
         if without_rv(&new) == without_rv(&old) {
             return Ok(Self::present(rt, &old));
@@ -1098,7 +1183,17 @@ impl Store {
         m.insert("deletionTimestamp".into(), json!(now()));
         m.insert("deletionGracePeriodSeconds".into(), json!(0));
         m.insert("finalizers".into(), json!(fins));
-        Some(self.commit_put(storage, key.clone(), new))
+        let namespace = *storage == namespaces_storage();
+        if namespace && let Some(map) = new.as_object_mut() {
+            map.insert("status".into(), json!({"phase": "Terminating"}));
+        }
+        let stored = self.commit_put(storage, key.clone(), new);
+        if namespace {
+            // A terminating namespace loses its contents at once, as the namespace controller
+            // would do; the namespace itself waits for its finalizers.
+            self.drop_namespace_contents(&key.1);
+        }
+        Some(stored)
     }
 
     /// Removes the owner reference to `owner_uid` from every dependent.
@@ -1259,6 +1354,90 @@ fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// An apply patch must name the exact apiVersion and kind of the endpoint (Kubernetes'
+/// field manager refuses anything else with 400).
+fn check_apply_type(rt: &ResourceType, patch: &Value) -> Result<(), ApiError> {
+    let api_version = patch
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if api_version != rt.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {api_version}, expected: {} (an apply patch must set apiVersion and kind)",
+            rt.api_version()
+        )));
+    }
+    let kind = patch.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != rt.kind {
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {api_version}, Kind={kind} (an apply patch to {} must set kind {:?})",
+            rt.group_resource(),
+            rt.kind
+        )));
+    }
+    Ok(())
+}
+
+/// The name (required) and namespace (when set) of a written object must be the URL's.
+fn check_name(rt: &ResourceType, key: &ObjKey, name: &str, obj: &Value) -> Result<(), ApiError> {
+    let body_name = meta_str(obj, "name").unwrap_or("");
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if rt.namespaced
+        && let Some(body_ns) = meta_str(obj, "namespace")
+        && body_ns != key.0
+    {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({})",
+            key.0
+        )));
+    }
+    Ok(())
+}
+
+/// What Kubernetes checks on the result of a patch before writing it: the name and namespace
+/// stay the URL's (400), the uid cannot change (422), a custom resource keeps its apiVersion
+/// and kind (422 when removed), and the type cannot change (400).
+fn check_patched(
+    rt: &ResourceType,
+    key: &ObjKey,
+    name: &str,
+    old: &Value,
+    doc: &Value,
+) -> Result<(), ApiError> {
+    check_name(rt, key, name, doc)?;
+    if let Some(uid) = meta_str(doc, "uid")
+        && Some(uid) != meta_str(old, "uid")
+    {
+        return Err(ApiError::invalid(
+            &format!("{}.{}", rt.kind, rt.group),
+            name,
+            "metadata.uid",
+            &format!("Invalid value: {uid:?}: field is immutable"),
+        ));
+    }
+    if rt.crd.is_some() {
+        for field in ["apiVersion", "kind"] {
+            if doc
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                return Err(ApiError::invalid(
+                    &format!("{}.{}", rt.kind, rt.group),
+                    name,
+                    "patch",
+                    &format!("Invalid value: Object '{field}' is missing in the patched object"),
+                ));
+            }
+        }
+    }
+    check_type(rt, doc)
 }
 
 /// A non-empty metadata.resourceVersion in a write must equal the stored one.

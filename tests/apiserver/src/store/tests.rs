@@ -139,3 +139,101 @@ fn json_patch_null_test_on_missing_path() {
         Some(422)
     );
 }
+
+#[test]
+fn json_patch_null_test_needs_a_json_pointer() {
+    let mut doc = json!({"metadata": {"finalizers": ["f"]}});
+    let bad = br#"[{"op":"test","path":"metadata/finalizers","value":null},{"op":"remove","path":"/metadata/finalizers"}]"#;
+    let err = apply_json_patch(&mut doc, bad).err();
+    assert_eq!(err.as_ref().map(|e| e.code), Some(400), "{err:?}");
+    let missing = br#"[{"op":"test","value":null}]"#;
+    assert_eq!(
+        apply_json_patch(&mut doc, missing).err().map(|e| e.code),
+        Some(400)
+    );
+    assert_eq!(doc.pointer("/metadata/finalizers/0"), Some(&json!("f")));
+}
+
+#[test]
+fn crd_scope_and_kind_are_immutable_and_rewrites_are_no_ops() -> Result<(), ApiError> {
+    let mut s = Store::new(100);
+    let crds = s
+        .resolve(CRD_GROUP, "v1", CRD_PLURAL)
+        .ok_or_else(|| ApiError::internal("crds are built in"))?;
+    let crd = |scope: &str, kind: &str| {
+        json!({"metadata": {"name": "gadgets.example.com"}, "spec": {
+            "group": "example.com", "scope": scope,
+            "names": {"plural": "gadgets", "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}})
+    };
+    let created = s.create(&crds, None, crd("Namespaced", "Gadget"))?;
+    for (scope, kind, field) in [
+        ("Cluster", "Gadget", "spec.scope"),
+        ("Namespaced", "Gizmo", "spec.names.kind"),
+    ] {
+        let err = s
+            .replace(
+                &crds,
+                None,
+                "gadgets.example.com",
+                crd(scope, kind),
+                Subresource::Main,
+            )
+            .err();
+        assert_eq!(err.as_ref().map(|e| e.code), Some(422), "{err:?}");
+        assert!(err.is_some_and(|e| e.message.contains(field)));
+    }
+    // The same CRD again (a second apply, seconds later) changes nothing.
+    let mut conditions = created.pointer("/status/conditions").cloned();
+    if let Some(cs) = conditions.as_mut().and_then(Value::as_array_mut) {
+        for c in cs {
+            c["lastTransitionTime"] = json!("2000-01-01T00:00:00Z");
+        }
+    }
+    let key = (String::new(), "gadgets.example.com".to_string());
+    if let Some(stored) = s
+        .objects
+        .get_mut(&crds.storage())
+        .and_then(|m| m.get_mut(&key))
+    {
+        stored["status"]["conditions"] = conditions.unwrap_or_default();
+    }
+    let rv = s.current_rv();
+    let (again, _) = s.replace(
+        &crds,
+        None,
+        "gadgets.example.com",
+        crd("Namespaced", "Gadget"),
+        Subresource::Main,
+    )?;
+    assert_eq!(s.current_rv(), rv, "no write");
+    assert_eq!(
+        again.pointer("/status/conditions/0/lastTransitionTime"),
+        Some(&json!("2000-01-01T00:00:00Z"))
+    );
+    Ok(())
+}
+
+#[test]
+fn remaining_item_count_only_without_selectors() -> Result<(), ApiError> {
+    let mut s = Store::new(100);
+    let cm = rt(&s, "configmaps");
+    for n in ["a", "b", "c"] {
+        s.create(
+            &cm,
+            Some("default"),
+            json!({"metadata": {"name": n, "labels": {"x": "1"}}}),
+        )?;
+    }
+    let page = s.list(&cm, &all(), Some(1), None)?;
+    assert_eq!(
+        page.pointer("/metadata/remainingItemCount"),
+        Some(&json!(2))
+    );
+    let mut selected = all();
+    selected.labels = LabelSelector::parse("x=1").map_err(ApiError::bad_request)?;
+    let page = s.list(&cm, &selected, Some(1), None)?;
+    assert!(page.pointer("/metadata/continue").is_some());
+    assert_eq!(page.pointer("/metadata/remainingItemCount"), None);
+    Ok(())
+}
