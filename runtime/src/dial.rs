@@ -5,7 +5,7 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint as TonicEndpoint, Uri};
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, unix_path_problem};
 use crate::tls::{ClientTls, ensure_crypto_provider};
 
 /// How to dial: TLS and time limits.
@@ -59,6 +59,15 @@ pub enum DialError {
         endpoint: Endpoint,
         /// tonic's error.
         source: tonic::transport::Error,
+    },
+    /// The Unix socket path is empty or longer than
+    /// [`MAX_UNIX_SOCKET_PATH`](crate::MAX_UNIX_SOCKET_PATH) bytes.
+    #[error("cannot dial {endpoint}: {problem}")]
+    InvalidSocketPath {
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// What is wrong with the path.
+        problem: String,
     },
     /// The endpoint is `https://` but no [`ClientTls`] (with a CA) was given.
     #[error("cannot dial {endpoint}: https:// needs TLS options with a CA certificate")]
@@ -119,7 +128,8 @@ pub async fn dial_with(endpoint: &Endpoint, options: &DialOptions) -> Result<Cha
 /// configuration errors are reported here.
 ///
 /// # Errors
-/// [`DialError::InvalidUri`], [`DialError::Tls`], [`DialError::TlsWithoutOptions`].
+/// [`DialError::InvalidUri`], [`DialError::InvalidSocketPath`], [`DialError::Tls`],
+/// [`DialError::TlsWithoutOptions`].
 pub fn dial_lazy(endpoint: &Endpoint, options: &DialOptions) -> Result<Channel, DialError> {
     let tonic_endpoint = tonic_endpoint(endpoint, options)?;
     Ok(match endpoint {
@@ -148,6 +158,12 @@ fn innermost_cause(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn tonic_endpoint(endpoint: &Endpoint, options: &DialOptions) -> Result<TonicEndpoint, DialError> {
+    if let Some(problem) = endpoint.unix_path().and_then(unix_path_problem) {
+        return Err(DialError::InvalidSocketPath {
+            endpoint: endpoint.clone(),
+            problem,
+        });
+    }
     let use_tls = options.tls.is_some() || endpoint.is_tls();
     let (uri, host) = match endpoint {
         Endpoint::Tcp { host, .. } => {
@@ -185,4 +201,40 @@ fn tonic_endpoint(endpoint: &Endpoint, options: &DialOptions) -> Result<TonicEnd
             })?;
     }
     Ok(tonic_endpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_socket_is_named_with_the_os_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let endpoint = Endpoint::unix(dir.path().join("absent.sock"));
+        let err = dial(&endpoint).await.expect_err("nothing listens");
+        assert!(matches!(err, DialError::Connect { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot connect to {endpoint}: No such file or directory (os error 2)")
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_or_too_long_socket_paths_are_refused_before_dialing() {
+        let long = Endpoint::unix(format!("/{}", "x".repeat(crate::MAX_UNIX_SOCKET_PATH)));
+        for endpoint in [Endpoint::unix(""), long] {
+            let err = dial(&endpoint).await.expect_err("bad path");
+            assert!(matches!(err, DialError::InvalidSocketPath { .. }), "{err}");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("cannot dial {endpoint}: the socket path is")),
+                "{err}"
+            );
+            let lazy = dial_lazy(&endpoint, &DialOptions::default()).expect_err("bad path");
+            assert!(
+                matches!(lazy, DialError::InvalidSocketPath { .. }),
+                "{lazy}"
+            );
+        }
+    }
 }

@@ -6,6 +6,30 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+/// The longest Unix socket path the operating system accepts, in bytes: the size of
+/// `sockaddr_un.sun_path` (108 on Linux, 104 on the BSDs and macOS) less its terminating NUL.
+pub const MAX_UNIX_SOCKET_PATH: usize = if cfg!(any(target_os = "linux", target_os = "android")) {
+    107
+} else {
+    103
+};
+
+/// What is wrong with a Unix socket path, if anything: empty (Linux would silently bind an
+/// unreachable abstract socket) or too long for `sockaddr_un`.
+pub(crate) fn unix_path_problem(path: &Path) -> Option<String> {
+    let len = path.as_os_str().len();
+    if len == 0 {
+        Some("the socket path is empty".to_owned())
+    } else if len > MAX_UNIX_SOCKET_PATH {
+        Some(format!(
+            "the socket path is {len} bytes, longer than the {MAX_UNIX_SOCKET_PATH} a Unix socket \
+             address (sockaddr_un) can hold"
+        ))
+    } else {
+        None
+    }
+}
+
 /// A gRPC endpoint: a TCP host and port or a Unix domain socket path.
 ///
 /// Accepted spellings (see [`Endpoint::from_str`]):
@@ -19,7 +43,8 @@ use std::str::FromStr;
 /// | `unix:relative.sock` | Unix socket, path relative to the working directory |
 ///
 /// Port `0` is allowed for listening: the operating system picks a free
-/// port and the bound listener reports it.
+/// port and the bound listener reports it. A Unix socket path may have at most
+/// [`MAX_UNIX_SOCKET_PATH`] bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// A TCP endpoint.
@@ -83,6 +108,14 @@ pub enum EndpointError {
     MissingPath {
         /// The whole input.
         input: String,
+    },
+    /// A Unix socket path longer than [`MAX_UNIX_SOCKET_PATH`] bytes.
+    #[error("endpoint {input:?}: {problem}")]
+    InvalidSocketPath {
+        /// The whole input.
+        input: String,
+        /// What is wrong with the path.
+        problem: String,
     },
     /// `unix://` followed by something that is not an absolute path, e.g.
     /// `unix://run/x.sock` (which would silently drop the leading `/`).
@@ -176,7 +209,7 @@ impl FromStr for Endpoint {
             return parse_unix(input, rest);
         }
         if text.starts_with('/') {
-            return Ok(Endpoint::unix(text));
+            return unix_endpoint(input, text);
         }
         let (authority, tls) = match text.split_once("://") {
             Some(("tcp" | "http", rest)) => (rest, false),
@@ -217,7 +250,17 @@ fn parse_unix(input: &str, rest: &str) -> Result<Endpoint, EndpointError> {
             input: input.to_owned(),
         });
     }
-    Ok(Endpoint::unix(path))
+    unix_endpoint(input, path)
+}
+
+fn unix_endpoint(input: &str, path: &str) -> Result<Endpoint, EndpointError> {
+    match unix_path_problem(Path::new(path)) {
+        Some(problem) => Err(EndpointError::InvalidSocketPath {
+            input: input.to_owned(),
+            problem,
+        }),
+        None => Ok(Endpoint::unix(path)),
+    }
 }
 
 fn split_host_port(input: &str, authority: &str) -> Result<(String, u16), EndpointError> {
@@ -254,9 +297,13 @@ fn split_host_port(input: &str, authority: &str) -> Result<(String, u16), Endpoi
             input: input.to_owned(),
         });
     }
+    // Digits only: `u16::from_str` would also take `+80`.
     let port = port
-        .parse::<u16>()
-        .map_err(|_| EndpointError::InvalidPort {
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| port.parse::<u16>().ok())
+        .flatten()
+        .ok_or_else(|| EndpointError::InvalidPort {
             input: input.to_owned(),
             port: port.to_owned(),
         })?;

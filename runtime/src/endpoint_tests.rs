@@ -94,3 +94,55 @@ fn helpers() {
     assert_eq!(u.unix_path(), Some(Path::new("/tmp/a.sock")));
     assert_eq!(u.authority(), None);
 }
+
+#[test]
+fn ports_are_digits_only() {
+    for text in [
+        "localhost:+80",
+        "localhost:-1",
+        "localhost: 80",
+        "localhost:8_0",
+        "[::1]:+1",
+    ] {
+        assert!(
+            matches!(
+                text.parse::<Endpoint>(),
+                Err(EndpointError::InvalidPort { .. })
+            ),
+            "{text}: {:?}",
+            text.parse::<Endpoint>()
+        );
+    }
+    assert_eq!("h:080".parse::<Endpoint>(), Ok(tcp("h", 80, false)));
+}
+
+#[test]
+fn unix_paths_too_long_for_sockaddr_un_are_named() {
+    let fits = format!("/{}", "a".repeat(MAX_UNIX_SOCKET_PATH - 1));
+    let too_long = format!("/{}", "a".repeat(MAX_UNIX_SOCKET_PATH));
+    assert_eq!(fits.parse::<Endpoint>(), Ok(Endpoint::unix(&fits)));
+    for text in [
+        too_long.clone(),
+        format!("unix://{too_long}"),
+        format!("unix:a{}", &too_long[1..]),
+    ] {
+        let err = text.parse::<Endpoint>().expect_err(&text);
+        assert!(
+            matches!(err, EndpointError::InvalidSocketPath { .. }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(&format!("{text:?}")), "{message}");
+        assert!(
+            message.contains(&format!(
+                "is {} bytes, longer than the {MAX_UNIX_SOCKET_PATH}",
+                MAX_UNIX_SOCKET_PATH + 1
+            )),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        unix_path_problem(Path::new("")).as_deref(),
+        Some("the socket path is empty")
+    );
+}

@@ -38,7 +38,7 @@ mod tls;
 pub use args::{DEFAULT_LISTEN, ServeArgs, parse_duration};
 pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
-pub use endpoint::{Endpoint, EndpointError};
+pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_SOCKET_PATH};
 pub use listen::{BindError, BoundListener};
 pub use metrics::{
     MetricsFormat, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, encode_metrics,

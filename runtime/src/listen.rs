@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, unix_path_problem};
 
 /// Why an endpoint could not be bound. Every variant names the endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +26,15 @@ pub enum BindError {
         endpoint: Endpoint,
         /// The bind/listen error.
         source: io::Error,
+    },
+    /// The Unix socket path is empty or longer than
+    /// [`MAX_UNIX_SOCKET_PATH`](crate::MAX_UNIX_SOCKET_PATH) bytes.
+    #[error("cannot listen on {endpoint}: {problem}")]
+    InvalidSocketPath {
+        /// The endpoint being bound.
+        endpoint: Endpoint,
+        /// What is wrong with the path.
+        problem: String,
     },
     /// A live server already accepts connections on the socket path.
     #[error("cannot listen on {endpoint}: the socket is in use by a running server")]
@@ -118,6 +127,12 @@ impl BoundListener {
                 })
             }
             Endpoint::Unix { path } => {
+                if let Some(problem) = unix_path_problem(path) {
+                    return Err(BindError::InvalidSocketPath {
+                        endpoint: endpoint.clone(),
+                        problem,
+                    });
+                }
                 remove_stale_socket(endpoint, path).await?;
                 let listener = UnixListener::bind(path).map_err(|source| BindError::Listen {
                     endpoint: endpoint.clone(),
@@ -223,6 +238,27 @@ mod tests {
             }
             other => panic!("unexpected {other}"),
         }
+    }
+
+    #[tokio::test]
+    async fn empty_or_too_long_socket_paths_are_refused_by_name() {
+        // An empty path would bind an abstract socket nobody can dial.
+        let empty = Endpoint::unix("");
+        let err = BoundListener::bind(&empty).await.expect_err("empty path");
+        assert!(matches!(err, BindError::InvalidSocketPath { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "cannot listen on unix:: the socket path is empty"
+        );
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s".repeat(crate::MAX_UNIX_SOCKET_PATH));
+        let long = Endpoint::unix(&path);
+        let err = BoundListener::bind(&long).await.expect_err("long path");
+        assert!(matches!(err, BindError::InvalidSocketPath { .. }), "{err}");
+        let message = err.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("(sockaddr_un)"), "{message}");
     }
 
     #[tokio::test]

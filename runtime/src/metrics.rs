@@ -113,12 +113,61 @@ pub fn encode_metrics(
     registry: &Registry,
     format: MetricsFormat,
 ) -> Result<String, std::fmt::Error> {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry)?;
+    let mut raw = String::new();
+    prometheus_client::encoding::text::encode(&mut raw, registry)?;
+    let text = escape_help_text(&raw);
     Ok(match format {
         MetricsFormat::OpenMetrics => text,
         MetricsFormat::PrometheusText => openmetrics_to_prometheus_text(&text),
     })
+}
+
+/// prometheus-client writes HELP text verbatim, so a help string with a backslash (`C:\dir`) or a
+/// line break makes the whole exposition unparsable. This escapes it as OpenMetrics requires
+/// (`\\`, `\"`, `\n`); a line break shows up as HELP lines continued up to the `# TYPE` line
+/// prometheus-client always writes right after HELP.
+fn escape_help_text(openmetrics: &str) -> String {
+    fn push_help(out: &mut String, head: &str, text: &str) {
+        out.push_str(head);
+        for c in text.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('\n');
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    // (`# HELP name `, the help text so far)
+    let mut help: Option<(&str, String)> = None;
+    for line in openmetrics.lines() {
+        if let Some((_, text)) = help.as_mut()
+            && !line.starts_with("# TYPE ")
+        {
+            text.push('\n');
+            text.push_str(line);
+            continue;
+        }
+        if let Some((head, text)) = help.take() {
+            push_help(&mut out, head, &text);
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let split = rest
+                .find(' ')
+                .map_or(line.len(), |at| "# HELP ".len() + at + 1);
+            let (head, text) = line.split_at(split);
+            help = Some((head, text.to_owned()));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if let Some((head, text)) = help {
+        push_help(&mut out, head, &text);
+    }
+    out
 }
 
 /// Rewrites OpenMetrics text (as prometheus-client writes it) into the Prometheus text format
@@ -298,15 +347,7 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");
-        // Every sample belongs to the family its TYPE line announced.
-        let mut family = "";
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                family = rest.split(' ').next().unwrap();
-            } else if !line.starts_with('#') {
-                assert!(line.starts_with(family), "{line} outside family {family}");
-            }
-        }
+        assert_valid_prometheus_text(&text);
     }
 
     #[test]
@@ -317,6 +358,126 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// Checks the Prometheus text format 0.0.4 line by line, as Prometheus' own parser would:
+    /// HELP escapes are only `\\` and `\n`, label values are quoted with `\\`, `\"`, `\n`
+    /// escapes, and every sample belongs to the family its TYPE line announced.
+    fn assert_valid_prometheus_text(text: &str) {
+        let mut family = "";
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (_, help) = rest.split_once(' ').unwrap_or((rest, ""));
+                let mut chars = help.chars();
+                while let Some(c) = chars.next() {
+                    if c == '\\' {
+                        let next = chars.next();
+                        assert!(
+                            matches!(next, Some('\\' | 'n')),
+                            "bad HELP escape in {line:?}"
+                        );
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                family = rest.split(' ').next().unwrap();
+            } else {
+                assert!(!line.starts_with('#'), "unexpected comment {line:?}");
+                assert!(line.starts_with(family), "{line:?} outside family {family}");
+                let after_name = &line[line.find(['{', ' ']).expect("a value")..];
+                let value = match after_name.strip_prefix('{') {
+                    None => after_name,
+                    Some(labels) => {
+                        let mut rest = labels;
+                        loop {
+                            let (_, after) = rest.split_once("=\"").expect("label=\"value\"");
+                            let mut chars = after.char_indices();
+                            let end = loop {
+                                match chars.next().expect("closing quote") {
+                                    (_, '\\') => {
+                                        let escaped = chars.next().map(|(_, c)| c);
+                                        assert!(
+                                            matches!(escaped, Some('\\' | '"' | 'n')),
+                                            "{line:?}"
+                                        );
+                                    }
+                                    (at, '"') => break at,
+                                    _ => {}
+                                }
+                            };
+                            rest = &after[end + 1..];
+                            match rest.strip_prefix(',') {
+                                Some(more) => rest = more,
+                                None => break,
+                            }
+                        }
+                        rest.strip_prefix('}').expect("closing brace")
+                    }
+                };
+                let value = value.strip_prefix(' ').expect("space before the value");
+                assert!(value.parse::<f64>().is_ok(), "value {value:?} in {line:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn help_with_backslashes_quotes_and_line_breaks_stays_parsable() {
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct PathLabel {
+            path: String,
+        }
+        let mut registry = registry();
+        let requests = Family::<PathLabel, Counter>::default();
+        for path in [
+            "/a # b",
+            "x}y",
+            "say \"hi\"",
+            "back\\slash",
+            "two\nlines",
+            "{#}",
+        ] {
+            requests
+                .get_or_create(&PathLabel { path: path.into() })
+                .inc();
+        }
+        registry.register(
+            "requests",
+            "Requests under C:\\temp, \"quoted\"\nsecond line",
+            requests,
+        );
+        let text = encode_metrics(&registry, MetricsFormat::PrometheusText).unwrap();
+        assert_valid_prometheus_text(&text);
+        assert!(
+            text.contains(
+                "# HELP requests_total Requests under C:\\\\temp, \"quoted\"\\nsecond line.\n# TYPE requests_total counter\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("requests_total{path=\"/a # b\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("requests_total{path=\"x}y\"} 1\n"), "{text}");
+        assert!(
+            text.contains("requests_total{path=\"say \\\"hi\\\"\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("requests_total{path=\"back\\\\slash\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("requests_total{path=\"two\\nlines\"} 1\n"),
+            "{text}"
+        );
+
+        let openmetrics = encode_metrics(&registry, MetricsFormat::OpenMetrics).unwrap();
+        assert!(
+            openmetrics.contains(
+                "# HELP requests Requests under C:\\\\temp, \\\"quoted\\\"\\nsecond line.\n# TYPE requests counter\n"
+            ),
+            "{openmetrics}"
+        );
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
     }
 
     #[test]

@@ -200,17 +200,43 @@ pub(crate) fn describe(value: &Value) -> &'static str {
     }
 }
 
-/// The first metadata field that does not deserialize on its own (error path only).
+/// The first metadata field that does not deserialize on its own (error path only), down to the
+/// entry at fault in `labels` / `annotations` (`labels.app`, `annotations["example.com/x"]`) and
+/// the item in `finalizers` / `ownerReferences` (`ownerReferences[1]`).
 fn faulty_metadata_field(metadata: &Value) -> Option<String> {
     let Value::Object(fields) = metadata else {
         return None;
     };
-    fields.iter().find_map(|(key, value)| {
-        let alone = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
-        ObjectMeta::deserialize(&alone)
-            .is_err()
-            .then(|| key.clone())
-    })
+    let (key, value) = fields.iter().find(|(key, value)| {
+        let alone = Value::Object(Map::from_iter([((*key).clone(), (*value).clone())]));
+        ObjectMeta::deserialize(&alone).is_err()
+    })?;
+    let inner = match (key.as_str(), value) {
+        ("labels" | "annotations", Value::Object(entries)) => entries
+            .iter()
+            .find(|(_, value)| !value.is_string())
+            .map(|(entry, _)| {
+                if !entry.is_empty()
+                    && entry
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+                {
+                    format!(".{entry}")
+                } else {
+                    format!("[{entry:?}]")
+                }
+            }),
+        ("finalizers", Value::Array(items)) => items
+            .iter()
+            .position(|item| !item.is_string())
+            .map(|at| format!("[{at}]")),
+        ("ownerReferences", Value::Array(items)) => items
+            .iter()
+            .position(|item| OwnerReference::deserialize(item).is_err())
+            .map(|at| format!("[{at}]")),
+        _ => None,
+    };
+    Some(format!("{key}{}", inner.unwrap_or_default()))
 }
 
 static NO_STRINGS: LazyLock<IndexMap<String, String>> = LazyLock::new(IndexMap::new);

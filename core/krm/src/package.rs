@@ -1,7 +1,5 @@
 //! [`Package`]: an ordered list of objects, read from and written to multi-document YAML.
 
-use serde_json::Value;
-
 use crate::gvk::Gvk;
 use crate::object::{Object, ObjectError};
 use crate::reference::ObjectRef;
@@ -79,8 +77,11 @@ impl PackageError {
 /// What is wrong with one document of a YAML stream.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
-    /// The text is not valid YAML (or holds something JSON cannot, such as a non-finite number
-    /// too large for JSON). `line` and `column` are 1-based positions in the whole stream.
+    /// The text is not valid YAML, or holds something a Kubernetes object (JSON) cannot: a
+    /// repeated key, `.nan` / `.inf`, a plain number beyond 64-bit integers or `f64`, an
+    /// application tag (`!foo`), a merge key `<<` whose value is not a mapping (or list of
+    /// mappings), a byte order mark after the start of the stream. `line` and `column` are 1-based
+    /// positions in the whole stream.
     #[error("invalid YAML: {message}")]
     Yaml {
         /// 1-based line of the error in the whole stream.
@@ -104,7 +105,7 @@ fn yaml_error(document: &yaml::DocumentText<'_>) -> DocumentError {
         "\n".repeat(document.first_line.saturating_sub(1)),
         document.text
     );
-    match serde_norway::from_str::<Value>(&padded) {
+    match yaml::document_to_json(&padded) {
         Err(err) => {
             let (line, column) = err
                 .location()
@@ -132,6 +133,12 @@ impl Package {
     /// Reads a multi-document YAML stream. Empty documents (a `---` with nothing but blank lines
     /// or comments) are skipped; every other document must be a mapping with `apiVersion` and
     /// `kind` and, if present, a `metadata` mapping of Kubernetes' shape.
+    ///
+    /// Anchors and aliases are expanded, and so are merge keys (`<<: *base`; explicit keys win).
+    /// Mapping keys are strings as written (`1`, `0x1f`, `true` stay `"1"`, `"0x1f"`, `"true"`).
+    /// Windows (`\r\n`) and old Mac (`\r`) line breaks and a leading byte order mark are fine;
+    /// line numbers count lines as an editor does. Anything JSON cannot hold is an error rather
+    /// than a guess (see [`DocumentError::Yaml`]); quote a value to keep it as a string.
     pub fn from_yaml(input: &str) -> Result<Self, PackageError> {
         let mut objects = Vec::new();
         for document in yaml::split_documents(input) {
@@ -143,7 +150,17 @@ impl Package {
                 line: document.start_line,
                 source,
             };
-            let value: Value = match serde_norway::from_str(document.text) {
+            if let Some((line, column)) = yaml::stray_byte_order_mark(&document) {
+                return Err(fail(DocumentError::Yaml {
+                    line,
+                    column,
+                    message: format!(
+                        "a byte order mark (U+FEFF) at line {line} column {column}: only the start \
+                         of the stream may have one (in a string, write it as \"\\uFEFF\")"
+                    ),
+                }));
+            }
+            let value = match yaml::document_to_json(document.text) {
                 Ok(value) => value,
                 Err(_) => return Err(fail(yaml_error(&document))),
             };

@@ -15,7 +15,10 @@
 //! | `!a` | `{key: a, operator: DoesNotExist}` | `a` is absent |
 //!
 //! `!=` is Kubernetes' semantics: it matches objects that lack the label, i.e. it is `NotIn`
-//! with one value (and is displayed back as `!=`). A second `=` requirement on a key already in
+//! with one value (and is displayed back as `!=`). As in Kubernetes' parser, an omitted value is
+//! the empty string: `a=` requires label `a` with an empty value, `a!=` excludes it, and
+//! `a in ()` is `a in ("")` (not an empty set, which would be invalid). Tokens are separated by
+//! ASCII spaces, tabs and line breaks only. A second `=` requirement on a key already in
 //! `matchLabels` becomes an `In` expression with one value, so nothing is lost.
 //!
 //! [`Display`](std::fmt::Display) writes the canonical form: `matchLabels` first, in order, then
@@ -358,8 +361,15 @@ impl Token<'_> {
     }
 }
 
+/// Whitespace between tokens: what Kubernetes' lexer skips (space, tab, CR, LF). Other Unicode
+/// spaces (a no-break space pasted from a web page) are part of a word, so the key or value
+/// holding one is rejected instead of silently matching something else.
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
 fn is_word_char(c: char) -> bool {
-    !c.is_whitespace() && !matches!(c, ',' | '(' | ')' | '=' | '!')
+    !is_space(c) && !matches!(c, ',' | '(' | ')' | '=' | '!')
 }
 
 fn tokenize(input: &str) -> Vec<(usize, Token<'_>)> {
@@ -367,7 +377,7 @@ fn tokenize(input: &str) -> Vec<(usize, Token<'_>)> {
     let mut rest = input.char_indices().peekable();
     while let Some((at, c)) = rest.next() {
         let token = match c {
-            c if c.is_whitespace() => continue,
+            c if is_space(c) => continue,
             ',' => Token::Comma,
             '(' => Token::Open,
             ')' => Token::Close,

@@ -1,6 +1,9 @@
 //! YAML text: splitting a stream into documents with their line numbers, and writing objects.
 //!
-//! Reading uses serde_norway per document. Writing is done here so that the output is safe for
+//! Reading uses serde_norway per document, through the strict JSON builder in [`reader`] (merge
+//! keys expanded; repeated keys, `.nan`, out-of-range numbers and application tags rejected).
+//! Line breaks are YAML's (`\n`, `\r\n`, lone `\r`); a byte order mark may open the stream.
+//! Writing is done here so that the output is safe for
 //! YAML 1.1 readers too (Kubernetes tooling): strings such as `yes`, `on`, `1.0` or `null` are
 //! always quoted, multi-line strings become literal blocks when that is exact, anything else
 //! that is not obviously plain is quoted.
@@ -8,6 +11,10 @@
 use serde_json::{Map, Value};
 
 use crate::object::Object;
+
+mod reader;
+
+pub(crate) use reader::document_to_json;
 
 /// One document of a YAML stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,9 +39,30 @@ fn is_blank_or_comment(text: &str) -> bool {
     trimmed.is_empty() || trimmed.starts_with('#')
 }
 
+/// The lines of `text`, each with its line break. Line breaks are those of YAML: `\n`, `\r\n` and
+/// a lone `\r`.
+fn lines_with_breaks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = match rest.find(['\n', '\r']) {
+            None => rest.len(),
+            Some(at) if rest[at..].starts_with("\r\n") => at + 2,
+            Some(at) => at + 1,
+        };
+        let (line, after) = rest.split_at(end);
+        rest = after;
+        Some(line)
+    })
+}
+
 /// Splits a YAML stream at `---` and `...` lines (column 0). A `---` line belongs to the document
-/// it starts; directives (`%…`) stay with the document that follows them.
+/// it starts; directives (`%…`) stay with the document that follows them. A byte order mark at
+/// the start of the stream is not part of any document.
 pub(crate) fn split_documents<'a>(input: &'a str) -> Vec<DocumentText<'a>> {
+    let input = input.strip_prefix('\u{feff}').unwrap_or(input);
     struct Current {
         start: usize,
         first_line: usize,
@@ -65,14 +93,9 @@ pub(crate) fn split_documents<'a>(input: &'a str) -> Vec<DocumentText<'a>> {
 
     let mut current = new(0, 1);
     let mut offset = 0;
-    for (index, raw) in input.split_inclusive('\n').enumerate() {
+    for (index, raw) in lines_with_breaks(input).enumerate() {
         let line_number = index + 1;
         let line = raw.trim_end_matches(['\n', '\r']);
-        let line = if index == 0 {
-            line.trim_start_matches('\u{feff}')
-        } else {
-            line
-        };
         if is_marker(line, "---") {
             let keeps_directives = current.only_directives && current.marker_line.is_none();
             if !keeps_directives {
@@ -101,6 +124,17 @@ pub(crate) fn split_documents<'a>(input: &'a str) -> Vec<DocumentText<'a>> {
     documents
 }
 
+/// The 1-based line and column of a byte order mark inside `document` (YAML allows one only at
+/// the start of the stream, and libyaml's own message for it is misleading).
+pub(crate) fn stray_byte_order_mark(document: &DocumentText<'_>) -> Option<(usize, usize)> {
+    (document.first_line..)
+        .zip(lines_with_breaks(document.text))
+        .find_map(|(line, text)| {
+            let at = text.find('\u{feff}')?;
+            Some((line, text[..at].chars().count() + 1))
+        })
+}
+
 /// Writes `object` as one block-style YAML document (no `---`).
 pub(crate) fn write_object(out: &mut String, object: &Object) {
     if let Value::Object(map) = object.to_json() {
@@ -115,14 +149,17 @@ fn write_mapping(out: &mut String, map: &Map<String, Value>, indent: usize, inli
         if !(inline_first && index == 0) {
             push_indent(out, indent);
         }
-        if key.chars().count() > 1000 {
-            // Implicit keys are limited to 1024 characters: use an explicit `? key` entry.
+        let mut written_key = String::new();
+        write_key(&mut written_key, key);
+        if written_key.len() > 1000 {
+            // libyaml limits implicit keys to 1024 bytes *as written* (quotes, escapes and
+            // multi-byte characters count): use an explicit `? key` entry.
             out.push_str("? ");
             write_quoted(out, key);
             out.push('\n');
             push_indent(out, indent);
         } else {
-            write_key(out, key);
+            out.push_str(&written_key);
         }
         out.push(':');
         match value {
@@ -392,6 +429,50 @@ mod tests {
         ] {
             assert!(!is_plain_safe(quoted), "{quoted:?}");
         }
+    }
+
+    #[test]
+    fn long_keys_are_measured_as_written() {
+        // Each is at most 1000 characters but longer than 1024 bytes once written.
+        for key in [
+            "\u{1}".repeat(500),
+            "'".repeat(600),
+            "日".repeat(400),
+            "é".repeat(999),
+        ] {
+            let mut body = Map::new();
+            body.insert(key.clone(), Value::from(1));
+            let object = Object {
+                api_version: "v1".into(),
+                kind: "X".into(),
+                body,
+                ..Object::default()
+            };
+            let yaml = object.to_yaml();
+            let value = document_to_json(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml:.200}"));
+            assert_eq!(value[key.as_str()], Value::from(1), "{yaml:.200}");
+        }
+    }
+
+    #[test]
+    fn line_breaks_are_those_of_yaml() {
+        assert_eq!(
+            lines_with_breaks("a\nb\r\nc\rd").collect::<Vec<_>>(),
+            ["a\n", "b\r\n", "c\r", "d"]
+        );
+        assert_eq!(
+            summary("a: 1\r---\rb: 2\r"),
+            vec![(1, 1, true, "a: 1\r"), (2, 2, true, "---\rb: 2\r")]
+        );
+    }
+
+    #[test]
+    fn byte_order_mark_starts_no_document() {
+        assert_eq!(
+            summary("\u{feff}---\na: 1\n"),
+            vec![(1, 1, true, "---\na: 1\n")]
+        );
+        assert_eq!(summary("\u{feff}a: 1\n"), vec![(1, 1, true, "a: 1\n")]);
     }
 
     #[test]

@@ -33,6 +33,18 @@ const BAD: &[(&str, &str)] = &[
         "apiVersion: v1\nkind: Thing\nspec:\n  a: 1\n   b: 2\n",
         "invalid YAML: ",
     ),
+    (
+        "apiVersion: v1\nkind: Thing\nspec: {ratio: .nan}\n",
+        "invalid YAML: spec.ratio: .nan cannot be represented",
+    ),
+    (
+        "apiVersion: v1\nkind: Thing\nspec: {a: 1, a: 2}\n",
+        "invalid YAML: spec: duplicate key \"a\"",
+    ),
+    (
+        "apiVersion: v1\nkind: Thing\nmetadata:\n  labels: {app: 1}\n",
+        "bad metadata.labels.app in v1 Thing",
+    ),
 ];
 
 fn check(input: &str, index: usize, line: usize, message: &str) {
@@ -144,4 +156,137 @@ proptest! {
             prop_assert!((bad_line..=end).contains(line), "error line {} outside {}..={}", line, bad_line, end);
         }
     }
+}
+
+/// The `DocumentError::Yaml` of `input`'s only bad document: (index, start line, error line,
+/// message).
+fn yaml_error(input: &str) -> (usize, usize, usize, String) {
+    let err = Package::from_yaml(input).expect_err(input);
+    let PackageError::Document {
+        index,
+        line: start,
+        source: DocumentError::Yaml { line, message, .. },
+    } = err
+    else {
+        panic!("not a YAML error: {err}");
+    };
+    (index, start, line, message)
+}
+
+#[test]
+fn values_json_cannot_hold_are_errors_not_null_or_strings() {
+    let head = "apiVersion: v1\nkind: A\n---\napiVersion: v1\nkind: B\n";
+    for (value, message) in [
+        (".nan", ".nan cannot be represented"),
+        (".inf", ".inf cannot be represented"),
+        ("-.inf", "-.inf cannot be represented"),
+        ("1e400", "number 1e400 is out of range"),
+        (
+            "18446744073709551616",
+            "integer 18446744073709551616 is out of range",
+        ),
+        ("!custom x", "YAML tag !custom is not supported"),
+    ] {
+        let input = format!("{head}spec:\n  ok: 1\n  value: {value}\n");
+        let (index, start, line, text) = yaml_error(&input);
+        assert_eq!((index, start, line), (1, 3, 8), "{text}");
+        assert!(text.contains(message), "{text}");
+        assert!(text.contains("spec.value"), "names the path: {text}");
+    }
+    // Quoted, they are the strings they look like.
+    let package = Package::from_yaml(&format!(
+        "{head}spec: {{a: '.nan', b: '1e400', c: \"-.inf\"}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        package.objects()[1].body["spec"],
+        serde_json::json!({"a": ".nan", "b": "1e400", "c": "-.inf"})
+    );
+}
+
+#[test]
+fn duplicate_keys_are_errors() {
+    let input = "apiVersion: v1\nkind: A\nmetadata:\n  name: a\n  labels: {app: x}\n  name: b\n";
+    let (index, start, line, message) = yaml_error(input);
+    assert_eq!((index, start, line), (0, 1, 6), "{message}");
+    assert!(message.contains("duplicate key \"name\""), "{message}");
+}
+
+#[test]
+fn anchors_aliases_and_merge_keys_are_expanded() {
+    let input = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: merged
+  labels: &labels {app: web, tier: edge}
+  annotations:
+    <<: *labels
+    tier: core
+data:
+  copy: *labels
+";
+    let package = Package::from_yaml(input).unwrap();
+    let object = &package.objects()[0];
+    assert_eq!(object.label("tier"), Some("edge"));
+    assert_eq!(
+        object.annotations().iter().collect::<Vec<_>>(),
+        [
+            (&"app".to_owned(), &"web".to_owned()),
+            (&"tier".to_owned(), &"core".to_owned())
+        ]
+    );
+    assert_eq!(object.body["data"]["copy"]["app"], "web");
+    // A quoted '<<' is a key like any other, and survives a round trip.
+    let input = "apiVersion: v1\nkind: A\nspec:\n  '<<': {a: 1}\n";
+    let package = Package::from_yaml(input).unwrap();
+    assert_eq!(
+        package.objects()[0].body["spec"],
+        serde_json::json!({"<<": {"a": 1}})
+    );
+    assert_eq!(Package::from_yaml(&package.to_yaml()).unwrap(), package);
+    // A merge of something that is not a mapping is an error.
+    let (_, _, line, message) = yaml_error("apiVersion: v1\nkind: A\nspec:\n  <<: [1]\n");
+    assert_eq!(line, 4, "{message}");
+    assert!(
+        message.contains("merge key << needs a mapping"),
+        "{message}"
+    );
+}
+
+#[test]
+fn byte_order_mark_and_line_breaks_of_every_kind() {
+    let lf = "apiVersion: v1\nkind: A\n---\n# c\napiVersion: v1\nkind: B\nspec: [1,\n";
+    let want = yaml_error(lf);
+    assert_eq!((want.0, want.1, want.2), (1, 3, 8), "{}", want.3);
+    for input in [
+        format!("\u{feff}{lf}"),
+        lf.replace('\n', "\r\n"),
+        lf.replace('\n', "\r"),
+    ] {
+        let got = yaml_error(&input);
+        assert_eq!(
+            (got.0, got.1, got.2),
+            (want.0, want.1, want.2),
+            "{input:?}: {}",
+            got.3
+        );
+    }
+    let good = "\u{feff}apiVersion: v1\r\nkind: A\r\n--- # two\r\napiVersion: v1\r\nkind: B\r\n";
+    assert_eq!(Package::from_yaml(good).unwrap().len(), 2);
+    assert_eq!(
+        Package::from_yaml(&good.replace("\r\n", "\r"))
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // A byte order mark anywhere else is named, not taken for a second document.
+    let input = "apiVersion: v1\nkind: A\n---\n\u{feff}apiVersion: v1\nkind: B\n";
+    let (index, start, line, message) = yaml_error(input);
+    assert_eq!((index, start, line), (1, 3, 4), "{message}");
+    assert!(
+        message.contains("byte order mark (U+FEFF) at line 4 column 1"),
+        "{message}"
+    );
 }

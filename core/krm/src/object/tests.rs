@@ -118,13 +118,53 @@ fn errors_name_the_problem() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "bad metadata.labels in v1 Pod: invalid type: integer `1`, expected a string"
+        "bad metadata.labels.a in v1 Pod: invalid type: integer `1`, expected a string"
     );
     let err =
         Object::from_json(json!({"apiVersion": "v1", "kind": "Pod", "metadata": "x"})).unwrap_err();
     assert_eq!(
         err.to_string(),
         "bad metadata in v1 Pod: invalid type: string \"x\", expected struct ObjectMeta"
+    );
+}
+
+#[test]
+fn metadata_errors_name_the_entry_at_fault() {
+    let field = |metadata: Value| match Object::from_json(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata}),
+    ) {
+        Err(ObjectError::BadMetadata { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    let cases = [
+        (json!({"labels": {"ok": "x", "app": 1}}), "labels.app"),
+        (json!({"labels": {"app": true}}), "labels.app"),
+        (json!({"labels": {"app": null}}), "labels.app"),
+        (
+            json!({"annotations": {"example.com/x": 1.5}}),
+            "annotations[\"example.com/x\"]",
+        ),
+        (json!({"labels": ["a"]}), "labels"),
+        (json!({"finalizers": ["a", 2]}), "finalizers[1]"),
+        (json!({"finalizers": "a"}), "finalizers"),
+        (
+            json!({"ownerReferences": [{"apiVersion": "v1", "kind": "A", "name": "a", "uid": "u"}, {"name": "b"}]}),
+            "ownerReferences[1]",
+        ),
+        (json!({"ownerReferences": {"name": "b"}}), "ownerReferences"),
+        (json!({"generation": "5"}), "generation"),
+        (json!({"generation": 1.5}), "generation"),
+    ];
+    for (metadata, want) in cases {
+        assert_eq!(field(metadata.clone()).as_deref(), Some(want), "{metadata}");
+    }
+    let err = Object::from_json(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"app": 1}}}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "bad metadata.labels.app in v1 Pod: invalid type: integer `1`, expected a string"
     );
 }
 

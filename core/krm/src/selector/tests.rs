@@ -152,3 +152,52 @@ fn validation() {
         Err(SelectorError::Label(LabelError::InvalidValue { .. }))
     ));
 }
+
+#[test]
+fn only_ascii_whitespace_separates_tokens() {
+    assert_eq!(parse(" \t a \r\n= b ,\t! c ").to_string(), "a=b,!c");
+    for (input, position) in [("a=b\u{a0}", 2), ("a=\u{3000}b", 2), ("\u{a0}a=b", 0)] {
+        let err = input.parse::<LabelSelector>().unwrap_err();
+        assert!(
+            matches!(err, SelectorParseError::InvalidLabel { position: at, .. } if at == position),
+            "{input:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn omitted_values_are_empty_strings_as_in_kubernetes() {
+    let unlabelled: [(&str, &str); 0] = [];
+    let empty = [("a", "")];
+    let other = [("a", "x")];
+    // (selector, canonical form, matches a="", matches a="x", matches no label a)
+    for (input, canonical, on_empty, on_other, on_missing) in [
+        ("a=", "a=", true, false, false),
+        ("a ==", "a=", true, false, false),
+        ("a!=", "a!=", false, true, true),
+        ("a in ()", "a in ()", true, false, false),
+        ("a in ( )", "a in ()", true, false, false),
+        ("a notin ()", "a!=", false, true, true),
+        ("a in (x,)", "a in (x,)", true, true, false),
+    ] {
+        let selector = parse(input);
+        assert_eq!(selector.to_string(), canonical, "{input}");
+        assert_eq!(parse(canonical), selector, "{input}");
+        assert_eq!(selector.validate(), Ok(()), "{input}");
+        assert_eq!(selector.matches(&empty), on_empty, "{input}");
+        assert_eq!(selector.matches(&other), on_other, "{input}");
+        assert_eq!(selector.matches(&unlabelled), on_missing, "{input}");
+    }
+    for (input, key, values) in [
+        (
+            "example.com/app in (a.b-c_d, x)",
+            "example.com/app",
+            vec!["a.b-c_d", "x"],
+        ),
+        ("! example.com/app", "example.com/app", vec![]),
+    ] {
+        let selector = parse(input);
+        assert_eq!(selector.match_expressions[0].key, key, "{input}");
+        assert_eq!(selector.match_expressions[0].values, values, "{input}");
+    }
+}
