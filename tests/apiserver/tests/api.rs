@@ -1,6 +1,8 @@
 //! The REST semantics clients rely on: conflicts, patches, apply, selectors, paging, garbage
 //! collection, the status subresource, watches and bookmarks, faults, discovery.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -9,14 +11,15 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, WatchEvent, WatchParams,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
 };
 use kube::core::ObjectMeta;
-use kube::{Client, ResourceExt};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
+use support::gizmo_api;
 
 /// The Status of a failed call: (code, reason, message).
 fn status_of(err: kube::Error) -> anyhow::Result<(u16, String, String)> {
@@ -502,10 +505,11 @@ async fn garbage_collection_background_foreground_orphan() -> anyhow::Result<()>
     Ok(())
 }
 
+/// The Gizmo CRD with a schema whose `required` fields the server enforces.
 fn gizmo_crd(with_status: bool) -> anyhow::Result<CustomResourceDefinition> {
-    let mut version = json!({
-        "name": "v1", "served": true, "storage": true,
-        "schema": {"openAPIV3Schema": {
+    support::gizmo_crd(
+        with_status,
+        Some(json!({
             "type": "object",
             "properties": {
                 "spec": {"type": "object", "required": ["size"], "properties": {
@@ -514,30 +518,8 @@ fn gizmo_crd(with_status: bool) -> anyhow::Result<CustomResourceDefinition> {
                 }},
                 "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
             },
-        }},
-    });
-    if with_status && let Some(v) = version.as_object_mut() {
-        v.insert("subresources".into(), json!({"status": {}}));
-    }
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gizmos.test.nephrite.dev"},
-        "spec": {
-            "group": "test.nephrite.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
-            "versions": [version],
-        },
-    }))?)
-}
-
-fn gizmo_api(client: Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("test.nephrite.dev", "v1", "Gizmo"),
-        "gizmos",
-    );
-    Api::namespaced_with(client, "default", &ar)
+        })),
+    )
 }
 
 fn gizmo(name: &str, body: Value) -> anyhow::Result<DynamicObject> {

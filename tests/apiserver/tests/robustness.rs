@@ -1,6 +1,8 @@
 //! Bad input and the less travelled Kubernetes rules: every refusal is a `Status` with the code
 //! a real apiserver gives, and nothing is written by a refused request.
 
+mod support;
+
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -8,12 +10,12 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, WatchEvent, WatchParams,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{Client, ResourceExt};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
+use support::gizmo_api;
 
 /// Sends a raw request; returns the HTTP status and the body parsed as JSON (`null` if empty).
 async fn raw(
@@ -64,29 +66,7 @@ async fn make_cm(client: &Client, name: &str) -> anyhow::Result<Value> {
 }
 
 fn gizmo_crd(with_status: bool) -> anyhow::Result<CustomResourceDefinition> {
-    let mut version = json!({"name": "v1", "served": true, "storage": true});
-    if with_status && let Some(v) = version.as_object_mut() {
-        v.insert("subresources".into(), json!({"status": {}}));
-    }
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gizmos.test.nephrite.dev"},
-        "spec": {
-            "group": "test.nephrite.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
-            "versions": [version],
-        },
-    }))?)
-}
-
-fn gizmos(client: Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("test.nephrite.dev", "v1", "Gizmo"),
-        "gizmos",
-    );
-    Api::namespaced_with(client, "default", &ar)
+    support::gizmo_crd(with_status, None)
 }
 
 const GIZMOS: &str = "/apis/test.nephrite.dev/v1/namespaces/default/gizmos";
@@ -237,7 +217,7 @@ async fn custom_resources_keep_type_and_count_status_as_spec() -> anyhow::Result
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &gizmo_crd(false)?)
         .await?;
-    let api = gizmos(client.clone());
+    let api = gizmo_api(client.clone());
     let g: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "test.nephrite.dev/v1", "kind": "Gizmo",
         "metadata": {"name": "g"}, "spec": {"size": 1},
@@ -464,7 +444,7 @@ async fn crd_deleted_while_a_request_is_in_flight() -> anyhow::Result<()> {
     server.faults().clear();
     crds.create(&PostParams::default(), &gizmo_crd(true)?)
         .await?;
-    let list = gizmos(client).list(&Default::default()).await?;
+    let list = gizmo_api(client).list(&Default::default()).await?;
     assert!(list.items.is_empty(), "no object outlived its CRD");
     Ok(())
 }

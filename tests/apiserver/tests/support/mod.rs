@@ -1,0 +1,44 @@
+//! Fixtures shared by the integration tests: the `Gizmo` custom resource and a typed-less API
+//! for it.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// The `gizmos.test.nephrite.dev` CRD (namespaced, version v1, short name `gz`), with the status
+/// subresource when `with_status`, and `schema` as its `openAPIV3Schema` if given.
+pub fn gizmo_crd(
+    with_status: bool,
+    schema: Option<Value>,
+) -> anyhow::Result<CustomResourceDefinition> {
+    let mut version = json!({"name": "v1", "served": true, "storage": true});
+    if let Some(v) = version.as_object_mut() {
+        if let Some(schema) = schema {
+            v.insert("schema".into(), json!({ "openAPIV3Schema": schema }));
+        }
+        if with_status {
+            v.insert("subresources".into(), json!({"status": {}}));
+        }
+    }
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.test.nephrite.dev"},
+        "spec": {
+            "group": "test.nephrite.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
+            "versions": [version],
+        },
+    }))?)
+}
+
+/// Gizmos in namespace `default`.
+pub fn gizmo_api(client: Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("test.nephrite.dev", "v1", "Gizmo"),
+        "gizmos",
+    );
+    Api::namespaced_with(client, "default", &ar)
+}
