@@ -31,6 +31,7 @@ pub const DEFAULT_LOG_FILTER: &str = "info";
 
 /// Install the global tracing subscriber: `format` lines to stderr, filtered
 /// by `filter` (`RUST_LOG` syntax; [`DEFAULT_LOG_FILTER`] when `None`).
+/// Text lines are coloured only when stderr is a terminal.
 ///
 /// This function does not read the environment: a daemon's `main` passes
 /// `std::env::var("RUST_LOG").ok().as_deref()`. Calling it again (as tests
@@ -50,8 +51,10 @@ pub fn init_tracing(format: LogFormat, filter: Option<&str>) -> Result<bool, Tel
                 filter: directive.to_owned(),
                 source,
             })?;
+    // Colours only for a person at a terminal: journald, kubectl logs and files get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.finish().try_init().is_ok(),

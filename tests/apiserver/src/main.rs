@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use nephrite_runtime::{LogFormat, ShutdownHandle, init_tracing};
 use nephrite_test_apiserver::TestApiServer;
 
 /// In-memory Kubernetes API server (plain HTTP, no authentication).
@@ -30,25 +31,11 @@ struct Args {
     log_format: LogFormat,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => fmt.init(),
-        LogFormat::Json => fmt.json().init(),
-    }
+    init_tracing(args.log_format, std::env::var("RUST_LOG").ok().as_deref())
+        .context("setting up logging from RUST_LOG")?;
     let server = TestApiServer::builder()
         .listen(args.listen)
         .bookmark_interval(Duration::from_millis(args.bookmark_interval_ms))
@@ -58,27 +45,17 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("starting the API server on {}", args.listen))?;
     println!("{}", server.url());
     tracing::info!(url = %server.url(), "serving");
+    // SIGTERM and SIGINT stop the server the same way every Nephrite daemon stops.
+    let shutdown = ShutdownHandle::new();
+    shutdown
+        .listen_for_signals()
+        .context("installing the SIGTERM/SIGINT handlers")?;
     let stop = server.stop_handle();
     tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("stopping");
+        let reason = shutdown.triggered().await;
+        tracing::info!(%reason, "stopping");
         stop.stop();
     });
     server.wait().await.context("serving")?;
     Ok(())
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
