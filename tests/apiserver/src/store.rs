@@ -188,6 +188,25 @@ fn namespaces_storage() -> StorageKey {
     (String::new(), "namespaces".to_string())
 }
 
+/// 409 Conflict unless the stored object's uid is `want` (a PUT body's uid or a DELETE's
+/// `preconditions.uid`), worded as Kubernetes words it.
+fn check_uid_precondition(
+    rt: &ResourceType,
+    name: &str,
+    stored: &Value,
+    want: &str,
+) -> Result<(), ApiError> {
+    let have = meta_str(stored, "uid").unwrap_or("");
+    if want == have {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        &rt.group_resource(),
+        name,
+        &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {have}"),
+    ))
+}
+
 /// Kinds whose PUT creates a missing object, as their Kubernetes strategies allow
 /// (`AllowCreateOnUpdate`): Endpoints, Events and Leases.
 fn creates_on_update(rt: &ResourceType) -> bool {
@@ -947,16 +966,7 @@ impl Store {
         };
         // Kubernetes turns a uid in a PUT body into a precondition.
         if let Some(want) = meta_str(&obj, "uid") {
-            let have = meta_str(&old, "uid").unwrap_or("");
-            if want != have {
-                return Err(ApiError::conflict(
-                    &rt.group_resource(),
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {want}, UID in object meta: {have}"
-                    ),
-                ));
-            }
+            check_uid_precondition(rt, name, &old, want)?;
         }
         check_rv_precondition(rt, name, &old, &obj)?;
         self.write_existing(rt, key, old, obj, sub)
@@ -1123,16 +1133,7 @@ impl Store {
             .cloned()
             .ok_or_else(|| ApiError::not_found(&rt.group_resource(), name))?;
         if let Some(want) = &opts.precondition_uid {
-            let have = meta_str(&old, "uid").unwrap_or("");
-            if want != have {
-                return Err(ApiError::conflict(
-                    &rt.group_resource(),
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {want}, UID in object meta: {have}"
-                    ),
-                ));
-            }
+            check_uid_precondition(rt, name, &old, want)?;
         }
         if let Some(want) = &opts.precondition_rv {
             let have = meta_str(&old, "resourceVersion").unwrap_or("");
