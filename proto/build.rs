@@ -24,7 +24,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("nephrite_descriptor.bin"), fds.encode_to_vec())?;
 
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // One include file nests every package's module (`nephrite.data.v1` →
+    // `nephrite::data::v1`), so adding a `.proto` needs no edit of `lib.rs`.
+    tonic_prost_build::configure()
+        .include_file("_includes.rs")
+        .compile_fds(fds)?;
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //! Every `.proto` file under `proto/proto` is compiled at build time with
 //! protox and tonic-prost-build (no system `protoc` needed). Each protobuf
 //! package becomes a module path mirroring its name, so `nephrite.krm.v1`
-//! is [`nephrite::krm::v1`]. Messages are prost types; services come with a
+//! is [`nephrite::krm::v1`] and `kuryr.l7.v1` would be `kuryr::l7::v1`; a new
+//! `.proto` file needs no edit here. Messages are prost types; services come with a
 //! tonic client (`*_client`) and server (`*_server`) module.
 //!
 //! [`FILE_DESCRIPTOR_SET`] holds the encoded descriptors of every file for
@@ -17,26 +18,14 @@
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/nephrite_descriptor.bin"));
 
-/// Protobuf package `nephrite.*`.
-pub mod nephrite {
-    /// Protobuf package `nephrite.krm.*`: Kubernetes Resource Model values.
-    pub mod krm {
-        /// Protobuf package `nephrite.krm.v1`.
-        #[allow(missing_docs, clippy::all, clippy::pedantic)]
-        pub mod v1 {
-            include!(concat!(env!("OUT_DIR"), "/nephrite.krm.v1.rs"));
-        }
-    }
-
-    /// Protobuf package `nephrite.daemon.*`: the service every daemon serves.
-    pub mod daemon {
-        /// Protobuf package `nephrite.daemon.v1`.
-        #[allow(missing_docs, clippy::all, clippy::pedantic)]
-        pub mod v1 {
-            include!(concat!(env!("OUT_DIR"), "/nephrite.daemon.v1.rs"));
-        }
-    }
+// The generated module tree: one module per protobuf package, nested by the package's
+// dotted name (`nephrite.krm.v1` is `nephrite::krm::v1`, `kuryr.l7.v1` is `kuryr::l7::v1`).
+#[allow(missing_docs, clippy::all, clippy::pedantic, unreachable_pub)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/_includes.rs"));
 }
+
+pub use generated::*;
 
 pub use nephrite::daemon::v1 as daemon_v1;
 pub use nephrite::krm::v1 as krm_v1;

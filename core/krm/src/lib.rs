@@ -8,7 +8,7 @@
 //! - [`Condition`] and the helpers in [`condition`] (`set_condition` takes `now` as an argument).
 //! - [`Package`]: an ordered list of objects with multi-document YAML in and out and lookup by
 //!   GVK + name.
-//! - [`annotations`] and [`labels`]: the well-known `nephio.org/*` keys.
+//! - [`keys`]: the well-known `nephio.org/*` annotation keys and label keys.
 //!
 //! ```
 //! use nephrite_krm::{Gvk, LabelSelector, Object, Package};
@@ -28,16 +28,15 @@
 //!
 //! let config = package.get_mut(&gvk, "settings").expect("present");
 //! assert!(selector.matches(config));
-//! config.set_annotation(nephrite_krm::annotations::PREPARED, "true");
+//! config.set_annotation(nephrite_krm::keys::PREPARED, "true");
 //! assert!(package.to_yaml().contains("nephio.org/prepared: 'true'"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod annotations;
 pub mod condition;
 mod gvk;
+pub mod keys;
 pub mod label;
-pub mod labels;
 mod object;
 mod package;
 mod reference;
@@ -51,7 +50,7 @@ struct ReadmeDoctests;
 pub use condition::{Condition, ConditionStatus};
 pub use gvk::{Gvk, GvkError};
 pub use label::{LabelError, LabelLookup};
-pub use object::{Object, ObjectError, ObjectMeta};
+pub use object::{Body, Object, ObjectError, ObjectMeta, RESERVED_KEYS, ReservedKey};
 pub use package::{DocumentError, Package, PackageError};
 pub use reference::{ObjectRef, OwnerReference};
 pub use selector::{

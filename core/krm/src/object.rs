@@ -9,7 +9,12 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+mod body;
+
+pub use body::{Body, RESERVED_KEYS, ReservedKey};
+
 use crate::condition::{self, Condition};
+
 use crate::gvk::Gvk;
 use crate::label::LabelLookup;
 use crate::reference::{ObjectRef, OwnerReference};
@@ -50,9 +55,9 @@ pub struct Object {
     pub kind: String,
     /// `metadata`.
     pub metadata: ObjectMeta,
-    /// Every other top-level field, in order. It never holds `apiVersion`, `kind` or `metadata`
-    /// when read; do not insert them (the fields above are what is written).
-    pub body: Map<String, Value>,
+    /// Every other top-level field, in order. The type refuses `apiVersion`, `kind` and
+    /// `metadata`: the fields above are the only place they live.
+    pub body: Body,
 }
 
 /// An object's `metadata`. Fields it does not list (`managedFields`, `selfLink`, …) are kept in
@@ -263,7 +268,7 @@ impl Object {
                 name: Some(name.into()),
                 ..ObjectMeta::default()
             },
-            body: Map::new(),
+            body: Body::default(),
         }
     }
 
@@ -306,7 +311,8 @@ impl Object {
             api_version,
             kind,
             metadata,
-            body: map,
+            // The three reserved keys were taken out above.
+            body: Body::try_from(map).unwrap_or_default(),
         })
     }
 
@@ -363,7 +369,7 @@ impl Object {
         ObjectRef {
             gvk: self.gvk(),
             namespace: self.metadata.namespace.clone(),
-            name: self.name().to_owned(),
+            name: self.name().unwrap_or_default().to_owned(),
             uid: self.metadata.uid.clone(),
         }
     }
@@ -373,7 +379,7 @@ impl Object {
         OwnerReference {
             api_version: self.api_version.clone(),
             kind: self.kind.clone(),
-            name: self.name().to_owned(),
+            name: self.name().unwrap_or_default().to_owned(),
             uid: self.metadata.uid.clone().unwrap_or_default(),
             controller: controller.then_some(true),
             block_owner_deletion: controller.then_some(true),
@@ -390,9 +396,10 @@ impl Object {
             .find(|o| o.is_controller())
     }
 
-    /// `metadata.name`, or `""` when absent.
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or("")
+    /// `metadata.name`, or `None` when the object has none (yet: a `generateName` object
+    /// before the server named it, or a document that forgot it).
+    pub fn name(&self) -> Option<&str> {
+        self.metadata.name.as_deref()
     }
 
     /// Sets `metadata.name`.
@@ -454,7 +461,7 @@ impl Object {
         self.metadata.annotations.as_ref().unwrap_or(&NO_STRINGS)
     }
 
-    /// The value of annotation `key` (see [`crate::annotations`] for the well-known keys).
+    /// The value of annotation `key` (see [`crate::keys`] for the well-known keys).
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.metadata
             .annotations
@@ -550,9 +557,11 @@ impl Object {
         let object = Box::new(self.object_ref());
         match self
             .body
-            .entry(field)
-            .or_insert_with(|| Value::Object(Map::new()))
-        {
+            .entry_mapping(field)
+            .map_err(|_| ObjectError::FieldNotAMapping {
+                object: object.clone(),
+                field,
+            })? {
             Value::Object(map) => Ok(map),
             _ => Err(ObjectError::FieldNotAMapping { object, field }),
         }

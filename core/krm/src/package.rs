@@ -230,7 +230,7 @@ impl Package {
     pub fn position(&self, gvk: &Gvk, name: &str) -> Option<usize> {
         self.objects
             .iter()
-            .position(|o| o.name() == name && gvk.matches(&o.api_version, &o.kind))
+            .position(|o| o.name() == Some(name) && gvk.matches(&o.api_version, &o.kind))
     }
 
     /// Index of the object with this GVK, namespace (`None`: no namespace) and name.
@@ -241,7 +241,9 @@ impl Package {
         name: &str,
     ) -> Option<usize> {
         self.objects.iter().position(|o| {
-            o.name() == name && o.namespace() == namespace && gvk.matches(&o.api_version, &o.kind)
+            o.name() == Some(name)
+                && o.namespace() == namespace
+                && gvk.matches(&o.api_version, &o.kind)
         })
     }
 
@@ -295,7 +297,11 @@ impl Package {
     /// Inserts by identity (GVK + namespace + name): an existing object with the same identity is
     /// replaced in place and returned; otherwise the object is appended and `None` is returned.
     pub fn insert(&mut self, object: Object) -> Option<Object> {
-        let index = self.position_namespaced(&object.gvk(), object.namespace(), object.name());
+        let index = self.position_namespaced(
+            &object.gvk(),
+            object.namespace(),
+            object.name().unwrap_or_default(),
+        );
         match index {
             Some(index) => Some(std::mem::replace(&mut self.objects[index], object)),
             None => {

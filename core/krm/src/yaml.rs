@@ -440,8 +440,8 @@ mod tests {
             "日".repeat(400),
             "é".repeat(999),
         ] {
-            let mut body = Map::new();
-            body.insert(key.clone(), Value::from(1));
+            let mut body = crate::Body::default();
+            body.insert(key.clone(), Value::from(1)).unwrap();
             let object = Object {
                 api_version: "v1".into(),
                 kind: "X".into(),

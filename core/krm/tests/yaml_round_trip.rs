@@ -287,7 +287,9 @@ fn object() -> impl Strategy<Value = Object> {
             api_version,
             kind,
             metadata,
-            body,
+            body: body
+                .try_into()
+                .expect("extra_map excludes the reserved keys"),
         })
 }
 

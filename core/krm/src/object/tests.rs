@@ -34,7 +34,7 @@ fn keeps_everything_in_order() {
     });
     let object = Object::from_json(input.clone()).unwrap();
     assert_eq!(object.gvk(), Gvk::new("apps", "v1", "Deployment"));
-    assert_eq!(object.name(), "web");
+    assert_eq!(object.name(), Some("web"));
     assert_eq!(object.namespace(), Some("prod"));
     assert_eq!(object.metadata.generation, Some(7));
     assert_eq!(
@@ -65,7 +65,7 @@ fn missing_and_empty_metadata() {
     let object =
         Object::from_json(json!({"apiVersion": "v1", "kind": "List", "items": []})).unwrap();
     assert!(object.metadata.is_empty());
-    assert_eq!(object.name(), "");
+    assert_eq!(object.name(), None);
     assert_eq!(
         order(&object.to_json()),
         r#"{"apiVersion":"v1","kind":"List","items":[]}"#
@@ -186,8 +186,8 @@ fn labels_annotations_and_finalizers() {
     assert_eq!(object.remove_label("a"), Some("3".into()));
     assert_eq!(object.remove_label("zz"), None);
     assert!(object.annotations().is_empty());
-    assert_eq!(object.annotation(crate::annotations::PREPARED), None);
-    object.set_annotation(crate::annotations::PREPARED, "true");
+    assert_eq!(object.annotation(crate::keys::PREPARED), None);
+    object.set_annotation(crate::keys::PREPARED, "true");
     assert_eq!(object.annotation("nephio.org/prepared"), Some("true"));
     assert_eq!(
         object.remove_annotation("nephio.org/prepared"),
@@ -210,7 +210,7 @@ fn spec_and_status_views() {
     assert_eq!(object.spec(), None);
     object.spec_mut().unwrap().insert("size".into(), json!(3));
     assert_eq!(object.spec(), Some(&json!({"size": 3})));
-    object.body.insert("status".into(), json!("broken"));
+    object.body.insert("status", json!("broken")).unwrap();
     let err = object.status_mut().unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -67,7 +67,7 @@ fn lookup_insert_remove() {
     assert_eq!(
         package
             .get_namespaced(&cm, Some("two"), "a")
-            .map(|o| o.name()),
+            .map(|o| o.name().unwrap_or_default()),
         Some("a")
     );
     assert!(package.get_namespaced(&cm, None, "a").is_none());
@@ -100,15 +100,17 @@ fn lookup_insert_remove() {
     assert_eq!(package.len(), 4);
     package.insert_at(99, Object::new(&cm, "c"));
     package.insert_at(0, Object::new(&cm, "first"));
-    assert_eq!(package.objects()[0].name(), "first");
-    assert_eq!(package.objects()[5].name(), "c");
+    assert_eq!(package.objects()[0].name(), Some("first"));
+    assert_eq!(package.objects()[5].name(), Some("c"));
     package
         .get_mut(&deployment, "a")
         .unwrap()
         .set_label("x", "y");
     assert_eq!(package.get(&deployment, "a").unwrap().label("x"), Some("y"));
     assert_eq!(
-        package.remove(&cm, "first").map(|o| o.name().to_owned()),
+        package
+            .remove(&cm, "first")
+            .map(|o| o.name().unwrap_or_default().to_owned()),
         Some("first".into())
     );
     assert!(package.remove_namespaced(&cm, Some("one"), "a").is_some());
@@ -116,12 +118,12 @@ fn lookup_insert_remove() {
     package.retain(|o| o.kind != "Deployment");
     assert_eq!(
         package.iter().map(Object::name).collect::<Vec<_>>(),
-        ["a", "b", "c"]
+        [Some("a"), Some("b"), Some("c")]
     );
     let names: Vec<String> = package
         .clone()
         .into_iter()
-        .map(|o| o.name().to_owned())
+        .map(|o| o.name().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(names, ["a", "b", "c"]);
     let rebuilt: Package = names.iter().map(|n| Object::new(&cm, n.as_str())).collect();

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rustls_pki_types::pem::{self, PemObject};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 /// Why TLS material could not be loaded.
@@ -238,9 +240,8 @@ fn check_certificates(what: &'static str, path: &Path, pem: &[u8]) -> Result<(),
         path: path.to_owned(),
         problem,
     };
-    let mut reader = pem;
     let mut count = 0usize;
-    for cert in rustls_pemfile::certs(&mut reader) {
+    for cert in CertificateDer::pem_slice_iter(pem) {
         cert.map_err(|e| invalid(format!("malformed PEM: {e}")))?;
         count += 1;
     }
@@ -256,10 +257,9 @@ fn check_private_key(path: &Path, pem: &[u8]) -> Result<(), TlsError> {
         path: path.to_owned(),
         problem,
     };
-    let mut reader = pem;
-    match rustls_pemfile::private_key(&mut reader) {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(invalid("no PEM private key found".to_owned())),
+    match PrivateKeyDer::from_pem_slice(pem) {
+        Ok(_) => Ok(()),
+        Err(pem::Error::NoItemsFound) => Err(invalid("no PEM private key found".to_owned())),
         Err(e) => Err(invalid(format!("malformed PEM: {e}"))),
     }
 }

@@ -31,9 +31,7 @@ async fn main() -> anyhow::Result<()> {
     let mut server = GrpcServer::from_args(identity, &cli.serve)?;
     // A daemon's own metric, served next to the gRPC ones.
     let greetings = Counter::<u64>::default();
-    server
-        .registry_mut()
-        .register("hello_greetings", "Greetings sent", greetings.clone());
+    server.register_metric("hello_greetings", "Greetings sent", greetings.clone())?;
     // Real daemons add their services here: `.add_service(FooServer::new(foo))`.
 
     let report = server.serve(&cli.serve.listen).await?;

@@ -160,18 +160,11 @@ pub async fn daemon_info(channel: Channel) -> anyhow::Result<DaemonInfo> {
 
 /// GET /metrics over plain HTTP/1.0 with `accept` as the `Accept` header (if any); checks the
 /// response's content type is `content_type` and returns the body.
-pub async fn scrape(
-    endpoint: &Endpoint,
-    accept: Option<&str>,
-    content_type: &str,
-) -> anyhow::Result<String> {
+pub async fn scrape(endpoint: &Endpoint, content_type: &str) -> anyhow::Result<String> {
     let authority = endpoint.authority().context("metrics on TCP")?;
     let mut stream = tokio::net::TcpStream::connect(&authority).await?;
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
     stream
-        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {authority}\r\n{accept}\r\n").as_bytes())
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {authority}\r\n\r\n").as_bytes())
         .await?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;

@@ -1,7 +1,9 @@
-//! Well-known `nephio.org/*` annotation keys and their values.
+//! Well-known keys: the `nephio.org/*` annotations the preparation loop and the merge engine
+//! read and write (TKO's behaviour), and the labels the controllers put on what they create.
 //!
-//! These are the keys the preparation loop and the merge engine read and write (TKO's
-//! behaviour). Values are plain strings, so each key's accepted values are listed beside it.
+//! Values are plain strings, so each key's accepted values are listed beside it.
+
+// ---- annotations ----
 
 /// Whether this resource is prepared in this package: [`PREPARE_HERE`] (the default when the
 /// annotation is absent), [`PREPARE_POSTPONE`] (prepare later, in the child deployments it is
@@ -61,3 +63,10 @@ pub const FALSE: &str = "false";
 pub const ALL: &[&str] = &[
     PREPARE, PREPARED, APPROVE, APPROVED, MERGE, RENAME, METADATA,
 ];
+
+// ---- labels ----
+
+/// Label that the NFTopology controller puts on every package it fans out, set to the name of
+/// the `NFTopology` object; it travels PackageVariantSet → PackageVariant → PackageRevision
+/// (through `spec.template.labels`) so the controller can find the revisions it created.
+pub const NF_DEPLOYMENT_NAME: &str = "nf-deployment-name";

@@ -92,32 +92,14 @@ impl ServeArgs {
     }
 }
 
-/// Parse a duration: a number with unit `ms`, `s`, `m` or `h`; a bare number
-/// means seconds.
-///
-/// # Errors
-/// A message naming the input.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
+/// A non-negative duration in jiff's friendly format (`10s`, `500ms`, `2m`, `1h 30m`) or
+/// ISO 8601 (`PT10S`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let signed: jiff::SignedDuration = text
+        .trim()
         .parse()
-        .map_err(|_| format!("invalid duration {text:?}: expected e.g. 10s, 500ms, 2m"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
+        .map_err(|e| format!("invalid duration {text:?} (expected e.g. 10s, 500ms, 2m): {e}"))?;
+    Duration::try_from(signed).map_err(|_| format!("invalid duration {text:?}: it is negative"))
 }
 
 #[cfg(test)]
@@ -185,7 +167,9 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("10").is_err(), "a unit is required");
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));

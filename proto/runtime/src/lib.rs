@@ -12,8 +12,10 @@
 //!   services, draining;
 //! - a tracing span per request (path, peer, status, duration) and the
 //!   Prometheus metrics `grpc_server_handled_total` and
-//!   `grpc_server_handling_seconds`, served with the daemon's own metrics on
-//!   `GET /metrics` when `--metrics-listen` is set;
+//!   `grpc_server_handling_seconds`, served with the daemon's own metrics
+//!   ([`GrpcServer::register_metric`]) on `GET /metrics` in the OpenMetrics
+//!   text format (what prometheus-client writes and Prometheus asks for) when
+//!   `--metrics-listen` is set;
 //! - TCP or Unix-socket listening (stale socket files are removed, live ones
 //!   refused), optional TLS and mutual TLS;
 //! - graceful shutdown on SIGTERM, SIGINT or [`ShutdownHandle::trigger`]:
@@ -35,14 +37,12 @@ mod shutdown;
 mod telemetry;
 mod tls;
 
-pub use args::{DEFAULT_LISTEN, ServeArgs, parse_duration};
+pub use args::{DEFAULT_LISTEN, ServeArgs};
 pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
 pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_SOCKET_PATH};
-pub use listen::{BindError, BoundListener};
-pub use metrics::{
-    MetricsFormat, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, encode_metrics,
-};
+pub use listen::BindError;
+pub use metrics::InvalidHelp;
 pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
 pub use shutdown::{ShutdownHandle, ShutdownReason};
 pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};

@@ -74,7 +74,7 @@ pub enum BindError {
 /// A Unix socket file created here is removed when the listener is dropped,
 /// unless another process replaced it in the meantime.
 #[derive(Debug)]
-pub struct BoundListener {
+pub(crate) struct BoundListener {
     pub(crate) socket: BoundSocket,
     local: Endpoint,
 }
@@ -93,7 +93,7 @@ impl BoundListener {
     ///
     /// # Errors
     /// See [`BindError`].
-    pub async fn bind(endpoint: &Endpoint) -> Result<Self, BindError> {
+    pub(crate) async fn bind(endpoint: &Endpoint) -> Result<Self, BindError> {
         match endpoint {
             Endpoint::Tcp { host, port, .. } => {
                 let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), *port))
@@ -148,7 +148,7 @@ impl BoundListener {
     }
 
     /// The bound address: for TCP the actual IP and port, for Unix the path.
-    pub fn local_endpoint(&self) -> &Endpoint {
+    pub(crate) fn local_endpoint(&self) -> &Endpoint {
         &self.local
     }
 }

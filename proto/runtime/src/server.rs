@@ -29,7 +29,7 @@ use crate::daemon_info::{DaemonIdentity, DaemonInfoService};
 use crate::endpoint::Endpoint;
 use crate::health::DrainingHealth;
 use crate::listen::{BindError, BoundListener, BoundSocket};
-use crate::metrics::{GrpcMetrics, serve_metrics};
+use crate::metrics::{GrpcMetrics, InvalidHelp, register_checked, serve_metrics};
 use crate::request_telemetry::RequestTelemetryLayer;
 use crate::shutdown::{ShutdownHandle, ShutdownReason};
 use crate::tls::{ServerTls, TlsError, ensure_crypto_provider};
@@ -102,7 +102,6 @@ pub struct GrpcServer {
     identity: DaemonIdentity,
     routes: RoutesBuilder,
     services: Vec<String>,
-    descriptor_sets: Vec<&'static [u8]>,
     tls: Option<ServerTls>,
     grace: Duration,
     registry: Registry,
@@ -132,7 +131,6 @@ impl GrpcServer {
             identity,
             routes: RoutesBuilder::default(),
             services: Vec::new(),
-            descriptor_sets: Vec::new(),
             tls: None,
             grace: DEFAULT_SHUTDOWN_GRACE,
             registry: Registry::default(),
@@ -174,14 +172,6 @@ impl GrpcServer {
         self
     }
 
-    /// Also describe the services in this encoded `FileDescriptorSet` through
-    /// reflection (for protos that do not live in `nephrite-proto`).
-    #[must_use]
-    pub fn register_descriptor_set(mut self, encoded: &'static [u8]) -> Self {
-        self.descriptor_sets.push(encoded);
-        self
-    }
-
     /// Serve over TLS (`Some`) or plaintext (`None`).
     #[must_use]
     pub fn tls(mut self, tls: Option<ServerTls>) -> Self {
@@ -203,17 +193,18 @@ impl GrpcServer {
         self
     }
 
-    /// The registry exposed on `/metrics`; register the daemon's own metrics
-    /// here before binding. The gRPC request metrics are added at bind time.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
-    }
-
-    /// Use this registry (with the daemon's metrics already registered).
-    #[must_use]
-    pub fn with_registry(mut self, registry: Registry) -> Self {
-        self.registry = registry;
-        self
+    /// Register one of the daemon's own metrics, exposed on `/metrics` with the gRPC request
+    /// metrics. `help` must be plain one-line text (it is written verbatim).
+    ///
+    /// # Errors
+    /// When `help` holds a backslash, a double quote or a line break.
+    pub fn register_metric(
+        &mut self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) -> Result<(), InvalidHelp> {
+        register_checked(&mut self.registry, name, help, metric)
     }
 
     /// Whether SIGTERM/SIGINT trigger shutdown (default on). Tests that run
@@ -222,14 +213,6 @@ impl GrpcServer {
     #[must_use]
     pub fn handle_signals(mut self, on: bool) -> Self {
         self.handle_signals = on;
-        self
-    }
-
-    /// Shut down with an existing handle, e.g. one shared with the daemon's
-    /// other tasks.
-    #[must_use]
-    pub fn with_shutdown_handle(mut self, handle: ShutdownHandle) -> Self {
-        self.shutdown = handle;
         self
     }
 
@@ -323,7 +306,6 @@ impl BoundServer {
             identity,
             mut routes,
             services: user_services,
-            descriptor_sets,
             tls,
             grace,
             mut registry,
@@ -372,9 +354,6 @@ impl BoundServer {
             let mut builder = tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(nephrite_proto::FILE_DESCRIPTOR_SET)
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
-            for set in &descriptor_sets {
-                builder = builder.register_encoded_file_descriptor_set(set);
-            }
             for service in &services {
                 builder = builder.with_service_name(service.clone());
             }

@@ -1,0 +1,140 @@
+//! [`Body`]: the top-level fields of an object other than `apiVersion`, `kind` and `metadata`.
+//!
+//! An [`Object`](crate::Object) keeps those three as typed fields and everything else here.
+//! If the body could hold a `kind` too, the object would have two of them and whichever was
+//! written last would win; so the type refuses them: reading goes through `Deref` to the JSON
+//! map, and every way in ([`Body::insert`], [`Body::try_from`]) checks the key.
+
+use std::ops::Deref;
+
+use serde_json::map::Entry;
+use serde_json::{Map, Value};
+
+/// The keys a [`Body`] never holds: they live in [`Object`](crate::Object)'s own fields.
+pub const RESERVED_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// The body of an object: every top-level field but `apiVersion`, `kind` and `metadata`, in
+/// order. Read it as a JSON map (it derefs to one); change it with [`insert`](Body::insert),
+/// [`get_mut`](Body::get_mut), [`entry_mapping`](Body::entry_mapping) and
+/// [`remove`](Body::remove).
+///
+/// ```
+/// use nephrite_krm::Body;
+/// use serde_json::json;
+///
+/// let mut body = Body::default();
+/// body.insert("data", json!({"mtu": "9000"}))?;
+/// assert_eq!(body["data"]["mtu"], "9000");
+/// assert!(body.insert("kind", json!("ConfigMap")).is_err());
+/// # Ok::<(), nephrite_krm::ReservedKey>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Body(Map<String, Value>);
+
+/// A body was asked to hold `apiVersion`, `kind` or `metadata`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key:?} is not a body field: set the object's own field instead")]
+pub struct ReservedKey {
+    /// The key refused.
+    pub key: String,
+}
+
+fn check(key: &str) -> Result<(), ReservedKey> {
+    if RESERVED_KEYS.contains(&key) {
+        Err(ReservedKey {
+            key: key.to_owned(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+impl Body {
+    /// Sets `key` to `value`, keeping its position when it exists (appended otherwise); returns
+    /// the value it replaced. Refuses the reserved keys.
+    pub fn insert(
+        &mut self,
+        key: impl Into<String>,
+        value: Value,
+    ) -> Result<Option<Value>, ReservedKey> {
+        let key = key.into();
+        check(&key)?;
+        Ok(self.0.insert(key, value))
+    }
+
+    /// The value of `key`, to edit in place.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.0.get_mut(key)
+    }
+
+    /// Every value, to edit in place (keys stay as they are).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Value> {
+        self.0.values_mut()
+    }
+
+    /// Removes `key`, keeping the order of the others; returns its value.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.0.shift_remove(key)
+    }
+
+    /// The value of `key`, set to `default()` first when absent. Refuses the reserved keys.
+    pub fn entry_or_insert_with(
+        &mut self,
+        key: &str,
+        default: impl FnOnce() -> Value,
+    ) -> Result<&mut Value, ReservedKey> {
+        check(key)?;
+        Ok(match self.0.entry(key) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => entry.insert(default()),
+        })
+    }
+
+    /// The value of `key`, an empty mapping inserted when absent (for `spec`, `status`, …).
+    /// Refuses the reserved keys.
+    pub fn entry_mapping(&mut self, key: &str) -> Result<&mut Value, ReservedKey> {
+        self.entry_or_insert_with(key, || Value::Object(Map::new()))
+    }
+
+    /// The fields as a JSON map.
+    pub fn into_map(self) -> Map<String, Value> {
+        self.0
+    }
+}
+
+impl Deref for Body {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        &self.0
+    }
+}
+
+impl TryFrom<Map<String, Value>> for Body {
+    type Error = ReservedKey;
+
+    /// Takes a map that holds none of the reserved keys.
+    fn try_from(map: Map<String, Value>) -> Result<Self, ReservedKey> {
+        if let Some(key) = RESERVED_KEYS.iter().find(|k| map.contains_key(**k)) {
+            return Err(ReservedKey {
+                key: (*key).to_owned(),
+            });
+        }
+        Ok(Body(map))
+    }
+}
+
+impl<'a> IntoIterator for &'a Body {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = serde_json::map::Iter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl From<Body> for Map<String, Value> {
+    fn from(body: Body) -> Self {
+        body.0
+    }
+}
