@@ -1,11 +1,16 @@
 //! `cargo xtask <task>`: the project's chores, one command each.
 //!
-//! - `test`: format check, clippy, the layering check, a warning-free `cargo doc`, doc tests and
-//!   the whole test suite (nextest when installed, `cargo test` otherwise).
-//! - `lint`: format check, clippy and the layering check only.
-//! - `layering`: the layering check only.
+//! - `test`: the Debian packages the tests use (installed when root), format check, clippy, the
+//!   layering and licence checks, a warning-free `cargo doc`, doc tests and the whole test suite
+//!   (nextest when installed, `cargo test` otherwise).
+//! - `lint`: format check, clippy, the layering and licence checks only.
+//! - `layering`, `licences`: one check each.
+//! - `bench <domain>`: a domain's benchmarks (outside `test`: they take minutes and print
+//!   figures and ratios rather than pass or fail).
 
 mod layering;
+mod licences;
+mod packages;
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -15,16 +20,35 @@ use anyhow::{Context, bail};
 const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
-  test       fmt check, clippy, layering check, cargo doc, doc tests, all tests
-  lint       fmt check, clippy, layering check
-  layering   check that no core/ crate depends on an IO crate";
+  test            test packages, fmt check, clippy, layering and licence checks, cargo doc,
+                  doc tests, all tests
+  lint            fmt check, clippy, layering and licence checks
+  layering        check that no core/ crate depends on an IO crate
+  licences        check that every dependency's licence is compatible with Apache-2.0
+  packages        install the Debian packages the tests use (as root)
+  bench DOMAIN    run a domain's benchmarks: preparer, ntc, nimbess, l7, bmm";
+
+/// Benchmark domains and the crate whose `benches/` they run.
+const BENCHES: &[(&str, &str)] = &[
+    ("preparer", "nephrite-preparer"),
+    ("ntc", "nephrite-ntc"),
+    ("nimbess", "nephrite-nimbess-agent"),
+    ("l7", "nephrite-kuryr-l7"),
+    ("bmm", "nephrite-bmm-provider"),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("test") => lint().and_then(|()| docs()).and_then(|()| test_suite()),
+        Some("test") => step("packages", packages::ensure)
+            .and_then(|()| lint())
+            .and_then(|()| docs())
+            .and_then(|()| test_suite()),
         Some("lint") => lint(),
         Some("layering") => layering_step(),
+        Some("licences") => licences_step(),
+        Some("packages") => step("packages", packages::ensure),
+        Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -53,24 +77,66 @@ fn lint() -> anyhow::Result<()> {
             "warnings",
         ])
     })?;
-    layering_step()
+    layering_step()?;
+    licences_step()
+}
+
+fn metadata() -> anyhow::Result<Vec<u8>> {
+    let out = Command::new(cargo_bin())
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(workspace_root())
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out.stdout)
+}
+
+fn licences_step() -> anyhow::Result<()> {
+    step("licences", || {
+        let metadata: licences::Metadata =
+            serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
+        let refused = licences::check(&metadata);
+        if refused.is_empty() {
+            return Ok(());
+        }
+        for r in &refused {
+            eprintln!("  {r}");
+        }
+        bail!(
+            "{} dependenc{} with a licence outside the Apache-2.0-compatible allow-list",
+            refused.len(),
+            if refused.len() == 1 { "y" } else { "ies" }
+        )
+    })
+}
+
+fn bench(domain: Option<&str>) -> anyhow::Result<()> {
+    let names = BENCHES
+        .iter()
+        .map(|(d, _)| *d)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let Some(domain) = domain else {
+        bail!("which domain? one of {names}");
+    };
+    let Some((_, package)) = BENCHES.iter().find(|(d, _)| *d == domain) else {
+        bail!("unknown bench domain `{domain}`: one of {names}");
+    };
+    step("packages", packages::ensure)?;
+    step(&format!("bench {domain}"), || {
+        cargo(&["bench", "--package", package])
+    })
 }
 
 fn layering_step() -> anyhow::Result<()> {
     step("layering", || {
-        let out = Command::new(cargo_bin())
-            .args(["metadata", "--format-version", "1"])
-            .current_dir(workspace_root())
-            .output()
-            .context("running cargo metadata")?;
-        if !out.status.success() {
-            bail!(
-                "cargo metadata failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
         let metadata: layering::Metadata =
-            serde_json::from_slice(&out.stdout).context("parsing cargo metadata output")?;
+            serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
         let violations = layering::check(&metadata)?;
         if violations.is_empty() {
             return Ok(());

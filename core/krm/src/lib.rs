@@ -9,6 +9,8 @@
 //! - [`Package`]: an ordered list of objects with multi-document YAML in and out and lookup by
 //!   GVK + name.
 //! - [`keys`]: the well-known `nephio.org/*` annotation keys and label keys.
+//! - With the `kube` feature, `TryFrom` conversions to and from kube's `DynamicObject`
+//!   (see the `dynamic` module source for what crosses).
 //!
 //! ```
 //! use nephrite_krm::{Gvk, LabelSelector, Object, Package};
@@ -34,6 +36,8 @@
 //! ```
 
 pub mod condition;
+#[cfg(feature = "kube")]
+mod dynamic;
 mod gvk;
 pub mod keys;
 pub mod label;
