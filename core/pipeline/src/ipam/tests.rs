@@ -1,0 +1,76 @@
+use super::*;
+
+fn owner(c: &str) -> Owner {
+    Owner {
+        container_id: c.into(),
+        ifname: "eth0".into(),
+    }
+}
+
+fn ipam(subnet: &str) -> Ipam {
+    let mut i = Ipam::new();
+    i.sync_networks(&[NetworkSpec::l2("n", subnet.parse().expect("cidr"))])
+        .expect("sync");
+    i
+}
+
+#[test]
+fn gateway_is_first_host_and_never_handed_out() {
+    let mut i = ipam("10.0.0.0/29");
+    let got: Vec<String> = (0..5)
+        .map(|k| {
+            i.allocate("n", &owner(&k.to_string()))
+                .expect("alloc")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "10.0.0.2/29",
+            "10.0.0.3/29",
+            "10.0.0.4/29",
+            "10.0.0.5/29",
+            "10.0.0.6/29"
+        ]
+    );
+    assert_eq!(
+        i.allocate("n", &owner("x")),
+        Err(Error::PoolExhausted("n".into()))
+    );
+}
+
+#[test]
+fn explicit_gateway_is_skipped_and_allocation_is_idempotent() {
+    let mut i = Ipam::new();
+    let mut spec = NetworkSpec::l2("n", "10.0.0.0/24".parse().expect("cidr"));
+    spec.gateway = Some("10.0.0.2".parse().expect("ip"));
+    i.sync_networks(&[spec]).expect("sync");
+    let a = i.allocate("n", &owner("a")).expect("a");
+    let b = i.allocate("n", &owner("b")).expect("b");
+    assert_eq!(a.to_string(), "10.0.0.1/24");
+    assert_eq!(b.to_string(), "10.0.0.3/24");
+    assert_eq!(i.allocate("n", &owner("a")).expect("again"), a);
+    assert_eq!(i.release("n", &owner("a")), Some(a.addr));
+    assert_eq!(i.release("n", &owner("a")), None);
+    assert_eq!(i.allocate("n", &owner("c")).expect("reuse"), a);
+}
+
+#[test]
+fn pools_with_holders_survive_and_round_trip() {
+    let mut i = ipam("10.0.0.0/24");
+    i.allocate("n", &owner("a")).expect("a");
+    i.sync_networks(&[]).expect("sync");
+    assert!(i.pool("n").is_some(), "held addresses are kept");
+    let json = serde_json::to_string(&i).expect("ser");
+    let back: Ipam = serde_json::from_str(&json).expect("de");
+    assert_eq!(back, i);
+    assert!(
+        i.sync_networks(&[NetworkSpec::l2("n", "10.5.0.0/24".parse().expect("cidr"))])
+            .is_err()
+    );
+    assert_eq!(
+        i.allocate("zzz", &owner("a")),
+        Err(Error::UnknownNetwork("zzz".into()))
+    );
+}

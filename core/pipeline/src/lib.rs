@@ -1,0 +1,99 @@
+//! Nimbess's network model, pure: networks keyed by meta key, meta
+//! pipelines, ports split into ingress and egress halves, per-port
+//! pipelines copied from the meta pipeline, FIBs, and render plans.
+//!
+//! Every change of the [`Model`] (add or remove a port, record what the
+//! data plane returned, change a meta pipeline, change ACL rules, replace
+//! the networks) returns a [`RenderPlan`]: the difference a driver applies.
+//! Modules and pipelines are derived from the model's inputs ([`Model::rendered`]),
+//! so a plan is always the difference between two derivations and the
+//! invariants ([`violations`]) hold by construction and are checked by tests.
+//!
+//! The crate knows nothing of netlink, gRPC or files; [`Ipam`] is a pure
+//! allocator the agent persists; [`forward`] runs synthetic frames through
+//! the pipelines (the `sim` driver and the kernel driver's oracle).
+
+mod addr;
+mod build;
+mod forward;
+mod invariant;
+mod ipam;
+mod model;
+mod module;
+mod network;
+mod plan;
+mod print;
+
+pub use addr::{Ipv4Cidr, Mac};
+pub use build::{Rendered, egress_gate};
+pub use forward::{Counters, Frame, Payload, Trace, count, forward};
+pub use invariant::{Violation, reachable, violations};
+pub use ipam::{Ipam, Owner, Pool};
+pub use model::{Model, Network, PortRequest};
+pub use module::{
+    Gate, Module, ModuleId, ModuleKind, Pipeline, Port, PortId, RenderFacts, copy_id, egress_id,
+    ingress_id, port_id,
+};
+pub use network::{
+    AclAction, AclProtocol, AclRule, DEFAULT_MTU, MetaFunction, MetaModule, MetaPipeline,
+    NetworkKind, NetworkSpec, acl_verdict,
+};
+pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
+pub use print::{pipeline_dot, pipeline_text};
+
+/// What went wrong in the model, naming the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A MAC address that does not parse.
+    #[error("invalid MAC address {0:?}: expected six hex bytes separated by ':'")]
+    InvalidMac(String),
+    /// A prefix that does not parse.
+    #[error("invalid IPv4 prefix {0:?}: expected A.B.C.D/N with N ≤ 32")]
+    InvalidCidr(String),
+    /// A network declaration that is not acceptable.
+    #[error("network {network}: {why}")]
+    InvalidNetwork {
+        /// The network.
+        network: String,
+        /// The problem.
+        why: String,
+    },
+    /// A meta pipeline that is not acceptable.
+    #[error("meta pipeline {key}: {why}")]
+    InvalidMetaPipeline {
+        /// The meta key.
+        key: String,
+        /// The problem.
+        why: String,
+    },
+    /// No network with that meta key.
+    #[error("unknown network {0:?}")]
+    UnknownNetwork(String),
+    /// No port with that id.
+    #[error("unknown port {0:?}")]
+    UnknownPort(String),
+    /// The port exists already.
+    #[error("port {port} exists already on network {network}")]
+    PortExists {
+        /// The port.
+        port: String,
+        /// The network it is on.
+        network: String,
+    },
+    /// An address a port cannot have.
+    #[error("address {address} on network {network}: {why}")]
+    InvalidAddress {
+        /// The address.
+        address: String,
+        /// The network.
+        network: String,
+        /// The problem.
+        why: String,
+    },
+    /// A network still has ports.
+    #[error("network {0:?} still has ports")]
+    NetworkInUse(String),
+    /// No free address left.
+    #[error("no free address left on network {0:?}")]
+    PoolExhausted(String),
+}

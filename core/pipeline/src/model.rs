@@ -1,0 +1,259 @@
+//! The model: networks with their meta pipelines, and ports. Every change
+//! returns the render plan a driver applies.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::addr::Ipv4Cidr;
+use crate::build::{Rendered, build_network};
+use crate::module::{Gate, Pipeline, Port, PortId, RenderFacts, port_id};
+use crate::network::{AclRule, MetaPipeline, NetworkSpec};
+use crate::plan::{RenderPlan, diff};
+
+#[cfg(test)]
+mod tests;
+
+/// A network in the model: its declaration and its meta pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Network {
+    /// The declaration.
+    pub spec: NetworkSpec,
+    /// The meta pipeline every port pipeline copies.
+    pub meta: MetaPipeline,
+}
+
+/// What the agent asks for when a container's interface joins a network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRequest {
+    /// The container (CNI_CONTAINERID).
+    pub container_id: String,
+    /// The interface name inside the container (CNI_IFNAME).
+    pub ifname: String,
+    /// The container's network namespace path.
+    pub netns: String,
+    /// Meta key.
+    pub network: String,
+    /// The address IPAM gave it.
+    pub address: Ipv4Cidr,
+}
+
+/// Networks, meta pipelines and ports. Modules and pipelines are derived
+/// from them ([`Model::rendered`]); the model serializes as its inputs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Model {
+    networks: BTreeMap<String, Network>,
+    ports: BTreeMap<PortId, Port>,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Networks by meta key.
+    pub fn networks(&self) -> &BTreeMap<String, Network> {
+        &self.networks
+    }
+
+    /// Ports by id.
+    pub fn ports(&self) -> &BTreeMap<PortId, Port> {
+        &self.ports
+    }
+
+    /// One port.
+    pub fn port(&self, id: &str) -> Option<&Port> {
+        self.ports.get(id)
+    }
+
+    /// The port of a container's interface.
+    pub fn port_of(&self, container_id: &str, ifname: &str) -> Option<&Port> {
+        self.ports.get(&port_id(container_id, ifname))
+    }
+
+    /// Every module and pipeline, derived.
+    pub fn rendered(&self) -> Rendered {
+        let mut out = Rendered::default();
+        for (key, net) in &self.networks {
+            let ports: Vec<&Port> = self.ports.values().filter(|p| &p.network == key).collect();
+            build_network(&net.spec, &net.meta, &ports, &mut out);
+        }
+        out
+    }
+
+    /// The pipeline of one port, derived.
+    pub fn pipeline(&self, port: &str) -> Option<Pipeline> {
+        self.rendered().pipelines.remove(port)
+    }
+
+    /// Replace the set of networks with `specs` (the config file). New
+    /// networks are added, changed ones updated (ACL and MTU changes reach
+    /// every port pipeline of the network), missing ones removed.
+    ///
+    /// # Errors
+    /// An invalid or duplicate spec; removing a network that still has
+    /// ports; changing the kind or subnet of a network with ports.
+    pub fn apply_networks(&mut self, specs: &[NetworkSpec]) -> Result<RenderPlan, Error> {
+        let mut wanted = BTreeMap::new();
+        for spec in specs {
+            spec.validate()?;
+            if wanted.insert(spec.name.clone(), spec.clone()).is_some() {
+                return Err(Error::InvalidNetwork {
+                    network: spec.name.clone(),
+                    why: "declared twice".into(),
+                });
+            }
+        }
+        for (key, net) in &self.networks {
+            let in_use = self.ports.values().any(|p| &p.network == key);
+            match wanted.get(key) {
+                None if in_use => return Err(Error::NetworkInUse(key.clone())),
+                Some(new)
+                    if in_use && (new.kind != net.spec.kind || new.subnet != net.spec.subnet) =>
+                {
+                    return Err(Error::InvalidNetwork {
+                        network: key.clone(),
+                        why: "kind and subnet cannot change while ports exist".into(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        let before = self.clone();
+        let mut networks = BTreeMap::new();
+        for (key, spec) in wanted {
+            let meta = match self.networks.get(&key) {
+                Some(old) if old.spec.kind == spec.kind => old.meta.clone(),
+                _ => MetaPipeline::default_for(&spec),
+            };
+            networks.insert(key, Network { spec, meta });
+        }
+        self.networks = networks;
+        Ok(diff(&before, self))
+    }
+
+    /// Replace a network's meta pipeline; every port pipeline of the
+    /// network is rebuilt from it.
+    ///
+    /// # Errors
+    /// Unknown network, invalid meta pipeline.
+    pub fn set_meta_pipeline(&mut self, meta: MetaPipeline) -> Result<RenderPlan, Error> {
+        meta.validate()?;
+        if !self.networks.contains_key(&meta.key) {
+            return Err(Error::UnknownNetwork(meta.key.clone()));
+        }
+        let before = self.clone();
+        if let Some(net) = self.networks.get_mut(&meta.key) {
+            net.meta = meta;
+        }
+        Ok(diff(&before, self))
+    }
+
+    /// Replace a network's ACL rules.
+    ///
+    /// # Errors
+    /// Unknown network.
+    pub fn set_acl(&mut self, network: &str, rules: Vec<AclRule>) -> Result<RenderPlan, Error> {
+        let before = self.clone();
+        let net = self
+            .networks
+            .get_mut(network)
+            .ok_or_else(|| Error::UnknownNetwork(network.to_string()))?;
+        net.spec.acl = rules;
+        Ok(diff(&before, self))
+    }
+
+    /// Add a port and its pipeline (ingress first). The port is not live
+    /// until the driver reports its facts ([`Model::record_facts`]).
+    ///
+    /// # Errors
+    /// Unknown network, the port already exists, the address is outside
+    /// the subnet, is the gateway, or is held by another port.
+    pub fn add_port(&mut self, req: PortRequest) -> Result<RenderPlan, Error> {
+        let net = self
+            .networks
+            .get(&req.network)
+            .ok_or_else(|| Error::UnknownNetwork(req.network.clone()))?;
+        let id = port_id(&req.container_id, &req.ifname);
+        if let Some(existing) = self.ports.get(&id) {
+            return Err(Error::PortExists {
+                port: id,
+                network: existing.network.clone(),
+            });
+        }
+        let subnet = net.spec.subnet;
+        let bad_addr = |why: &str| Error::InvalidAddress {
+            address: req.address.to_string(),
+            network: req.network.clone(),
+            why: why.to_string(),
+        };
+        if req.address.prefix != subnet.prefix || !subnet.contains(req.address.addr) {
+            return Err(bad_addr("not in the subnet"));
+        }
+        let hosts = subnet.host_range().unwrap_or((1, 0));
+        let n = u32::from(req.address.addr);
+        if n < hosts.0 || n > hosts.1 {
+            return Err(bad_addr("not a host address"));
+        }
+        if Some(req.address.addr) == net.spec.gateway() {
+            return Err(bad_addr("is the gateway"));
+        }
+        let same_net: Vec<&Port> = self
+            .ports
+            .values()
+            .filter(|p| p.network == req.network)
+            .collect();
+        if same_net.iter().any(|p| p.address.addr == req.address.addr) {
+            return Err(bad_addr("held by another port"));
+        }
+        let used: BTreeSet<Gate> = same_net.iter().map(|p| p.slot).collect();
+        let slot = (0..).find(|s| !used.contains(s)).unwrap_or(0);
+        let before = self.clone();
+        self.ports.insert(
+            id.clone(),
+            Port {
+                id,
+                network: req.network,
+                container_id: req.container_id,
+                ifname: req.ifname,
+                netns: req.netns,
+                address: req.address,
+                slot,
+                facts: None,
+            },
+        );
+        Ok(diff(&before, self))
+    }
+
+    /// Store what the driver returned for a port (MAC, ifindex, module
+    /// facts). The port becomes live: its egress joins every other pipeline
+    /// of its network and the FIBs learn its MAC and address.
+    ///
+    /// # Errors
+    /// Unknown port.
+    pub fn record_facts(&mut self, port: &str, facts: RenderFacts) -> Result<RenderPlan, Error> {
+        if !self.ports.contains_key(port) {
+            return Err(Error::UnknownPort(port.to_string()));
+        }
+        let before = self.clone();
+        if let Some(p) = self.ports.get_mut(port) {
+            p.facts = Some(facts);
+        }
+        Ok(diff(&before, self))
+    }
+
+    /// Remove a port, its pipeline and its egress from every other pipeline.
+    ///
+    /// # Errors
+    /// Unknown port.
+    pub fn remove_port(&mut self, port: &str) -> Result<RenderPlan, Error> {
+        if !self.ports.contains_key(port) {
+            return Err(Error::UnknownPort(port.to_string()));
+        }
+        let before = self.clone();
+        self.ports.remove(port);
+        Ok(diff(&before, self))
+    }
+}

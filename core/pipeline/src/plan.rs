@@ -1,0 +1,274 @@
+//! Render plans: the difference between two states of the model, in the
+//! terms a driver applies (ports, modules, FIB entries, ACL rules).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Mac;
+use crate::model::Model;
+use crate::module::{Gate, Module, ModuleId, ModuleKind, Port, PortId};
+use crate::network::{AclRule, NetworkSpec};
+
+/// The key of a FIB entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FibKey {
+    /// L2: a destination MAC.
+    Mac(Mac),
+    /// L3: a destination host address.
+    Ip(Ipv4Addr),
+}
+
+impl fmt::Display for FibKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FibKey::Mac(m) => write!(f, "{m}"),
+            FibKey::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// One FIB entry of one forwarder module.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FibEntry {
+    /// The forwarder module holding it.
+    pub module: ModuleId,
+    /// The pipeline's port (where the traffic comes from).
+    pub port: PortId,
+    /// Meta key.
+    pub network: String,
+    /// Destination.
+    pub key: FibKey,
+    /// Egress gate.
+    pub gate: Gate,
+    /// The port the gate leads to.
+    pub egress_port: PortId,
+}
+
+/// A module whose gates, tables or facts changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleUpdate {
+    /// As it was.
+    pub before: Module,
+    /// As it is now.
+    pub after: Module,
+}
+
+/// New ACL rules of an ACL module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclChange {
+    /// The ACL module.
+    pub module: ModuleId,
+    /// Its port.
+    pub port: PortId,
+    /// The rules now in force.
+    pub rules: Vec<AclRule>,
+}
+
+/// What a driver must do to bring the data plane from one model state to
+/// the next. Apply in field order: networks, ports added, modules created,
+/// updated, FIB and ACL changes, modules deleted, ports removed, networks
+/// removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderPlan {
+    /// Networks that appeared.
+    pub networks_added: Vec<NetworkSpec>,
+    /// Networks whose declaration changed (new declaration).
+    pub networks_changed: Vec<NetworkSpec>,
+    /// Ports that appeared.
+    pub ports_added: Vec<Port>,
+    /// Module instances that appeared.
+    pub modules_created: Vec<Module>,
+    /// Module instances that changed.
+    pub modules_updated: Vec<ModuleUpdate>,
+    /// FIB entries to install.
+    pub fib_added: Vec<FibEntry>,
+    /// FIB entries to withdraw.
+    pub fib_removed: Vec<FibEntry>,
+    /// ACL modules whose rules changed (also for new ACL modules with rules).
+    pub acl_changed: Vec<AclChange>,
+    /// Module instances that went away.
+    pub modules_deleted: Vec<Module>,
+    /// Ports that went away.
+    pub ports_removed: Vec<Port>,
+    /// Networks that went away.
+    pub networks_removed: Vec<NetworkSpec>,
+}
+
+impl RenderPlan {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        *self == RenderPlan::default()
+    }
+
+    /// One line per step, for logs and `--dry-run` style output.
+    pub fn summary(&self) -> String {
+        let mut lines = Vec::new();
+        lines.extend(
+            self.networks_added
+                .iter()
+                .map(|n| format!("+network {}", n.name)),
+        );
+        lines.extend(
+            self.networks_changed
+                .iter()
+                .map(|n| format!("~network {}", n.name)),
+        );
+        lines.extend(self.ports_added.iter().map(|p| format!("+port {}", p.id)));
+        lines.extend(
+            self.modules_created
+                .iter()
+                .map(|m| format!("+module {}", m.id)),
+        );
+        lines.extend(
+            self.modules_updated
+                .iter()
+                .map(|m| format!("~module {}", m.after.id)),
+        );
+        lines.extend(
+            self.fib_added
+                .iter()
+                .map(|f| format!("+fib {} {} -> {}", f.module, f.key, f.egress_port)),
+        );
+        lines.extend(
+            self.fib_removed
+                .iter()
+                .map(|f| format!("-fib {} {} -> {}", f.module, f.key, f.egress_port)),
+        );
+        lines.extend(
+            self.acl_changed
+                .iter()
+                .map(|a| format!("~acl {} ({} rules)", a.module, a.rules.len())),
+        );
+        lines.extend(
+            self.modules_deleted
+                .iter()
+                .map(|m| format!("-module {}", m.id)),
+        );
+        lines.extend(self.ports_removed.iter().map(|p| format!("-port {}", p.id)));
+        lines.extend(
+            self.networks_removed
+                .iter()
+                .map(|n| format!("-network {}", n.name)),
+        );
+        lines.join("\n")
+    }
+}
+
+/// Every FIB entry of a set of modules.
+pub fn fib_entries(modules: &BTreeMap<ModuleId, Module>) -> Vec<FibEntry> {
+    let mut out = Vec::new();
+    for m in modules.values() {
+        let keys: Vec<(FibKey, Gate)> = match &m.kind {
+            ModuleKind::L2Switch { fib } => {
+                fib.iter().map(|(k, g)| (FibKey::Mac(*k), *g)).collect()
+            }
+            ModuleKind::L3Router { fib } => fib.iter().map(|(k, g)| (FibKey::Ip(*k), *g)).collect(),
+            _ => continue,
+        };
+        for (key, gate) in keys {
+            let egress_port = m
+                .egress
+                .get(&gate)
+                .and_then(|e| modules.get(e))
+                .map(|e| e.port.clone())
+                .unwrap_or_default();
+            out.push(FibEntry {
+                module: m.id.clone(),
+                port: m.port.clone(),
+                network: m.network.clone(),
+                key,
+                gate,
+                egress_port,
+            });
+        }
+    }
+    out.sort();
+    out
+}
+
+fn acl_rules(m: &Module) -> Option<&Vec<AclRule>> {
+    match &m.kind {
+        ModuleKind::Acl { rules } => Some(rules),
+        _ => None,
+    }
+}
+
+/// The plan that takes the data plane from `before` to `after`.
+pub fn diff(before: &Model, after: &Model) -> RenderPlan {
+    let mut plan = RenderPlan::default();
+    for (key, net) in after.networks() {
+        match before.networks().get(key) {
+            None => plan.networks_added.push(net.spec.clone()),
+            Some(old) if old.spec != net.spec => plan.networks_changed.push(net.spec.clone()),
+            _ => {}
+        }
+    }
+    for (key, net) in before.networks() {
+        if !after.networks().contains_key(key) {
+            plan.networks_removed.push(net.spec.clone());
+        }
+    }
+    for (id, port) in after.ports() {
+        if !before.ports().contains_key(id) {
+            plan.ports_added.push(port.clone());
+        }
+    }
+    for (id, port) in before.ports() {
+        if !after.ports().contains_key(id) {
+            plan.ports_removed.push(port.clone());
+        }
+    }
+
+    let old = before.rendered().modules;
+    let new = after.rendered().modules;
+    for (id, m) in &new {
+        match old.get(id) {
+            None => {
+                plan.modules_created.push(m.clone());
+                if let Some(rules) = acl_rules(m).filter(|r| !r.is_empty()) {
+                    plan.acl_changed.push(AclChange {
+                        module: id.clone(),
+                        port: m.port.clone(),
+                        rules: rules.clone(),
+                    });
+                }
+            }
+            Some(o) if o != m => {
+                if let Some(rules) = acl_rules(m).filter(|r| Some(*r) != acl_rules(o)) {
+                    plan.acl_changed.push(AclChange {
+                        module: id.clone(),
+                        port: m.port.clone(),
+                        rules: rules.clone(),
+                    });
+                }
+                plan.modules_updated.push(ModuleUpdate {
+                    before: o.clone(),
+                    after: m.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+    for (id, m) in &old {
+        if !new.contains_key(id) {
+            plan.modules_deleted.push(m.clone());
+        }
+    }
+    let old_fib = fib_entries(&old);
+    let new_fib = fib_entries(&new);
+    plan.fib_added = new_fib
+        .iter()
+        .filter(|e| old_fib.binary_search(e).is_err())
+        .cloned()
+        .collect();
+    plan.fib_removed = old_fib
+        .iter()
+        .filter(|e| new_fib.binary_search(e).is_err())
+        .cloned()
+        .collect();
+    plan
+}
