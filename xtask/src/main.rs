@@ -28,6 +28,10 @@ tasks:
   packages        install the Debian packages the tests use (as root)
   bench DOMAIN    run a domain's benchmarks: preparer, ntc, nimbess, l7, bmm";
 
+/// Optional features turned on for clippy, docs and tests, so the code behind them is checked
+/// too (`nephrite-krm`'s `DynamicObject` bridge).
+const FEATURES: &str = "nephrite-krm/kube";
+
 /// Benchmark domains and the crate whose `benches/` they run.
 const BENCHES: &[(&str, &str)] = &[
     ("preparer", "nephrite-preparer"),
@@ -72,6 +76,8 @@ fn lint() -> anyhow::Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--features",
+            FEATURES,
             "--",
             "-D",
             "warnings",
@@ -154,10 +160,19 @@ fn layering_step() -> anyhow::Result<()> {
 
 /// Doc tests first, then the main suite, so the runner's summary is the last thing printed.
 fn test_suite() -> anyhow::Result<()> {
-    step("doc tests", || cargo(&["test", "--workspace", "--doc"]))?;
+    step("doc tests", || {
+        cargo(&["test", "--workspace", "--features", FEATURES, "--doc"])
+    })?;
     if nextest_available() {
         step("tests (nextest)", || {
-            cargo(&["nextest", "run", "--workspace", "--no-fail-fast"])
+            cargo(&[
+                "nextest",
+                "run",
+                "--workspace",
+                "--features",
+                FEATURES,
+                "--no-fail-fast",
+            ])
         })
     } else {
         eprintln!("xtask: cargo-nextest is not installed; running the suite with cargo test");
@@ -165,6 +180,8 @@ fn test_suite() -> anyhow::Result<()> {
             cargo(&[
                 "test",
                 "--workspace",
+                "--features",
+                FEATURES,
                 "--no-fail-fast",
                 "--lib",
                 "--bins",
@@ -177,7 +194,7 @@ fn test_suite() -> anyhow::Result<()> {
 fn docs() -> anyhow::Result<()> {
     step("cargo doc", || {
         let status = Command::new(cargo_bin())
-            .args(["doc", "--workspace", "--no-deps"])
+            .args(["doc", "--workspace", "--no-deps", "--features", FEATURES])
             .env("RUSTDOCFLAGS", "-D warnings")
             .current_dir(workspace_root())
             .status()

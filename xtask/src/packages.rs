@@ -1,41 +1,20 @@
 //! The programs the tests start or measure against, from Debian's packages.
 //!
-//! The test-services crate (`tests/services`) starts them on free loopback ports; this step
-//! only makes sure they are installed. As root (CI), missing packages are installed with
+//! The test-services crate (`tests/services`) lists them (`DEBIAN_PACKAGES`) and starts them on
+//! free loopback ports; this step only makes sure they are installed. As root (CI), missing packages are installed with
 //! `apt-get update` then `apt-get install -y`; otherwise the step says what to install and the
 //! tests that need a missing program say they are skipped (or fail, under `CI=true`).
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
-
-/// Every Debian package a test or benchmark uses, with what for.
-pub const PACKAGES: &[(&str, &str)] = &[
-    (
-        "iproute2",
-        "network namespaces, veth and VXLAN for the data-plane tests",
-    ),
-    ("postgresql", "the preparer's PostgreSQL store"),
-    ("etcd-server", "the Nimbess multi-host fabric store"),
-    (
-        "haproxy",
-        "the kuryr-l7 HAProxy driver and the router's yardstick",
-    ),
-    ("nginx-light", "the backends of the router benchmark"),
-    ("wrk", "HTTP load for the router benchmark"),
-    ("iperf3", "TCP throughput between pods"),
-    ("nftables", "checking the ACL rules the agent installs"),
-    (
-        "containernetworking-plugins",
-        "the CNI yardstick (bridge, host-local)",
-    ),
-];
+use nephrite_test_services::DEBIAN_PACKAGES;
 
 /// Installs the missing packages when running as root; lists them otherwise.
 pub fn ensure() -> anyhow::Result<()> {
-    let missing: Vec<&str> = PACKAGES
+    let missing: Vec<&str> = DEBIAN_PACKAGES
         .iter()
-        .map(|(name, _)| *name)
+        .copied()
         .filter(|name| !installed(name))
         .collect();
     if missing.is_empty() {

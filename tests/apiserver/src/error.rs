@@ -1,54 +1,70 @@
-//! Errors: the Kubernetes `Status` failures the server answers with, and the crate's own errors.
+//! Errors: the Kubernetes `Status` failures the server answers with (built on
+//! [`kube::core::Status`], the type kube clients decode them into), and the crate's own errors.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
+use kube::core::Status;
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary, reason};
 use serde_json::{Value, json};
 
 /// A failed API request, answered with a Kubernetes `Status` body (`kind: Status`,
 /// `status: Failure`) and the matching HTTP status code.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    /// HTTP status code, also carried in the body's `code`.
-    pub code: u16,
-    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, ...).
-    pub reason: String,
-    /// Human-readable message naming what was wrong.
-    pub message: String,
-    /// Optional `details` (name, group, kind, causes).
-    pub details: Option<Box<Value>>,
-}
+pub struct ApiError(Box<Status>);
 
 impl ApiError {
     /// An error with the given code, reason and message.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(Status {
+            status: Some(StatusSummary::Failure),
             code,
-            reason: reason.to_string(),
             message: message.into(),
+            metadata: None,
+            reason: reason.to_string(),
             details: None,
-        }
+        }))
+    }
+
+    /// The HTTP status code, also carried in the body's `code`.
+    pub fn code(&self) -> u16 {
+        self.0.code
+    }
+
+    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, ...).
+    pub fn reason(&self) -> &str {
+        &self.0.reason
+    }
+
+    /// The human-readable message naming what was wrong.
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// The `Status` this error is answered with.
+    pub fn status(&self) -> &Status {
+        &self.0
     }
 
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
+        Self::new(400, reason::BAD_REQUEST, message)
     }
 
     /// 404 NotFound for `<resource> "<name>" not found`.
     pub fn not_found(group_resource: &str, name: &str) -> Self {
         Self::new(
             404,
-            "NotFound",
+            reason::NOT_FOUND,
             format!("{group_resource} \"{name}\" not found"),
         )
-        .with_details(json!({"name": name, "kind": group_resource}))
+        .with_details(name, group_resource, Vec::new())
     }
 
     /// 404 NotFound for a path the server does not serve.
     pub fn no_route(path: &str) -> Self {
         Self::new(
             404,
-            "NotFound",
+            reason::NOT_FOUND,
             format!("the server could not find the requested resource ({path})"),
         )
     }
@@ -57,7 +73,7 @@ impl ApiError {
     pub fn method_not_allowed(method: &str, what: &str) -> Self {
         Self::new(
             405,
-            "MethodNotAllowed",
+            reason::METHOD_NOT_ALLOWED,
             format!("the server does not allow method {method} on {what}"),
         )
     }
@@ -67,57 +83,89 @@ impl ApiError {
         let message = format!(
             "unable to create new content in namespace {namespace} because it is being terminated"
         );
-        Self::new(403, "Forbidden", message.clone()).with_details(json!({
-            "name": namespace,
-            "kind": "namespaces",
-            "causes": [{"reason": "NamespaceTerminating", "message": message, "field": "metadata.namespace"}],
-        }))
+        let cause = StatusCause {
+            reason: "NamespaceTerminating".into(),
+            message: message.clone(),
+            field: "metadata.namespace".into(),
+        };
+        Self::new(403, reason::FORBIDDEN, message).with_details(
+            namespace,
+            "namespaces",
+            vec![cause],
+        )
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(group_resource: &str, name: &str) -> Self {
         Self::new(
             409,
-            "AlreadyExists",
+            reason::ALREADY_EXISTS,
             format!("{group_resource} \"{name}\" already exists"),
         )
-        .with_details(json!({"name": name, "kind": group_resource}))
+        .with_details(name, group_resource, Vec::new())
     }
 
     /// 409 Conflict on a stale resourceVersion or failed precondition.
     pub fn conflict(group_resource: &str, name: &str, why: &str) -> Self {
         Self::new(
             409,
-            "Conflict",
+            reason::CONFLICT,
             format!("Operation cannot be fulfilled on {group_resource} \"{name}\": {why}"),
         )
-        .with_details(json!({"name": name, "kind": group_resource}))
+        .with_details(name, group_resource, Vec::new())
     }
 
     /// 422 Invalid: `<Kind> "<name>" is invalid: <field>: <problem>`.
     pub fn invalid(kind: &str, name: &str, field: &str, problem: &str) -> Self {
+        Self::invalid_fields(kind, name, &[(field.to_string(), problem.to_string())])
+    }
+
+    /// 422 Invalid naming every `(field, problem)`, as Kubernetes aggregates them:
+    /// `<Kind> "<name>" is invalid: [<field>: <problem>, <field>: <problem>]`.
+    pub fn invalid_fields(kind: &str, name: &str, problems: &[(String, String)]) -> Self {
+        let listed: Vec<String> = problems
+            .iter()
+            .map(|(field, problem)| format!("{field}: {problem}"))
+            .collect();
+        let what = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let causes = problems
+            .iter()
+            .map(|(field, problem)| StatusCause {
+                reason: cause_reason(problem).into(),
+                message: problem.clone(),
+                field: field.clone(),
+            })
+            .collect();
         Self::new(
             422,
-            "Invalid",
-            format!("{kind} \"{name}\" is invalid: {field}: {problem}"),
+            reason::INVALID,
+            format!("{kind} \"{name}\" is invalid: {what}"),
         )
-        .with_details(json!({
-            "name": name,
-            "kind": kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": problem, "field": field}],
-        }))
+        .with_details(name, kind, causes)
     }
 
     /// 410 Gone with reason Expired (a resourceVersion older than the retained history).
     pub fn expired(message: impl Into<String>) -> Self {
-        Self::new(410, "Expired", message)
+        Self::new(410, reason::EXPIRED, message)
+    }
+
+    /// 413 RequestEntityTooLarge, for a body over `limit` bytes.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            reason::REQUEST_ENTITY_TOO_LARGE,
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,
-            "UnsupportedMediaType",
+            reason::UNSUPPORTED_MEDIA_TYPE,
             format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
             ),
@@ -126,55 +174,70 @@ impl ApiError {
 
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", message)
+        Self::new(500, reason::INTERNAL_ERROR, message)
     }
 
     /// The conventional reason for an HTTP status code (used for injected faults).
     pub fn reason_for_code(code: u16) -> &'static str {
         match code {
-            400 => "BadRequest",
-            401 => "Unauthorized",
-            403 => "Forbidden",
-            404 => "NotFound",
-            405 => "MethodNotAllowed",
-            409 => "Conflict",
-            410 => "Expired",
-            415 => "UnsupportedMediaType",
-            422 => "Invalid",
-            429 => "TooManyRequests",
-            500 => "InternalError",
-            503 => "ServiceUnavailable",
-            504 => "Timeout",
+            400 => reason::BAD_REQUEST,
+            401 => reason::UNAUTHORIZED,
+            403 => reason::FORBIDDEN,
+            404 => reason::NOT_FOUND,
+            405 => reason::METHOD_NOT_ALLOWED,
+            409 => reason::CONFLICT,
+            410 => reason::EXPIRED,
+            413 => reason::REQUEST_ENTITY_TOO_LARGE,
+            415 => reason::UNSUPPORTED_MEDIA_TYPE,
+            422 => reason::INVALID,
+            429 => reason::TOO_MANY_REQUESTS,
+            500 => reason::INTERNAL_ERROR,
+            503 => reason::SERVICE_UNAVAILABLE,
+            504 => reason::TIMEOUT,
             _ => "Unknown",
         }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(Box::new(details));
+    fn with_details(mut self, name: &str, kind: &str, causes: Vec<StatusCause>) -> Self {
+        self.0.details = Some(StatusDetails {
+            name: name.to_string(),
+            group: String::new(),
+            kind: kind.to_string(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        });
         self
     }
 
-    /// The `Status` object this error is reported as.
+    /// The `Status` object this error is reported as, with its `kind` and `apiVersion`.
     pub fn to_status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
-        if let (Some(details), Some(map)) = (&self.details, status.as_object_mut()) {
-            map.insert("details".into(), (**details).clone());
+        let mut status = serde_json::to_value(&*self.0).unwrap_or_default();
+        if let Some(map) = status.as_object_mut() {
+            map.insert("kind".into(), json!("Status"));
+            map.insert("apiVersion".into(), json!("v1"));
+            map.insert("metadata".into(), json!({}));
         }
         status
     }
 }
 
+/// The `StatusCause` reason Kubernetes gives a field problem (`field.ErrorType`'s name).
+fn cause_reason(problem: &str) -> &'static str {
+    if problem.starts_with("Required value") {
+        "FieldValueRequired"
+    } else if problem.starts_with("Unsupported value") {
+        "FieldValueNotSupported"
+    } else if problem.starts_with("Too long") {
+        "FieldValueTooLong"
+    } else {
+        "FieldValueInvalid"
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+        write!(f, "{} {}: {}", self.code(), self.reason(), self.message())
     }
 }
 
@@ -182,13 +245,13 @@ impl std::error::Error for ApiError {}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         json_response(code, &self.to_status())
     }
 }
 
 /// A JSON response with `content-type: application/json`.
-pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
+pub(crate) fn json_response(code: StatusCode, body: &impl serde::Serialize) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = (code, bytes).into_response();
     resp.headers_mut().insert(

@@ -22,6 +22,7 @@
 mod error;
 mod faults;
 mod http;
+mod openapi;
 mod resources;
 mod schema;
 mod selector;

@@ -2,9 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-/// Where objects of a resource are stored: `(group, plural)`. All versions of a group/resource
-/// share one store (no conversion: objects are returned as stored with `apiVersion` rewritten).
-pub(crate) type StorageKey = (String, String);
+use crate::store::StorageKey;
 
 /// One served group/version/resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +41,18 @@ impl ResourceType {
         }
     }
 
+    /// `ConfigMap`, or `Ingress.networking.k8s.io`: how error messages name the kind.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// The storage this resource reads and writes.
     pub fn storage(&self) -> StorageKey {
-        (self.group.clone(), self.plural.clone())
+        StorageKey::new(&self.group, &self.plural)
     }
 
     /// The `APIResource` entries for discovery (the resource and its status subresource).
@@ -432,32 +439,4 @@ pub(crate) fn api_resource_list(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_sort_like_kubernetes() {
-        let mut v = vec![
-            "v1alpha1", "v1", "v2beta1", "foo", "v2", "v1beta2", "v1beta1",
-        ];
-        v.sort_by_key(|s| version_priority(s));
-        assert_eq!(
-            v,
-            vec![
-                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
-            ]
-        );
-    }
-
-    #[test]
-    fn crd_name_must_match_plural_and_group() {
-        let crd = json!({
-            "metadata": {"name": "widget.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"plural": "widgets", "kind": "Widget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true}]},
-        });
-        let err = parse_crd(&crd).err().map(|e| e.0);
-        assert_eq!(err.as_deref(), Some("metadata.name"));
-    }
-}
+mod tests;

@@ -1,6 +1,7 @@
 //! Label selectors (delegated to `nephrite-krm`) and field selectors (`=`, `==`, `!=` on
 //! dotted paths such as `metadata.name`).
 
+use nephrite_krm::Object;
 use serde_json::Value;
 
 /// A label selector as the `labelSelector` query parameter gives it, parsed and matched by
@@ -8,15 +9,6 @@ use serde_json::Value;
 /// objects without the label).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LabelSelector(nephrite_krm::LabelSelector);
-
-/// An object's `metadata.labels`, read in place from its JSON.
-struct JsonLabels<'a>(Option<&'a serde_json::Map<String, Value>>);
-
-impl nephrite_krm::LabelLookup for JsonLabels<'_> {
-    fn label_value(&self, key: &str) -> Option<&str> {
-        self.0?.get(key)?.as_str()
-    }
-}
 
 impl LabelSelector {
     /// Parses the `labelSelector` query parameter; the empty string selects everything.
@@ -28,9 +20,8 @@ impl LabelSelector {
     }
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
-    pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        self.0.matches(&JsonLabels(labels))
+    pub fn matches(&self, obj: &Object) -> bool {
+        self.0.matches(obj)
     }
 }
 
@@ -77,15 +68,11 @@ impl FieldSelector {
     }
 
     /// Whether every requirement holds. Missing fields compare as the empty string.
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub fn matches(&self, obj: &Object) -> bool {
         self.0.iter().all(|(path, equal, want)| {
-            let mut cur = Some(obj);
-            for seg in path.split('.') {
-                cur = cur.and_then(|c| c.get(seg));
-            }
-            let have = match cur {
+            let have = match field_value(obj, path) {
                 None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
+                Some(Value::String(s)) => s,
                 Some(other) => other.to_string(),
             };
             (have == *want) == *equal
@@ -93,53 +80,25 @@ impl FieldSelector {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(labels: Value) -> Value {
-        json!({"metadata": {"name": "a", "namespace": "ns", "labels": labels}})
+/// The value at a dotted path of an object (`metadata.name`, `spec.nodeName`).
+fn field_value(obj: &Object, path: &str) -> Option<Value> {
+    let mut segments = path.split('.');
+    let root = match segments.next()? {
+        "apiVersion" => Value::String(obj.api_version.clone()),
+        "kind" => Value::String(obj.kind.clone()),
+        "metadata" => match path {
+            "metadata.name" => return obj.name().map(|n| Value::String(n.to_string())),
+            "metadata.namespace" => return obj.namespace().map(|n| Value::String(n.to_string())),
+            _ => serde_json::to_value(&obj.metadata).ok()?,
+        },
+        field => obj.body.get(field)?.clone(),
+    };
+    let mut cur = &root;
+    for seg in segments {
+        cur = cur.get(seg)?;
     }
-
-    #[test]
-    fn label_operators() {
-        let o = obj(json!({"app": "web", "tier": "front"}));
-        for (sel, want) in [
-            ("", true),
-            ("app=web", true),
-            ("app==web", true),
-            ("app!=web", false),
-            ("app in (web, db)", true),
-            ("app notin (web,db)", false),
-            ("tier", true),
-            ("!tier", false),
-            ("!missing", true),
-            ("missing!=x", true),
-            ("app=web,tier in (back)", false),
-            ("app in (db),tier", false),
-        ] {
-            let s = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
-            assert_eq!(s.matches(&o), want, "{sel}");
-        }
-    }
-
-    #[test]
-    fn label_parse_errors() {
-        assert!(LabelSelector::parse("app in (a").is_err());
-        assert!(LabelSelector::parse("a,,b").is_err());
-        assert!(LabelSelector::parse("a b=c").is_err());
-    }
-
-    #[test]
-    fn field_selectors() {
-        let o = obj(json!({}));
-        let m = |s: &str| FieldSelector::parse(s).map(|f| f.matches(&o));
-        assert_eq!(m("metadata.name=a"), Ok(true));
-        assert_eq!(m("metadata.name!=a"), Ok(false));
-        assert_eq!(m("metadata.namespace==ns,metadata.name=b"), Ok(false));
-        assert_eq!(m("spec.nodeName="), Ok(true));
-        assert!(m("metadata..name=a").is_err());
-        assert!(m("nonsense").is_err());
-    }
+    Some(cur.clone())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,10 @@
 //! Unit tests of the store: resourceVersions, history, garbage collection chains, namespaces.
 
 use super::*;
+use crate::error::ApiError;
+use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceType};
+use crate::selector::{FieldSelector, LabelSelector};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 fn rt(store: &Store, plural: &str) -> ResourceType {
@@ -21,12 +25,11 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<WatchItem>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     while let Ok(item) = rx.try_recv() {
         match item {
-            WatchItem::Event(ty, obj) => out.push((
-                ty.to_string(),
-                meta_str(&obj, "name").unwrap_or("").to_string(),
-            )),
+            WatchItem::Event(ty, obj) => {
+                out.push((ty.to_string(), obj.name().unwrap_or("").to_string()))
+            }
             WatchItem::Bookmark { rv, .. } => out.push(("BOOKMARK".into(), rv.to_string())),
-            WatchItem::Error(e) => out.push(("ERROR".into(), e.reason)),
+            WatchItem::Error(e) => out.push(("ERROR".into(), e.reason().to_string())),
             WatchItem::Close => out.push(("CLOSE".into(), String::new())),
         }
     }
@@ -40,7 +43,12 @@ fn resource_versions_are_global_and_increasing() -> Result<(), ApiError> {
     let secret = rt(&s, "secrets");
     let a = s.create(&cm, Some("default"), json!({"metadata": {"name": "a"}}))?;
     let b = s.create(&secret, Some("default"), json!({"metadata": {"name": "b"}}))?;
-    let rv = |o: &Value| meta_str(o, "resourceVersion").and_then(|r| r.parse::<u64>().ok());
+    let rv = |o: &Object| {
+        o.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|r| r.parse::<u64>().ok())
+    };
     assert!(rv(&b) > rv(&a));
     assert_eq!(rv(&b), Some(s.current_rv()));
     Ok(())
@@ -81,9 +89,9 @@ fn watch_replays_history_then_expires() -> Result<(), ApiError> {
 fn garbage_collection_follows_chains() -> Result<(), ApiError> {
     let mut s = Store::new(100);
     let cm = rt(&s, "configmaps");
-    let owned = |name: &str, owner: &Value| {
+    let owned = |name: &str, owner: &Object| {
         json!({"metadata": {"name": name, "ownerReferences": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": meta_str(owner, "name"), "uid": meta_str(owner, "uid")}
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.name(), "uid": owner.metadata.uid}
         ]}})
     };
     let root = s.create(&cm, Some("default"), json!({"metadata": {"name": "root"}}))?;
@@ -94,7 +102,9 @@ fn garbage_collection_follows_chains() -> Result<(), ApiError> {
         assert!(s.get(&cm, Some("default"), n).is_err(), "{n} collected");
     }
     // A dependent whose owner never existed is collected at once.
-    let ghost = json!({"metadata": {"name": "ghost", "uid": "no-such-uid"}});
+    let ghost = Object::from_json(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ghost", "uid": "no-such-uid"}}))
+    .map_err(|e| ApiError::internal(e.to_string()))?;
     s.create(&cm, Some("default"), owned("orphan", &ghost))?;
     assert!(s.get(&cm, Some("default"), "orphan").is_err());
     Ok(())
@@ -116,13 +126,13 @@ fn deleting_a_namespace_deletes_its_objects() -> Result<(), ApiError> {
     assert!(s.get(&cm, Some("team"), "a").is_err());
     let held = s.get(&cm, Some("team"), "held")?;
     assert!(
-        is_terminating(&held),
+        held.is_being_deleted(),
         "objects with finalizers wait for them"
     );
     let err = s
         .create(&cm, Some("team"), json!({"metadata": {"name": "b"}}))
         .err()
-        .map(|e| e.code);
+        .map(|e| e.code());
     assert_eq!(err, Some(404));
     Ok(())
 }
@@ -131,11 +141,11 @@ fn deleting_a_namespace_deletes_its_objects() -> Result<(), ApiError> {
 fn json_patch_null_test_on_missing_path() {
     let mut doc = json!({"metadata": {}});
     let ok = br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
-    assert!(apply_json_patch(&mut doc, ok).is_ok());
+    assert!(json_patch(&mut doc, ok).is_ok());
     assert_eq!(doc.pointer("/metadata/finalizers/0"), Some(&json!("f")));
     let fails = br#"[{"op":"test","path":"/metadata/finalizers","value":null}]"#;
     assert_eq!(
-        apply_json_patch(&mut doc, fails).err().map(|e| e.code),
+        json_patch(&mut doc, fails).err().map(|e| e.code()),
         Some(422)
     );
 }
@@ -144,11 +154,11 @@ fn json_patch_null_test_on_missing_path() {
 fn json_patch_null_test_needs_a_json_pointer() {
     let mut doc = json!({"metadata": {"finalizers": ["f"]}});
     let bad = br#"[{"op":"test","path":"metadata/finalizers","value":null},{"op":"remove","path":"/metadata/finalizers"}]"#;
-    let err = apply_json_patch(&mut doc, bad).err();
-    assert_eq!(err.as_ref().map(|e| e.code), Some(400), "{err:?}");
+    let err = json_patch(&mut doc, bad).err();
+    assert_eq!(err.as_ref().map(|e| e.code()), Some(400), "{err:?}");
     let missing = br#"[{"op":"test","value":null}]"#;
     assert_eq!(
-        apply_json_patch(&mut doc, missing).err().map(|e| e.code),
+        json_patch(&mut doc, missing).err().map(|e| e.code()),
         Some(400)
     );
     assert_eq!(doc.pointer("/metadata/finalizers/0"), Some(&json!("f")));
@@ -178,38 +188,46 @@ fn crd_scope_and_kind_are_immutable_and_rewrites_are_no_ops() -> Result<(), ApiE
                 "gadgets.example.com",
                 crd(scope, kind),
                 Subresource::Main,
+                FieldValidation::Strict,
             )
             .err();
-        assert_eq!(err.as_ref().map(|e| e.code), Some(422), "{err:?}");
-        assert!(err.is_some_and(|e| e.message.contains(field)));
+        assert_eq!(err.as_ref().map(|e| e.code()), Some(422), "{err:?}");
+        assert!(err.is_some_and(|e| e.message().contains(field)));
     }
     // The same CRD again (a second apply, seconds later) changes nothing.
-    let mut conditions = created.pointer("/status/conditions").cloned();
+    let mut conditions = created.to_json().pointer("/status/conditions").cloned();
     if let Some(cs) = conditions.as_mut().and_then(Value::as_array_mut) {
         for c in cs {
             c["lastTransitionTime"] = json!("2000-01-01T00:00:00Z");
         }
     }
-    let key = (String::new(), "gadgets.example.com".to_string());
-    if let Some(stored) = s
+    let key = ObjectKey::new("", "gadgets.example.com");
+    if let Some(status) = s
         .objects
         .get_mut(&crds.storage())
         .and_then(|m| m.get_mut(&key))
+        .and_then(|stored| stored.body.get_mut("status"))
     {
-        stored["status"]["conditions"] = conditions.unwrap_or_default();
+        status["conditions"] = conditions.unwrap_or_default();
     }
     let rv = s.current_rv();
-    let (again, _) = s.replace(
-        &crds,
-        None,
-        "gadgets.example.com",
-        crd("Namespaced", "Gadget"),
-        Subresource::Main,
-    )?;
+    let again = s
+        .replace(
+            &crds,
+            None,
+            "gadgets.example.com",
+            crd("Namespaced", "Gadget"),
+            Subresource::Main,
+            FieldValidation::Strict,
+        )?
+        .object;
     assert_eq!(s.current_rv(), rv, "no write");
     assert_eq!(
-        again.pointer("/status/conditions/0/lastTransitionTime"),
-        Some(&json!("2000-01-01T00:00:00Z"))
+        again
+            .to_json()
+            .pointer("/status/conditions/0/lastTransitionTime")
+            .cloned(),
+        Some(json!("2000-01-01T00:00:00Z"))
     );
     Ok(())
 }
@@ -236,4 +254,9 @@ fn remaining_item_count_only_without_selectors() -> Result<(), ApiError> {
     assert!(page.pointer("/metadata/continue").is_some());
     assert_eq!(page.pointer("/metadata/remainingItemCount"), None);
     Ok(())
+}
+
+/// Decodes and applies a JSON patch, as a PATCH request does.
+fn json_patch(doc: &mut Value, body: &[u8]) -> Result<(), ApiError> {
+    Patch::decode(PatchKind::Json, body)?.apply_to(doc)
 }

@@ -1,0 +1,103 @@
+//! Unit tests of the schema walk.
+
+use super::*;
+use serde_json::json;
+
+#[test]
+fn checks_present_nested_objects_only() {
+    let schema = json!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "ports": {"type": "array", "items": {"type": "object", "required": ["port"]}},
+                "extra": {"type": "object", "required": ["x"]},
+            }},
+        },
+    });
+    assert_eq!(
+        missing_required(&schema, &json!({})),
+        vec!["spec".to_string()]
+    );
+    assert_eq!(
+        missing_required(&schema, &json!({"spec": {}})),
+        vec!["spec.size".to_string()]
+    );
+    assert_eq!(
+        missing_required(&schema, &json!({"spec": {"size": 1}})),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        missing_required(
+            &schema,
+            &json!({"spec": {"size": 1, "ports": [{"port": 1}, {}]}})
+        ),
+        vec!["spec.ports[1].port".to_string()]
+    );
+}
+
+#[test]
+fn prunes_what_the_schema_does_not_declare() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer"},
+                "parts": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                         "properties": {"typed": {"type": "object", "properties": {}}}},
+                "embedded": {"type": "object", "x-kubernetes-embedded-resource": true,
+                             "properties": {"spec": {"type": "object"}}},
+            }},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        },
+    });
+    let mut body = json!({
+        "spec": {
+            "size": 1, "foo": 2,
+            "parts": [{"id": 1, "x": 1}, {"id": 2}],
+            "labels": {"a": "b"},
+            "free": {"anything": {"deep": 1}, "typed": {"gone": 1}},
+            "embedded": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                         "spec": {"gone": true}, "data": {}},
+        },
+        "status": {"whatever": [1]},
+        "extra": "top",
+    });
+    let pruned = prune(&schema, &mut body);
+    assert_eq!(
+        pruned,
+        [
+            "spec.foo",
+            "spec.parts[0].x",
+            "spec.free.typed.gone",
+            "spec.embedded.spec.gone",
+            "spec.embedded.data",
+            "extra",
+        ]
+    );
+    assert_eq!(
+        body,
+        json!({
+            "spec": {
+                "size": 1,
+                "parts": [{"id": 1}, {"id": 2}],
+                "labels": {"a": "b"},
+                "free": {"anything": {"deep": 1}, "typed": {}},
+                "embedded": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "spec": {}},
+            },
+            "status": {"whatever": [1]},
+        })
+    );
+}
+
+#[test]
+fn an_object_without_properties_keeps_nothing() {
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"parts": {"type": "array", "items": {"type": "object"}}}},
+    }});
+    let mut body = json!({"spec": {"parts": [{"id": 1}]}});
+    assert_eq!(prune(&schema, &mut body), ["spec.parts[0].id"]);
+    assert_eq!(body, json!({"spec": {"parts": [{}]}}));
+}

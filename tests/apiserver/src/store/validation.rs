@@ -1,0 +1,161 @@
+//! Kubernetes' object-metadata validation (`ValidateObjectMeta`), so that what a real cluster
+//! refuses is refused here too, with the same 422 Invalid wording:
+//!
+//! | what | rule |
+//! |---|---|
+//! | `metadata.name` of a Namespace | RFC 1123 label, at most 63 characters |
+//! | `metadata.name` of a Service | RFC 1035 label (starts with a letter), at most 63 characters |
+//! | `metadata.name` of anything else | RFC 1123 subdomain, at most 253 characters |
+//! | `metadata.labels` | keys and values by `nephrite-krm`'s label rules |
+//! | `metadata.annotations` | keys as qualified names (case-insensitive), 256 KiB in all |
+
+use nephrite_krm::ObjectMeta;
+use nephrite_krm::label::{validate_label_key, validate_label_value};
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+
+/// The longest name a generated name's prefix keeps (63 minus the five random characters).
+pub(super) const MAX_GENERATED_PREFIX: usize = 58;
+
+/// The most bytes all annotations of an object may take (keys plus values).
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// Which rule a kind's names follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// RFC 1123 subdomain: lowercase alphanumerics, `-` and `.`, at most 253 characters.
+    Subdomain,
+    /// RFC 1123 label: lowercase alphanumerics and `-`, at most 63 characters.
+    Label,
+    /// RFC 1035 label: an RFC 1123 label that starts with a letter.
+    Dns1035Label,
+}
+
+impl NameRule {
+    /// The rule for a resource's names, as Kubernetes' validation picks it.
+    pub fn of(rt: &ResourceType) -> Self {
+        match (rt.crd.is_none(), rt.group.as_str(), rt.plural.as_str()) {
+            (true, "", "namespaces") => Self::Label,
+            (true, "", "services") => Self::Dns1035Label,
+            _ => Self::Subdomain,
+        }
+    }
+
+    /// Every problem with `name` under this rule, worded as Kubernetes words them.
+    pub fn problems(self, name: &str) -> Vec<String> {
+        let (max, ok, msg) = match self {
+            Self::Subdomain => (253, is_subdomain(name), SUBDOMAIN_MSG),
+            Self::Label => (63, is_label(name), LABEL_MSG),
+            Self::Dns1035Label => (
+                63,
+                is_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
+                DNS1035_MSG,
+            ),
+        };
+        let mut out = Vec::new();
+        if name.len() > max {
+            out.push(format!("must be no more than {max} characters"));
+        }
+        if !ok {
+            out.push(msg.to_string());
+        }
+        out
+    }
+}
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            edge(first) && edge(last) && b.iter().all(|c| edge(c) || *c == b'-')
+        }
+        _ => false,
+    }
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.split('.').all(is_label)
+}
+
+/// The problems with a new object's name, as `(field, problem)` pairs.
+pub(super) fn name_problems(rt: &ResourceType, name: &str) -> Vec<(String, String)> {
+    NameRule::of(rt)
+        .problems(name)
+        .into_iter()
+        .map(|p| {
+            (
+                "metadata.name".to_string(),
+                format!("Invalid value: {name:?}: {p}"),
+            )
+        })
+        .collect()
+}
+
+/// The problems with an object's labels and annotations, as `(field, problem)` pairs.
+pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, value) in meta.labels.iter().flatten() {
+        if let Err(e) = validate_label_key(key) {
+            out.push((
+                "metadata.labels".to_string(),
+                format!("Invalid value: {key:?}: {}", reason_of(&e)),
+            ));
+        }
+        if let Err(e) = validate_label_value(key, value) {
+            out.push((
+                "metadata.labels".to_string(),
+                format!("Invalid value: {value:?}: {}", reason_of(&e)),
+            ));
+        }
+    }
+    let mut total = 0;
+    for (key, value) in meta.annotations.iter().flatten() {
+        total += key.len() + value.len();
+        if let Err(e) = validate_label_key(&key.to_ascii_lowercase()) {
+            out.push((
+                "metadata.annotations".to_string(),
+                format!("Invalid value: {key:?}: {}", reason_of(&e)),
+            ));
+        }
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        out.push((
+            "metadata.annotations".to_string(),
+            format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+        ));
+    }
+    out
+}
+
+fn reason_of(e: &nephrite_krm::LabelError) -> &'static str {
+    match e {
+        nephrite_krm::LabelError::InvalidKey { reason, .. }
+        | nephrite_krm::LabelError::InvalidValue { reason, .. } => reason,
+    }
+}
+
+/// 422 Invalid naming every problem, or nothing when there are none.
+pub(super) fn refuse(
+    rt: &ResourceType,
+    name: &str,
+    problems: &[(String, String)],
+) -> Result<(), ApiError> {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            &rt.qualified_kind(),
+            name,
+            problems,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

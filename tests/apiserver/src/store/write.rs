@@ -1,0 +1,342 @@
+//! Writes: create (POST), update (PUT) and patch, and the update path they share — the
+//! status-subresource rules, system metadata kept, `generation` bumped on spec changes, no-op
+//! writes skipped, and deletions finished when the last finalizer goes.
+
+use nephrite_krm::Object;
+use serde_json::{Value, json};
+
+use super::checks::{
+    check_apply_type, check_name, check_patched, check_patched_type, check_rv_precondition,
+    check_type, check_uid_precondition, creates_on_update,
+};
+use super::decode::{FieldValidation, decode};
+use super::meta::{keep_system_fields, now, random_suffix, same_content, spec_changed};
+use super::validation::{MAX_GENERATED_PREFIX, metadata_problems, name_problems, refuse};
+use super::{ObjectKey, Patch, StorageKey, Store};
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::schema;
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Subresource {
+    /// The object itself.
+    Main,
+    /// `/status`.
+    Status,
+}
+
+/// What a successful write answers with.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    /// The object as stored (or as it was, for a no-op write).
+    pub object: Object,
+    /// Whether the write created the object (201).
+    pub created: bool,
+    /// `Warning` headers to send (unknown fields under `fieldValidation=Warn`).
+    pub warnings: Vec<String>,
+}
+
+impl Store {
+    /// POST: create an object, dropping unknown fields silently.
+    pub fn create(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> Result<Object, ApiError> {
+        self.create_with(rt, ns, body, FieldValidation::Ignore)
+            .map(|w| w.object)
+    }
+
+    /// POST: create an object, handling unknown fields as `validation` says.
+    pub fn create_with(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+        validation: FieldValidation,
+    ) -> Result<Written, ApiError> {
+        check_type(rt, &body)?;
+        let (mut obj, warnings) = decode(rt, body, validation)?;
+        if obj.metadata.resource_version.is_some() {
+            // What a real apiserver answers (a 500 from its storage layer): the object was most
+            // likely copied from a read, and Kubernetes refuses to create it.
+            return Err(ApiError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let name = match (obj.name(), obj.metadata.generate_name.as_deref()) {
+            (Some(name), _) => name.to_string(),
+            (None, Some(prefix)) => {
+                let keep = prefix
+                    .char_indices()
+                    .nth(MAX_GENERATED_PREFIX)
+                    .map_or(prefix.len(), |(at, _)| at);
+                format!("{}{}", &prefix[..keep], random_suffix())
+            }
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
+            }
+        };
+        let mut problems = name_problems(rt, &name);
+        problems.extend(metadata_problems(&obj.metadata));
+        refuse(rt, &name, &problems)?;
+        let namespace = if rt.namespaced {
+            Some(self.creatable_namespace(rt, ns, &obj)?)
+        } else {
+            None
+        };
+        let key = Self::key(rt, namespace.as_deref(), &name);
+        let storage = rt.storage();
+        if self.stored(&storage, &key).is_some() {
+            return Err(ApiError::already_exists(&rt.group_resource(), &name));
+        }
+        if rt.status_subresource {
+            obj.body.remove("status");
+        }
+        if storage == StorageKey::namespaces() {
+            set_body(&mut obj, "status", json!({"phase": "Active"}));
+        }
+        let m = &mut obj.metadata;
+        m.name = Some(name);
+        m.namespace = namespace;
+        m.uid = Some(uuid::Uuid::new_v4().to_string());
+        m.creation_timestamp = Some(now());
+        m.generation = Some(1);
+        m.deletion_timestamp = None;
+        m.extra.shift_remove(super::meta::GRACE_PERIOD);
+        Self::validate_schema(rt, &obj)?;
+        if storage == StorageKey::crds() {
+            self.prepare_crd(&mut obj, None)?;
+        }
+        let has_owners = obj.metadata.owner_references.is_some();
+        let stored = self.commit_put(&storage, key, obj);
+        if has_owners {
+            self.collect_garbage();
+        }
+        Ok(Written {
+            object: Self::present(rt, &stored),
+            created: true,
+            warnings,
+        })
+    }
+
+    /// The namespace a new object of a namespaced type goes to: the URL's, which the body's
+    /// (when given) must match, and which must exist and not be terminating.
+    fn creatable_namespace(
+        &self,
+        rt: &ResourceType,
+        url_ns: Option<&str>,
+        obj: &Object,
+    ) -> Result<String, ApiError> {
+        let url_ns = url_ns.unwrap_or("");
+        let body_ns = obj.namespace().unwrap_or(url_ns);
+        if url_ns.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{} is namespaced: create it under /namespaces/<namespace>/",
+                rt.group_resource()
+            )));
+        }
+        if body_ns != url_ns {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({url_ns})"
+            )));
+        }
+        match self.stored(&StorageKey::namespaces(), &ObjectKey::new("", url_ns)) {
+            None => Err(ApiError::not_found("namespaces", url_ns)),
+            Some(n) if n.is_being_deleted() => Err(ApiError::namespace_terminating(url_ns)),
+            Some(_) => Ok(url_ns.to_string()),
+        }
+    }
+
+    /// PUT: replace an object (or its status). Only the kinds Kubernetes creates on update
+    /// (Endpoints, Events, Leases) are created when missing.
+    pub fn replace(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        sub: Subresource,
+        validation: FieldValidation,
+    ) -> Result<Written, ApiError> {
+        let key = Self::key(rt, ns, name);
+        check_type(rt, &body)?;
+        let (proposed, warnings) = decode(rt, body.clone(), validation)?;
+        check_name(rt, &key, &proposed)?;
+        let Some(old) = self.stored(&rt.storage(), &key).cloned() else {
+            if creates_on_update(rt) && sub == Subresource::Main {
+                let mut body = body;
+                if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                }
+                return self.create_with(rt, ns, body, validation);
+            }
+            return Err(ApiError::not_found(&rt.group_resource(), name));
+        };
+        // Kubernetes turns a uid in a PUT body into a precondition.
+        if let Some(want) = proposed.metadata.uid.as_deref() {
+            check_uid_precondition(rt, &old, want)?;
+        }
+        check_rv_precondition(rt, &old, &proposed)?;
+        let object = self.write_existing(rt, key, old, proposed, sub)?;
+        Ok(Written {
+            object,
+            created: false,
+            warnings,
+        })
+    }
+
+    /// PATCH (merge, JSON, strategic-as-merge, apply); an apply creates a missing object.
+    pub fn patch(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        sub: Subresource,
+        validation: FieldValidation,
+    ) -> Result<Written, ApiError> {
+        let key = Self::key(rt, ns, name);
+        if let Patch::Apply(applied) = patch {
+            check_apply_type(rt, applied)?;
+        }
+        let Some(old) = self.stored(&rt.storage(), &key).cloned() else {
+            if let (Patch::Apply(applied), Subresource::Main) = (patch, sub) {
+                let mut body = applied.clone();
+                if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                    if let Some(body_name) = m.get("name").and_then(Value::as_str)
+                        && !body_name.is_empty()
+                        && body_name != name
+                    {
+                        return Err(ApiError::bad_request(format!(
+                            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                        )));
+                    }
+                    m.insert("name".into(), json!(name));
+                } else if let Some(root) = body.as_object_mut() {
+                    root.insert("metadata".into(), json!({"name": name}));
+                }
+                return self.create_with(rt, ns, body, validation);
+            }
+            return Err(ApiError::not_found(&rt.group_resource(), name));
+        };
+        let mut doc = old.to_json();
+        patch.apply_to(&mut doc)?;
+        if !doc.is_object() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "the patched object is not a JSON object",
+            ));
+        }
+        check_patched_type(rt, &key, &doc)?;
+        let (proposed, warnings) = decode(rt, doc, validation)?;
+        check_patched(rt, &key, &old, &proposed)?;
+        check_rv_precondition(rt, &old, &proposed)?;
+        let object = self.write_existing(rt, key, old, proposed, sub)?;
+        Ok(Written {
+            object,
+            created: false,
+            warnings,
+        })
+    }
+
+    /// The shared update path: applies the status-subresource rules, keeps system metadata,
+    /// bumps generation on spec changes, skips no-op writes and finishes deletions whose last
+    /// finalizer went away.
+    fn write_existing(
+        &mut self,
+        rt: &ResourceType,
+        key: ObjectKey,
+        old: Object,
+        proposed: Object,
+        sub: Subresource,
+    ) -> Result<Object, ApiError> {
+        let storage = rt.storage();
+        let mut new = match sub {
+            Subresource::Status => {
+                let mut n = old.clone();
+                match proposed.body.get("status") {
+                    Some(s) if !s.is_null() => set_body(&mut n, "status", s.clone()),
+                    _ => {
+                        n.body.remove("status");
+                    }
+                }
+                n
+            }
+            Subresource::Main => {
+                let mut n = proposed;
+                if rt.status_subresource {
+                    match old.body.get("status") {
+                        Some(s) => set_body(&mut n, "status", s.clone()),
+                        None => {
+                            n.body.remove("status");
+                        }
+                    }
+                }
+                n
+            }
+        };
+        new.api_version = rt.api_version();
+        new.kind.clone_from(&rt.kind);
+        keep_system_fields(&old.metadata, &mut new.metadata);
+        let with_status = rt.crd.is_some() && !rt.status_subresource;
+        if spec_changed(&old, &new, with_status) {
+            new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        }
+        refuse(rt, &key.name, &metadata_problems(&new.metadata))?;
+        Self::validate_schema(rt, &new)?;
+        if storage == StorageKey::crds() {
+            self.prepare_crd(&mut new, Some(&old))?;
+        }
+        if same_content(&new, &old) {
+            return Ok(Self::present(rt, &old));
+        }
+        if new.is_being_deleted() && new.metadata.finalizers.is_none() {
+            let last = self
+                .commit_remove(&storage, &key, Some(new.clone()))
+                .unwrap_or(new);
+            self.collect_garbage();
+            return Ok(Self::present(rt, &last));
+        }
+        let has_owners = new.metadata.owner_references.is_some();
+        let stored = self.commit_put(&storage, key, new);
+        if has_owners {
+            self.collect_garbage();
+        }
+        Ok(Self::present(rt, &stored))
+    }
+
+    /// 422 when a required field of the CRD version's schema is missing.
+    fn validate_schema(rt: &ResourceType, obj: &Object) -> Result<(), ApiError> {
+        let Some(schema) = &rt.schema else {
+            return Ok(());
+        };
+        let missing = schema::missing_required(schema, &obj.to_json());
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let problems: Vec<(String, String)> = missing
+            .into_iter()
+            .map(|field| (field, "Required value".to_string()))
+            .collect();
+        Err(ApiError::invalid_fields(
+            &rt.qualified_kind(),
+            obj.name().unwrap_or(""),
+            &problems,
+        ))
+    }
+}
+
+/// Sets a body field; `key` is never one of the reserved keys here.
+pub(super) fn set_body(obj: &mut Object, key: &str, value: Value) {
+    // `status` and `spec` are not reserved keys, so the insert cannot be refused.
+    let _ = obj.body.insert(key, value);
+}

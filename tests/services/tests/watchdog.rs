@@ -1,0 +1,110 @@
+//! A server outlives no test process, even one killed with SIGKILL (no destructors run).
+//!
+//! The test re-runs this test binary to start etcd in a child process, kills that child with
+//! SIGKILL, and waits for the watchdog to stop etcd and remove its directory.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nephrite_test_services::{Etcd, Postgres};
+
+/// Which service the child process starts, from the environment the parent sets.
+const SERVICE_VAR: &str = "NEPHRITE_WATCHDOG_SERVICE";
+
+/// Run by the parent test only: start a service, print its pid and directory, then wait to be
+/// killed.
+#[test]
+#[ignore = "started by killed_test_process_leaves_no_server_behind"]
+fn watchdog_child() {
+    let (pid, dir, keep): (u32, PathBuf, Box<dyn std::any::Any>) =
+        match std::env::var(SERVICE_VAR).as_deref() {
+            Ok("postgres") => {
+                let pg = Postgres::start().expect("postgres starts");
+                (pg.pid(), pg.dir().to_path_buf(), Box::new(pg))
+            }
+            Ok("etcd") => {
+                let etcd = Etcd::start().expect("etcd starts");
+                (etcd.pid(), etcd.dir().to_path_buf(), Box::new(etcd))
+            }
+            _ => return,
+        };
+    // libtest may have written "test watchdog_child ... " on this line already.
+    println!("\nSTARTED {pid} {}", dir.display());
+    std::thread::sleep(Duration::from_secs(600));
+    drop(keep);
+}
+
+fn killed_child_leaves_nothing(service: &str) -> anyhow::Result<()> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "watchdog_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SERVICE_VAR, service)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let started = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.split_once("STARTED ").map(|(_, rest)| rest.to_owned()));
+    let Some(started) = started else {
+        child.kill()?;
+        child.wait()?;
+        anyhow::bail!("the child never started {service}");
+    };
+    let (pid, dir) = started.split_once(' ').context("pid and dir")?;
+    let (server, dir) = (PathBuf::from(format!("/proc/{pid}")), PathBuf::from(dir));
+    assert!(server.exists() && dir.exists());
+
+    child.kill()?; // SIGKILL: no destructor runs in the child
+    child.wait()?;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (alive(&server) || dir.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !alive(&server),
+        "{service} (pid {pid}) outlived the killed test process"
+    );
+    assert!(
+        !dir.exists(),
+        "{} outlived the killed test process",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Whether the process at `/proc/PID` runs (a zombie, reaped by init soon, does not).
+fn alive(proc_dir: &Path) -> bool {
+    std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn killed_test_process_leaves_no_etcd_behind() -> anyhow::Result<()> {
+    if let Err(e) = nephrite_test_services::tool(nephrite_test_services::Tool::EtcdServer) {
+        e.skip("killed_test_process_leaves_no_etcd_behind");
+        return Ok(());
+    }
+    killed_child_leaves_nothing("etcd")
+}
+
+#[test]
+fn killed_test_process_leaves_no_postgres_behind() -> anyhow::Result<()> {
+    if let Err(e) = nephrite_test_services::tool(nephrite_test_services::Tool::Postgres) {
+        e.skip("killed_test_process_leaves_no_postgres_behind");
+        return Ok(());
+    }
+    killed_child_leaves_nothing("postgres")
+}
