@@ -25,7 +25,7 @@ pub enum TopologyNode {
 /// NF instances and network instances, and who is attached to what.
 #[derive(Debug, Clone)]
 pub struct TopologyGraph {
-    graph: UnGraph<TopologyNode, String>,
+    graph: UnGraph<TopologyNode, ()>,
     instance_nodes: Vec<NodeIndex>,
     by_name: HashMap<String, usize>,
     neighbours: Vec<Vec<usize>>,
@@ -62,7 +62,7 @@ impl TopologyGraph {
                             interface.network_instance_name.clone(),
                         ))
                     });
-                graph.add_edge(node, network, interface.name.clone());
+                graph.add_edge(node, network, ());
             }
         }
         let mut neighbours = vec![Vec::new(); instance_nodes.len()];

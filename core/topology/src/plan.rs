@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
@@ -45,8 +46,8 @@ pub struct PlannedInstance {
     pub nf_type: NfType,
     /// The class's name.
     pub class_name: String,
-    /// The class.
-    pub class: NFClassSpec,
+    /// The class (shared by every instance of the class).
+    pub class: Arc<NFClassSpec>,
     /// The capacity profile, if any.
     pub capacity: Option<CapacitySpec>,
     /// The clusters it is deployed to, sorted.
@@ -99,7 +100,10 @@ pub fn plan(
 ) -> Result<Plan, TopologyError> {
     let name = topology.name();
     let graph = TopologyGraph::build(name, &topology.spec)?;
-    let classes: HashMap<&str, &NFClass> = classes.iter().map(|c| (c.name(), c)).collect();
+    let classes: HashMap<&str, Arc<NFClassSpec>> = classes
+        .iter()
+        .map(|c| (c.name(), Arc::new(c.spec.clone())))
+        .collect();
 
     let mut sorted: Vec<&Cluster> = clusters.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
@@ -135,7 +139,7 @@ pub fn plan(
             name: instance.name.clone(),
             nf_type: template.nf_type.clone(),
             class_name: template.class_name.clone(),
-            class: class.spec.clone(),
+            class: Arc::clone(class),
             capacity: template.capacity.clone(),
             clusters: matching.iter().map(|&c| sorted[c].name.clone()).collect(),
         });

@@ -7,6 +7,26 @@ use kube::core::Status;
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary, reason};
 use serde_json::{Value, json};
 
+/// One field a write got wrong: the field's path (`metadata.name`, `spec.parts[1].id`) and
+/// the problem, worded as Kubernetes words it (`Required value`, `Invalid value: "x": ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldProblem {
+    /// The field's path.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl FieldProblem {
+    /// A problem with `field`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
 /// A failed API request, answered with a Kubernetes `Status` body (`kind: Status`,
 /// `status: Failure`) and the matching HTTP status code.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,15 +137,15 @@ impl ApiError {
 
     /// 422 Invalid: `<Kind> "<name>" is invalid: <field>: <problem>`.
     pub fn invalid(kind: &str, name: &str, field: &str, problem: &str) -> Self {
-        Self::invalid_fields(kind, name, &[(field.to_string(), problem.to_string())])
+        Self::invalid_fields(kind, name, &[FieldProblem::new(field, problem)])
     }
 
-    /// 422 Invalid naming every `(field, problem)`, as Kubernetes aggregates them:
+    /// 422 Invalid naming every problem, as Kubernetes aggregates them:
     /// `<Kind> "<name>" is invalid: [<field>: <problem>, <field>: <problem>]`.
-    pub fn invalid_fields(kind: &str, name: &str, problems: &[(String, String)]) -> Self {
+    pub(crate) fn invalid_fields(kind: &str, name: &str, problems: &[FieldProblem]) -> Self {
         let listed: Vec<String> = problems
             .iter()
-            .map(|(field, problem)| format!("{field}: {problem}"))
+            .map(|p| format!("{}: {}", p.field, p.problem))
             .collect();
         let what = match listed.as_slice() {
             [one] => one.clone(),
@@ -133,10 +153,10 @@ impl ApiError {
         };
         let causes = problems
             .iter()
-            .map(|(field, problem)| StatusCause {
-                reason: cause_reason(problem).into(),
-                message: problem.clone(),
-                field: field.clone(),
+            .map(|p| StatusCause {
+                reason: cause_reason(&p.problem).into(),
+                message: p.problem.clone(),
+                field: p.field.clone(),
             })
             .collect();
         Self::new(

@@ -110,16 +110,23 @@ async fn route(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError>
                 .map(|(g, versions)| resources::api_group(&g, &versions));
             discovery(doc)
         }
-        Target::ResourceList(group, version) => {
-            let doc = resources::api_resource_list(shared.store().types(), &group, &version);
-            discovery(doc)
+        Target::ResourceList(gv) => {
+            let store = shared.store();
+            discovery(resources::api_resource_list(
+                store.types(),
+                &gv.group,
+                &gv.version,
+            ))
         }
         Target::OpenApiRoot => discovery(Some(openapi::root(shared.store().types()))),
-        Target::OpenApi(group, version) => discovery(openapi::group_version(
-            shared.store().types(),
-            &group,
-            &version,
-        )),
+        Target::OpenApi(gv) => {
+            let store = shared.store();
+            discovery(openapi::group_version(
+                store.types(),
+                &gv.group,
+                &gv.version,
+            ))
+        }
         Target::Admin(what) => admin::admin(shared, &what, req).await,
         Target::Resource(rp) => resource::resource(shared, rp, req).await,
     }

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::error::FieldProblem;
 use crate::store::StorageKey;
 
 /// One served group/version/resource.
@@ -233,26 +234,26 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     cur.as_str().filter(|s| !s.is_empty())
 }
 
-/// Reads a CRD object into the resource types it serves. The error is `(field, problem)`.
-pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, (String, String)> {
+/// Reads a CRD object into the resource types it serves. The error names the field at fault.
+pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, FieldProblem> {
     let required = |path: &[&str]| {
         str_at(crd, path)
             .map(str::to_string)
-            .ok_or_else(|| (path.join("."), "Required value".to_string()))
+            .ok_or_else(|| FieldProblem::new(path.join("."), "Required value"))
     };
     let name = required(&["metadata", "name"])?;
     let group = required(&["spec", "group"])?;
     let plural = required(&["spec", "names", "plural"])?;
     let kind = required(&["spec", "names", "kind"])?;
     if plural != plural.to_ascii_lowercase() {
-        return Err((
-            "spec.names.plural".into(),
+        return Err(FieldProblem::new(
+            "spec.names.plural",
             format!("Invalid value: {plural:?}: must be lowercase"),
         ));
     }
     if name != format!("{plural}.{group}") {
-        return Err((
-            "metadata.name".into(),
+        return Err(FieldProblem::new(
+            "metadata.name",
             format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
         ));
     }
@@ -264,8 +265,8 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, (String, String)> 
         "Namespaced" => true,
         "Cluster" => false,
         other => {
-            return Err((
-                "spec.scope".into(),
+            return Err(FieldProblem::new(
+                "spec.scope",
                 format!(
                     "Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
                 ),
@@ -294,14 +295,11 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, (String, String)> 
         .pointer("/spec/versions")
         .and_then(Value::as_array)
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| ("spec.versions".to_string(), "Required value".to_string()))?;
+        .ok_or_else(|| FieldProblem::new("spec.versions", "Required value"))?;
     let mut types = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let vname = str_at(v, &["name"]).ok_or_else(|| {
-            (
-                format!("spec.versions[{i}].name"),
-                "Required value".to_string(),
-            )
+            FieldProblem::new(format!("spec.versions[{i}].name"), "Required value")
         })?;
         if !v.get("served").and_then(Value::as_bool).unwrap_or(false) {
             continue;

@@ -1,5 +1,6 @@
 //! The real `test-apiserver` binary driven by the real kubectl: apply a CRD and an object,
-//! get -o yaml, watch, delete. Skipped (loudly) when kubectl is not installed.
+//! get -o yaml, watch, delete; and plain `kubectl apply` with kubectl's default (strict,
+//! server-side) validation. Skipped (loudly) when kubectl is not installed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -118,6 +119,23 @@ fn wait_for_line(
     }
 }
 
+/// Starts the binary on a free port; returns it (killed on drop) and its URL.
+fn start_server() -> anyhow::Result<(Reaper, String)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_test-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--bookmark-interval-ms", "500"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting test-apiserver")?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let server = Reaper(child);
+    let server_lines = lines_of(stdout);
+    let url = wait_for_line(&server_lines, "the server URL", |l| {
+        l.starts_with("http://")
+    })?;
+    Ok((server, url.trim().to_string()))
+}
+
 #[test]
 fn kubectl_applies_gets_watches_and_deletes() -> anyhow::Result<()> {
     if !kubectl_available() {
@@ -134,19 +152,8 @@ fn kubectl_applies_gets_watches_and_deletes() -> anyhow::Result<()> {
     let crd_path = crd_file.to_str().context("utf-8 path")?;
     let gadget_path = gadget_file.to_str().context("utf-8 path")?;
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_test-apiserver"))
-        .args(["--listen", "127.0.0.1:0", "--bookmark-interval-ms", "500"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting test-apiserver")?;
-    let stdout = child.stdout.take().context("server stdout")?;
-    let _server = Reaper(child);
-    let server_lines = lines_of(stdout);
-    let url = wait_for_line(&server_lines, "the server URL", |l| {
-        l.starts_with("http://")
-    })?;
-    let url = url.trim();
+    let (_server, url) = start_server()?;
+    let url = url.as_str();
 
     let home = home.path();
     let out = kubectl_ok(home, url, &["apply", "--validate=false", "-f", crd_path])?;
@@ -221,5 +228,79 @@ fn kubectl_applies_gets_watches_and_deletes() -> anyhow::Result<()> {
     // The admin endpoint counted the writes.
     let counts = kubectl_ok(home, url, &["get", "--raw", "/_test/requests"])?;
     assert!(counts.contains("\"gadgets\""), "{counts}");
+    Ok(())
+}
+
+/// `kubectl apply -f` without flags: kubectl finds `fieldValidation` in `/openapi/v3`, leaves
+/// validation to the server and sends `fieldValidation=Strict`, so an unknown field is refused
+/// as a real cluster refuses it; `--validate=warn` turns it into a warning and drops the field.
+#[test]
+fn kubectl_apply_validates_without_flags() -> anyhow::Result<()> {
+    if !kubectl_available() {
+        eprintln!(
+            "\n*** SKIPPED kubectl_apply_validates_without_flags: kubectl is not installed ***\n"
+        );
+        return Ok(());
+    }
+    let home = tempfile::tempdir()?;
+    let home = home.path();
+    let write = |name: &str, text: &str| -> anyhow::Result<String> {
+        let path = home.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path.to_str().context("utf-8 path")?.to_string())
+    };
+    let crd = write("crd.yaml", CRD)?;
+    let gadget = write("gadget.yaml", GADGET)?;
+    let unknown = write(
+        "unknown.yaml",
+        &GADGET
+            .replace("name: g1", "name: g2")
+            .replace("  color: red\n", "  color: red\n  foo: 1\n"),
+    )?;
+    let bad_name = write(
+        "bad-name.yaml",
+        &GADGET.replace("name: g1", "name: Bad_Name"),
+    )?;
+    let (_server, url) = start_server()?;
+    let url = url.as_str();
+
+    let out = kubectl_ok(home, url, &["apply", "-f", &crd])?;
+    assert!(out.contains("gadgets.demo.nephrite.dev created"), "{out}");
+    let out = kubectl_ok(home, url, &["apply", "-f", &gadget])?;
+    assert!(out.contains("gadget.demo.nephrite.dev/g1 created"), "{out}");
+    let out = kubectl_ok(home, url, &["apply", "-f", &gadget])?;
+    assert!(
+        out.contains("gadget.demo.nephrite.dev/g1 unchanged"),
+        "{out}"
+    );
+
+    let refused = kubectl(home, url, &["apply", "-f", &unknown])?;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("strict decoding error: unknown field \"spec.foo\""),
+        "{stderr}"
+    );
+    let gone = kubectl(home, url, &["get", "gadget", "g2"])?;
+    assert!(!gone.status.success(), "nothing was created");
+
+    let warned = kubectl(home, url, &["apply", "--validate=warn", "-f", &unknown])?;
+    assert!(warned.status.success());
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(stderr.contains("unknown field \"spec.foo\""), "{stderr}");
+    let spec = kubectl_ok(
+        home,
+        url,
+        &["get", "gadget", "g2", "-o", "jsonpath={.spec}"],
+    )?;
+    assert_eq!(spec, r#"{"color":"red"}"#);
+
+    let invalid = kubectl(home, url, &["apply", "-f", &bad_name])?;
+    assert!(!invalid.status.success());
+    let stderr = String::from_utf8_lossy(&invalid.stderr);
+    assert!(
+        stderr.contains("metadata.name: Invalid value: \"Bad_Name\""),
+        "{stderr}"
+    );
     Ok(())
 }

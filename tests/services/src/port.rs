@@ -24,3 +24,6 @@ pub(crate) fn says_address_in_use(log: &str) -> bool {
     let log = log.to_ascii_lowercase();
     log.contains("address already in use") || log.contains("could not bind")
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,6 +12,22 @@ pub(super) struct ResourcePath {
     pub legacy_watch: bool,
 }
 
+/// A group (`""` for the core group) and a version.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GroupVersion {
+    pub group: String,
+    pub version: String,
+}
+
+impl GroupVersion {
+    pub fn new(group: &str, version: &str) -> Self {
+        Self {
+            group: group.to_string(),
+            version: version.to_string(),
+        }
+    }
+}
+
 /// What a path addresses.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Target {
@@ -24,7 +40,7 @@ pub(super) enum Target {
     /// `/apis/<group>`.
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`.
-    ResourceList(String, String),
+    ResourceList(GroupVersion),
     /// Objects of a resource.
     Resource(ResourcePath),
     /// `/_test/<what>`.
@@ -32,7 +48,7 @@ pub(super) enum Target {
     /// `/openapi/v3`.
     OpenApiRoot,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/<group>/<version>`.
-    OpenApi(String, String),
+    OpenApi(GroupVersion),
 }
 
 pub(super) fn parse_path(path: &str) -> Option<Target> {
@@ -43,11 +59,9 @@ pub(super) fn parse_path(path: &str) -> Option<Target> {
         ["apis"] => Some(Target::GroupList),
         ["_test", what] => Some(Target::Admin((*what).to_string())),
         ["openapi", "v3"] => Some(Target::OpenApiRoot),
-        ["openapi", "v3", "api", version] => {
-            Some(Target::OpenApi(String::new(), (*version).into()))
-        }
+        ["openapi", "v3", "api", version] => Some(Target::OpenApi(GroupVersion::new("", version))),
         ["openapi", "v3", "apis", group, version] => {
-            Some(Target::OpenApi((*group).into(), (*version).into()))
+            Some(Target::OpenApi(GroupVersion::new(group, version)))
         }
         ["api", version, rest @ ..] => resource_path("", version, rest),
         ["apis", group] => Some(Target::Group((*group).to_string())),
@@ -58,7 +72,7 @@ pub(super) fn parse_path(path: &str) -> Option<Target> {
 
 fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
     if rest.is_empty() {
-        return Some(Target::ResourceList(group.into(), version.into()));
+        return Some(Target::ResourceList(GroupVersion::new(group, version)));
     }
     let (legacy_watch, rest) = match rest {
         ["watch", tail @ ..] => (true, tail),

@@ -24,6 +24,6 @@ fn crd_name_must_match_plural_and_group() {
                  "names": {"plural": "widgets", "kind": "Widget"},
                  "versions": [{"name": "v1", "served": true, "storage": true}]},
     });
-    let err = parse_crd(&crd).err().map(|e| e.0);
+    let err = parse_crd(&crd).err().map(|e| e.field);
     assert_eq!(err.as_deref(), Some("metadata.name"));
 }

@@ -25,7 +25,7 @@ impl Store {
         let name = crd.name().unwrap_or("").to_string();
         let json = crd.to_json();
         let def = resources::parse_crd(&json)
-            .map_err(|(field, problem)| ApiError::invalid(CRD_KIND, &name, &field, &problem))?;
+            .map_err(|p| ApiError::invalid(CRD_KIND, &name, &p.field, &p.problem))?;
         let old_json = old.map(Object::to_json);
         if let Some(old) = &old_json {
             // An established CRD's scope and kind are immutable (and the stored objects' keys

@@ -12,7 +12,7 @@
 use nephrite_krm::ObjectMeta;
 use nephrite_krm::label::{validate_label_key, validate_label_value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldProblem};
 use crate::resources::ResourceType;
 
 /// The longest name a generated name's prefix keeps (63 minus the five random characters).
@@ -83,33 +83,28 @@ fn is_subdomain(s: &str) -> bool {
     s.split('.').all(is_label)
 }
 
-/// The problems with a new object's name, as `(field, problem)` pairs.
-pub(super) fn name_problems(rt: &ResourceType, name: &str) -> Vec<(String, String)> {
+/// The problems with a new object's name.
+pub(super) fn name_problems(rt: &ResourceType, name: &str) -> Vec<FieldProblem> {
     NameRule::of(rt)
         .problems(name)
         .into_iter()
-        .map(|p| {
-            (
-                "metadata.name".to_string(),
-                format!("Invalid value: {name:?}: {p}"),
-            )
-        })
+        .map(|p| FieldProblem::new("metadata.name", format!("Invalid value: {name:?}: {p}")))
         .collect()
 }
 
-/// The problems with an object's labels and annotations, as `(field, problem)` pairs.
-pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<(String, String)> {
+/// The problems with an object's labels and annotations.
+pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
     let mut out = Vec::new();
     for (key, value) in meta.labels.iter().flatten() {
         if let Err(e) = validate_label_key(key) {
-            out.push((
-                "metadata.labels".to_string(),
+            out.push(FieldProblem::new(
+                "metadata.labels",
                 format!("Invalid value: {key:?}: {}", reason_of(&e)),
             ));
         }
         if let Err(e) = validate_label_value(key, value) {
-            out.push((
-                "metadata.labels".to_string(),
+            out.push(FieldProblem::new(
+                "metadata.labels",
                 format!("Invalid value: {value:?}: {}", reason_of(&e)),
             ));
         }
@@ -118,15 +113,15 @@ pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<(String, String)> {
     for (key, value) in meta.annotations.iter().flatten() {
         total += key.len() + value.len();
         if let Err(e) = validate_label_key(&key.to_ascii_lowercase()) {
-            out.push((
-                "metadata.annotations".to_string(),
+            out.push(FieldProblem::new(
+                "metadata.annotations",
                 format!("Invalid value: {key:?}: {}", reason_of(&e)),
             ));
         }
     }
     if total > MAX_ANNOTATIONS_BYTES {
-        out.push((
-            "metadata.annotations".to_string(),
+        out.push(FieldProblem::new(
+            "metadata.annotations",
             format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
         ));
     }
@@ -144,7 +139,7 @@ fn reason_of(e: &nephrite_krm::LabelError) -> &'static str {
 pub(super) fn refuse(
     rt: &ResourceType,
     name: &str,
-    problems: &[(String, String)],
+    problems: &[FieldProblem],
 ) -> Result<(), ApiError> {
     if problems.is_empty() {
         Ok(())

@@ -13,7 +13,7 @@ use super::decode::{FieldValidation, decode};
 use super::meta::{keep_system_fields, now, random_suffix, same_content, spec_changed};
 use super::validation::{MAX_GENERATED_PREFIX, metadata_problems, name_problems, refuse};
 use super::{ObjectKey, Patch, StorageKey, Store};
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldProblem};
 use crate::resources::ResourceType;
 use crate::schema;
 
@@ -323,9 +323,9 @@ impl Store {
         if missing.is_empty() {
             return Ok(());
         }
-        let problems: Vec<(String, String)> = missing
+        let problems: Vec<FieldProblem> = missing
             .into_iter()
-            .map(|field| (field, "Required value".to_string()))
+            .map(|field| FieldProblem::new(field, "Required value"))
             .collect();
         Err(ApiError::invalid_fields(
             &rt.qualified_kind(),

@@ -34,17 +34,17 @@ fn paths() {
     );
     assert_eq!(
         parse_path("/apis/example.com/v1"),
-        Some(Target::ResourceList("example.com".into(), "v1".into()))
+        Some(Target::ResourceList(GroupVersion::new("example.com", "v1")))
     );
     assert_eq!(parse_path("/api/v1/namespaces/a/pods/b/status/x"), None);
     assert_eq!(parse_path("/openapi/v2"), None);
     assert_eq!(parse_path("/openapi/v3"), Some(Target::OpenApiRoot));
     assert_eq!(
         parse_path("/openapi/v3/api/v1"),
-        Some(Target::OpenApi(String::new(), "v1".into()))
+        Some(Target::OpenApi(GroupVersion::new("", "v1")))
     );
     assert_eq!(
         parse_path("/openapi/v3/apis/example.com/v1"),
-        Some(Target::OpenApi("example.com".into(), "v1".into()))
+        Some(Target::OpenApi(GroupVersion::new("example.com", "v1")))
     );
 }

@@ -61,14 +61,17 @@ fn label_and_annotation_problems_name_the_field() {
     }))
     .unwrap_or_else(|e| panic!("fixture: {e}"));
     let problems = metadata_problems(&meta);
-    let fields: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
     assert_eq!(
         fields,
         ["metadata.labels", "metadata.labels", "metadata.annotations"]
     );
-    assert!(problems[0].1.contains("\"Bad Key\""), "{problems:?}");
-    assert!(problems[1].1.contains("\"bad value!\""), "{problems:?}");
-    assert!(problems[2].1.contains("\"-bad\""), "{problems:?}");
+    assert!(problems[0].problem.contains("\"Bad Key\""), "{problems:?}");
+    assert!(
+        problems[1].problem.contains("\"bad value!\""),
+        "{problems:?}"
+    );
+    assert!(problems[2].problem.contains("\"-bad\""), "{problems:?}");
 }
 
 #[test]
@@ -79,9 +82,9 @@ fn annotations_are_limited_to_256_kib() {
     .unwrap_or_else(|e| panic!("fixture: {e}"));
     assert_eq!(
         metadata_problems(&meta),
-        [(
-            "metadata.annotations".to_string(),
-            "Too long: must have at most 262144 bytes".to_string()
+        [FieldProblem::new(
+            "metadata.annotations",
+            "Too long: must have at most 262144 bytes"
         )]
     );
 }

@@ -1,0 +1,234 @@
+//! The embedded data plane: an HTTP reverse proxy on hyper serving a compiled [`RouteTable`].
+//!
+//! - Plain listeners speak HTTP/1.1 and HTTP/2 with prior knowledge (h2c); TLS listeners read
+//!   the SNI first, forward passthrough hosts untouched, and terminate the rest with the
+//!   certificate for the SNI (ALPN `h2` and `http/1.1`).
+//! - The table comes from any source: [`Router::update`] swaps it atomically (arc-swap), and
+//!   [`Router::follow`] applies every version a `watch` channel carries (the directory watcher
+//!   today, the rules service of the controller next). A request uses the version it started
+//!   with to the end, so no request sees half an update and in-flight requests finish.
+//! - Members are reached through keep-alive connection pools (hyper's client), balanced by
+//!   weighted round robin with passive ejection (see [`balance`]).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use nephrite_l7::{PoolProtocol, RouteTable};
+use rustls::sign::CertifiedKey;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+pub mod balance;
+mod proxy;
+pub mod tls;
+
+use balance::{Balancer, Ejection, HealthRegistry};
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
+
+/// Router settings.
+#[derive(Debug, Clone, Default)]
+pub struct RouterConfig {
+    /// Passive ejection.
+    pub ejection: Ejection,
+    /// The certificate for TLS hosts without their own (PEM chain, PEM key).
+    pub default_certificate: Option<(String, String)>,
+}
+
+/// What one table version needs at request time.
+pub(crate) struct RouterState {
+    pub(crate) table: Arc<RouteTable>,
+    pub(crate) balancers: HashMap<String, Balancer>,
+    pub(crate) https_clients: HashMap<String, HttpsClient>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// The router: serves the current table on any number of listeners.
+pub struct Router {
+    state: ArcSwap<RouterState>,
+    registry: Arc<HealthRegistry>,
+    pub(crate) client: Client<HttpConnector, Incoming>,
+    default_key: Option<Arc<CertifiedKey>>,
+}
+
+fn connector() -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_secs(3)));
+    connector.set_nodelay(true);
+    connector.enforce_http(false);
+    connector
+}
+
+impl Router {
+    /// A router serving `table`. Fails when the default certificate does not parse.
+    pub fn new(config: RouterConfig, table: Arc<RouteTable>) -> Result<Arc<Self>, String> {
+        let default_key = match &config.default_certificate {
+            Some((cert, key)) => Some(tls::certified_key(cert, key)?),
+            None => None,
+        };
+        let registry = Arc::new(HealthRegistry::new(config.ejection));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(256)
+            .build(connector());
+        let state = build_state(table, &registry, default_key.clone());
+        Ok(Arc::new(Router {
+            state: ArcSwap::from_pointee(state),
+            registry,
+            client,
+            default_key,
+        }))
+    }
+
+    /// Serves `table` from now on; requests already running finish on the table they started with.
+    pub fn update(&self, table: Arc<RouteTable>) {
+        let state = build_state(table, &self.registry, self.default_key.clone());
+        self.state.store(Arc::new(state));
+    }
+
+    /// The table being served.
+    pub fn table(&self) -> Arc<RouteTable> {
+        self.state.load().table.clone()
+    }
+
+    pub(crate) fn state(&self) -> Arc<RouterState> {
+        self.state.load_full()
+    }
+
+    /// Applies every version `versions` carries (`table_of` extracts the table) until the
+    /// sender is gone.
+    pub async fn follow<T: Send + Sync + 'static>(
+        self: Arc<Self>,
+        mut versions: watch::Receiver<T>,
+        table_of: fn(&T) -> Arc<RouteTable>,
+    ) {
+        while versions.changed().await.is_ok() {
+            let table = table_of(&versions.borrow_and_update());
+            self.update(table);
+        }
+    }
+
+    /// Serves plain HTTP/1.1 and h2c on `listener` until the task is dropped.
+    pub async fn serve_http(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, client) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!("accept: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let router = self.clone();
+            tokio::spawn(async move {
+                proxy::serve_connection(router, TokioIo::new(stream), client, false).await;
+            });
+        }
+    }
+
+    /// Serves TLS on `listener`: passthrough by SNI, termination otherwise.
+    pub async fn serve_https(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, client) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!("accept: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let router = self.clone();
+            tokio::spawn(async move { router.handle_tls(stream, client).await });
+        }
+    }
+
+    async fn handle_tls(self: Arc<Self>, stream: TcpStream, client: SocketAddr) {
+        let sni = match tls::peek_sni(&stream).await {
+            Ok(sni) => sni,
+            Err(err) => {
+                tracing::debug!(%client, "TLS: {err}");
+                return;
+            }
+        };
+        let state = self.state();
+        if let Some(host) = sni.as_deref().map(str::to_ascii_lowercase)
+            && let Some(pool) = state.table.passthrough.get(&host)
+        {
+            let Some(balancer) = state.balancers.get(pool) else {
+                return;
+            };
+            let Some(member) = balancer.pick() else {
+                tracing::debug!(%client, %host, "passthrough: no live member");
+                return;
+            };
+            match TcpStream::connect(member).await {
+                Ok(mut upstream) => {
+                    balancer.success(member);
+                    let mut stream = stream;
+                    let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+                }
+                Err(err) => {
+                    balancer.failure(member);
+                    tracing::debug!(%member, "passthrough connect: {err}");
+                }
+            }
+            return;
+        }
+        let Some(config) = state.tls.clone() else {
+            tracing::debug!(%client, "TLS connection but no certificate configured");
+            return;
+        };
+        drop(state);
+        match tokio_rustls::TlsAcceptor::from(config).accept(stream).await {
+            Ok(tls) => proxy::serve_connection(self, TokioIo::new(tls), client, true).await,
+            Err(err) => tracing::debug!(%client, "TLS handshake: {err}"),
+        }
+    }
+}
+
+fn build_state(
+    table: Arc<RouteTable>,
+    registry: &Arc<HealthRegistry>,
+    default_key: Option<Arc<CertifiedKey>>,
+) -> RouterState {
+    let mut balancers = HashMap::new();
+    let mut https_clients = HashMap::new();
+    for (id, pool) in &table.pools {
+        balancers.insert(id.clone(), Balancer::new(pool, registry.clone()));
+        if let PoolProtocol::Https { ca_pem } = &pool.protocol {
+            match tls::client_config(ca_pem.as_deref()) {
+                Ok(config) => {
+                    let https = hyper_rustls::HttpsConnectorBuilder::new()
+                        .with_tls_config(config)
+                        .https_only()
+                        .enable_http1()
+                        .wrap_connector(connector());
+                    https_clients.insert(
+                        id.clone(),
+                        Client::builder(TokioExecutor::new()).build(https),
+                    );
+                }
+                Err(err) => {
+                    tracing::warn!(pool = %id, "reencrypt pool left without TLS client: {err}")
+                }
+            }
+        }
+    }
+    let resolver = tls::CertificateResolver::new(&table.certificates, default_key);
+    let tls = (!resolver.is_empty()).then(|| tls::server_config(resolver));
+    RouterState {
+        table,
+        balancers,
+        https_clients,
+        tls,
+    }
+}

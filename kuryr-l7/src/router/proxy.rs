@@ -1,0 +1,284 @@
+//! One connection and one request: find the outcome in the table, then answer it or forward
+//! it to a member.
+//!
+//! Answers the router makes itself: 400 for a request it cannot route safely (no `Host` on
+//! HTTP/1.1, several `Host` headers, an invalid host), 403 for REJECT, the redirect code for
+//! redirects, 404 when nothing matches and there is no default backend, 503 when a pool has no
+//! live member, 502 when the member fails. Everything a member answers is passed through
+//! unchanged except hop-by-hop headers.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::rt::{Read, Write};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
+
+use super::Router;
+
+/// The body of every answer.
+pub(crate) type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+
+struct HeaderView<'a>(&'a HeaderMap);
+
+impl Headers for HeaderView<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.0.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+fn answer(status: StatusCode, text: &'static str) -> Response<ProxyBody> {
+    let mut response = Response::new(
+        Full::new(Bytes::from_static(text.as_bytes()))
+            .map_err(|never: Infallible| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
+pub(crate) async fn serve_connection<I>(router: Arc<Router>, io: I, client: SocketAddr, https: bool)
+where
+    I: Read + Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let router = router.clone();
+        async move { Ok::<_, Infallible>(handle(router, request, client, https).await) }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .keep_alive(true)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(30));
+    if let Err(err) = builder.serve_connection(io, service).await {
+        tracing::debug!(%client, "connection: {err}");
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+/// The host the request is for, as sent (with port), or why it is refused.
+fn request_host(request: &Request<Incoming>) -> Result<Option<String>, &'static str> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let header = hosts.next();
+    if hosts.next().is_some() {
+        return Err("several Host headers\n");
+    }
+    if let Some(authority) = request.uri().authority() {
+        return Ok(Some(authority.as_str().to_owned()));
+    }
+    match header {
+        Some(value) => {
+            let text = value.to_str().map_err(|_| "Host is not text\n")?;
+            if text.is_empty()
+                || text
+                    .bytes()
+                    .any(|b| !(b.is_ascii_alphanumeric() || b"-._:[]~%!$&'()*+,;=".contains(&b)))
+            {
+                return Err("invalid Host\n");
+            }
+            Ok(Some(text.to_owned()))
+        }
+        None if request.version() == Version::HTTP_11 => Err("HTTP/1.1 request without Host\n"),
+        None => Ok(None),
+    }
+}
+
+/// Whether every `%` of `target` starts a two-hex-digit escape.
+fn valid_escapes(target: &str) -> bool {
+    let bytes = target.as_bytes();
+    bytes.iter().enumerate().all(|(i, b)| {
+        *b != b'%'
+            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    })
+}
+
+pub(crate) async fn handle(
+    router: Arc<Router>,
+    request: Request<Incoming>,
+    client: SocketAddr,
+    https: bool,
+) -> Response<ProxyBody> {
+    let raw_host = match request_host(&request) {
+        Ok(host) => host,
+        Err(why) => return answer(StatusCode::BAD_REQUEST, why),
+    };
+    let host = raw_host
+        .as_deref()
+        .and_then(normalize_host)
+        .map(|h| h.into_owned())
+        .unwrap_or_default();
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned();
+    if !valid_escapes(&target) {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "bad percent-encoding in the request target\n",
+        );
+    }
+    let path = normalize_path(&target);
+    let state = router.state();
+    let listener = if https {
+        &state.table.https
+    } else {
+        &state.table.http
+    };
+    let outcome = {
+        let headers = HeaderView(request.headers());
+        let l7_request = nephrite_l7::Request {
+            host: &host,
+            path: &path,
+            target: &target,
+            headers: &headers,
+            client_cert: None,
+        };
+        match listener.lookup(&l7_request) {
+            Outcome::Pool(pool) => Ok(pool.to_owned()),
+            Outcome::Reject => Err(Outcome::Reject),
+            Outcome::Redirect { code, location } => Err(Outcome::Redirect { code, location }),
+            Outcome::Status(status) => Err(Outcome::Status(status)),
+        }
+    };
+    let pool_id = match outcome {
+        Ok(pool) => pool,
+        Err(Outcome::Pool(_)) => return answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n"),
+        Err(Outcome::Reject) => return answer(StatusCode::FORBIDDEN, "rejected\n"),
+        Err(Outcome::Redirect { code, location }) => {
+            let mut response = answer(StatusCode::from_u16(code).unwrap_or(StatusCode::FOUND), "");
+            match HeaderValue::from_str(&location) {
+                Ok(value) => {
+                    response.headers_mut().insert(header::LOCATION, value);
+                }
+                Err(_) => return answer(StatusCode::BAD_REQUEST, "cannot redirect this target\n"),
+            }
+            return response;
+        }
+        Err(Outcome::Status(404)) => return answer(StatusCode::NOT_FOUND, "no route\n"),
+        Err(Outcome::Status(status)) => {
+            return answer(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                "no route\n",
+            );
+        }
+    };
+    let Some(balancer) = state.balancers.get(&pool_id) else {
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n");
+    };
+    let Some(member) = balancer.pick() else {
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
+    };
+    let https_client = state.https_clients.get(&pool_id).cloned();
+    drop(state);
+
+    let (mut parts, body) = request.into_parts();
+    let client_version = parts.version;
+    strip_hop_by_hop(&mut parts.headers);
+    if !parts.headers.contains_key(header::HOST)
+        && let Some(value) = raw_host
+            .as_deref()
+            .and_then(|h| HeaderValue::from_str(h).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
+    let forwarded_for = match parts
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(previous) => format!("{previous}, {}", client.ip()),
+        None => client.ip().to_string(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
+        parts.headers.insert("x-forwarded-for", value);
+    }
+    parts.headers.insert(
+        "x-forwarded-proto",
+        HeaderValue::from_static(if https { "https" } else { "http" }),
+    );
+    if let Some(value) = raw_host
+        .as_deref()
+        .and_then(|h| HeaderValue::from_str(h).ok())
+    {
+        parts.headers.insert("x-forwarded-host", value);
+    }
+    let scheme = if https_client.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    parts.uri = match Uri::try_from(format!("{scheme}://{member}{target}")) {
+        Ok(uri) => uri,
+        Err(_) => return answer(StatusCode::BAD_REQUEST, "bad request target\n"),
+    };
+    parts.version = Version::HTTP_11;
+    let upstream = Request::from_parts(parts, body);
+    let result = match https_client {
+        Some(client) => client.request(upstream).await,
+        None => router.client.request(upstream).await,
+    };
+    let state = router.state();
+    let balancer = state.balancers.get(&pool_id);
+    match result {
+        Ok(response) => {
+            if let Some(b) = balancer {
+                b.success(member);
+            }
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            // The client's connection keeps its own version and keep-alive, whatever the
+            // member spoke (an HTTP/1.0 member closes after every answer).
+            parts.version = client_version;
+            Response::from_parts(parts, body.boxed_unsync())
+        }
+        Err(err) => {
+            if let Some(b) = balancer {
+                b.failure(member);
+            }
+            tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
+            answer(StatusCode::BAD_GATEWAY, "member failed\n")
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The `kuryr-l7` binary: `rules` and `router` with a directory source.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
+
+const GOOD: &str = "\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: shop}
+spec:
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - {path: /cart, pathType: ImplementationSpecific, backend: {service: {name: cart, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: broken, namespace: shop}
+spec:
+  rules:
+  - http:
+      paths:
+      - {path: /x, pathType: Regex, backend: {service: {name: cart, port: {number: 80}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cart
+";
+
+#[test]
+fn rules_prints_policies_pools_rejections_and_read_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shop.yaml"), GOOD).unwrap();
+    let output = Command::new(BIN)
+        .args(["rules", "--source"])
+        .arg(format!("dir:{}", dir.path().display()))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("LISTENER http: 1 policies"), "{text}");
+    assert!(
+        text.contains("ingress/shop/shop#1  REDIRECT_TO_POOL shop/cart:80"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/cart (ImplementationSpecific, as Prefix)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("HOST_NAME EQUAL_TO \"shop.example.com\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("shop/cart:80  []  (no live member: 503)"),
+        "{text}"
+    );
+    assert!(text.contains("REJECTED Ingress shop/broken"), "{text}");
+    assert!(text.contains("unknown pathType \"Regex\""), "{text}");
+    assert!(text.contains("WARNING Ingress shop/shop"), "{text}");
+    let error = text
+        .lines()
+        .find(|l| l.starts_with("ERROR "))
+        .expect("a read error");
+    assert!(error.contains("shop.yaml: line 2"), "{error}");
+
+    let output = Command::new(BIN)
+        .args(["rules", "-o", "json", "--source"])
+        .arg(format!("dir:{}", dir.path().display()))
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["config"]["http"]["policies"][0]["position"], 1);
+    assert_eq!(
+        json["config"]["http"]["policies"][0]["action"],
+        "REDIRECT_TO_POOL"
+    );
+    assert_eq!(json["rejections"][0]["object"], "Ingress shop/broken");
+    assert!(
+        json["read_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("shop.yaml")
+    );
+}
+
+#[test]
+fn rules_refuses_an_unknown_source() {
+    let output = Command::new(BIN)
+        .args(["rules", "--source", "kube"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("expected dir:PATH"));
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_for(
+    router: std::net::SocketAddr,
+    host: &str,
+    path: &str,
+    want: impl Fn(&Reply) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        if let Ok(Ok(stream)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(router),
+        )
+        .await
+        {
+            drop(stream);
+            let reply = get(router, host, path).await;
+            if want(&reply) {
+                return start.elapsed();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "router never answered as wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn router_binary_loads_before_binding_and_follows_the_directory() {
+    let web = echo("web").await;
+    let dir = tempfile::tempdir().unwrap();
+    let ingress = |name: &str, path: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n  rules:\n  - http:\n      paths:\n      - {{path: {path}, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}\n"
+        )
+    };
+    std::fs::write(
+        dir.path().join("services.yaml"),
+        service_yaml("shop", "web", &[web]),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("a.yaml"), ingress("a", "/a")).unwrap();
+    let listen = dead_address();
+    let _daemon = Daemon(
+        Command::new(BIN)
+            .args([
+                "router",
+                "--threads",
+                "1",
+                "--listen",
+                &listen.to_string(),
+                "--source",
+            ])
+            .arg(format!("dir:{}", dir.path().display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Loaded before binding: the first answer already routes.
+    wait_for(listen, "x", "/a", |r| r.status == 200).await;
+
+    // Created.
+    std::fs::write(dir.path().join("b.yml"), ingress("b", "/b")).unwrap();
+    let took = wait_for(listen, "x", "/b", |r| r.status == 200).await;
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // Changed.
+    std::fs::write(dir.path().join("b.yml"), ingress("b", "/c")).unwrap();
+    wait_for(listen, "x", "/c", |r| r.status == 200).await;
+    assert_eq!(get(listen, "x", "/b").await.status, 404);
+    // Renamed away from *.yaml.
+    std::fs::rename(dir.path().join("b.yml"), dir.path().join("b.yml.off")).unwrap();
+    wait_for(listen, "x", "/c", |r| r.status == 404).await;
+    // A malformed file: its good documents still apply; the rest keeps serving.
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        format!("{}---\nkind: [\n", ingress("d", "/d")),
+    )
+    .unwrap();
+    wait_for(listen, "x", "/d", |r| r.status == 200).await;
+    assert_eq!(get(listen, "x", "/a").await.status, 200);
+    // Removed.
+    std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    wait_for(listen, "x", "/a", |r| r.status == 404).await;
+}
+
+#[test]
+fn router_binary_refuses_a_missing_directory() {
+    let output = Command::new(BIN)
+        .args([
+            "router",
+            "--listen",
+            "127.0.0.1:0",
+            "--source",
+            "dir:/nonexistent/kuryr-l7",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("cannot read directory /nonexistent/kuryr-l7")
+    );
+}

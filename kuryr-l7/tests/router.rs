@@ -1,0 +1,375 @@
+//! The router end to end on loopback: real backends, real HTTP.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
+use nephrite_kuryr_l7::router::RouterConfig;
+use nephrite_kuryr_l7::router::balance::Ejection;
+use nephrite_kuryr_l7::source::snapshot_dir;
+use nephrite_l7::Options;
+use support::*;
+use tokio::net::TcpStream;
+
+fn ingress(name: &str, body: &str) -> String {
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n{body}---\n"
+    )
+}
+
+fn write(dir: &std::path::Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+}
+
+#[tokio::test]
+async fn routes_by_host_and_path_with_404_and_default_backend() {
+    let (web, api) = (echo("web").await, echo("api").await);
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[web]),
+            service_yaml("shop", "api", &[api])
+        ),
+    );
+    write(
+        dir.path(),
+        "ingress.yaml",
+        &ingress(
+            "shop",
+            "  rules:\n  - host: shop.example.com\n    http:\n      paths:\n      - {path: /api, pathType: Prefix, backend: {service: {name: api, port: {number: 80}}}}\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {name: http}}}}\n",
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+
+    let reply = get(http, "Shop.Example.com:8080", "/api/items?id=1").await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply.body.starts_with("api path=/api/items?id=1 "),
+        "{}",
+        reply.body
+    );
+    assert!(
+        get(http, "shop.example.com", "/apinae")
+            .await
+            .body
+            .starts_with("web ")
+    );
+    assert_eq!(get(http, "other.example.com", "/").await.status, 404);
+
+    write(
+        dir.path(),
+        "default.yaml",
+        &ingress(
+            "fallback",
+            "  defaultBackend: {service: {name: web, port: {number: 80}}}\n",
+        ),
+    );
+    let snapshot = snapshot_dir(dir.path(), &Options::default()).unwrap();
+    _router.update(snapshot.table.clone());
+    assert!(
+        get(http, "other.example.com", "/")
+            .await
+            .body
+            .starts_with("web ")
+    );
+}
+
+#[tokio::test]
+async fn forwards_the_original_target_with_x_forwarded_headers_and_passes_status_and_body() {
+    let web = echo("web").await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[web]),
+            ingress(
+                "shop",
+                "  rules:\n  - http:\n      paths:\n      - {path: /b, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n      - {path: /status, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let reply = send(
+        http,
+        Request::get("/a/../b/%2F?q=%2F")
+            .header("host", "h.example:81")
+            .header("x-forwarded-for", "10.1.1.1")
+            .body(Empty::<Bytes>::new())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.body,
+        "web path=/a/../b/%2F?q=%2F xff=10.1.1.1, 127.0.0.1 proto=http xfh=h.example:81 host=h.example:81"
+    );
+    let reply = get(http, "h", "/status/418").await;
+    assert_eq!(reply.status, 418);
+    assert_eq!(reply.headers["x-backend"], "web");
+    assert!(reply.body.starts_with("web path=/status/418"));
+}
+
+#[tokio::test]
+async fn weighted_round_robin_follows_route_weights() {
+    let (a1, a2, b) = (echo("a1").await, echo("a2").await, echo("b").await);
+    let dir = tempfile::tempdir().unwrap();
+    let route = "apiVersion: route.openshift.io/v1\nkind: Route\nmetadata: {name: r, namespace: shop}\nspec:\n  host: r.example.com\n  to: {kind: Service, name: a, weight: 3}\n  alternateBackends: [{kind: Service, name: b, weight: 1}]\n";
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}{route}",
+            service_yaml("shop", "a", &[a1, a2]),
+            service_yaml("shop", "b", &[b])
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    for _ in 0..80 {
+        let reply = get(http, "r.example.com", "/").await;
+        *counts
+            .entry(reply.headers["x-backend"].to_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(counts["a1"], 30);
+    assert_eq!(counts["a2"], 30);
+    assert_eq!(counts["b"], 20);
+}
+
+#[tokio::test]
+async fn missing_service_and_zero_weights_answer_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let route = "apiVersion: route.openshift.io/v1\nkind: Route\nmetadata: {name: r, namespace: shop}\nspec:\n  host: zero.example.com\n  to: {kind: Service, name: web, weight: 0}\n---\n";
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{route}{}",
+            service_yaml("shop", "web", &[echo("web").await]),
+            ingress(
+                "ghost",
+                "  rules:\n  - host: ghost.example.com\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: ghost, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    assert_eq!(get(http, "ghost.example.com", "/").await.status, 503);
+    assert_eq!(get(http, "zero.example.com", "/").await.status, 503);
+}
+
+#[tokio::test]
+async fn keep_alive_to_members_and_http10_members_that_close() {
+    let old = http10("old").await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "old", &[old]),
+            ingress(
+                "i",
+                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: old, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    // One client connection, many requests; the member closes after each.
+    let stream = TcpStream::connect(http).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    for _ in 0..5 {
+        let request = Request::get("/")
+            .header("host", "x")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let reply = reply(sender.send_request(request).await.unwrap()).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body, "old http/1.0");
+    }
+}
+
+#[tokio::test]
+async fn h2c_with_prior_knowledge() {
+    let web = echo("web").await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[web]),
+            ingress(
+                "i",
+                "  rules:\n  - host: h2.example.com\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let stream = TcpStream::connect(http).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(executor(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get("http://h2.example.com/x")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let reply = reply(sender.send_request(request).await.unwrap()).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.body,
+        "web path=/x xff=127.0.0.1 proto=http xfh=h2.example.com host=h2.example.com"
+    );
+}
+
+#[tokio::test]
+async fn passive_ejection_takes_a_dead_member_out() {
+    let (live, dead) = (echo("live").await, dead_address());
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[live, dead]),
+            ingress(
+                "i",
+                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    let config = RouterConfig {
+        ejection: Ejection {
+            eject_after: 2,
+            eject_for: Duration::from_secs(60),
+        },
+        ..RouterConfig::default()
+    };
+    let (_router, http, _) = router(dir.path(), config).await;
+    let mut failures = 0;
+    for _ in 0..4 {
+        match get(http, "x", "/").await.status {
+            200 => {}
+            502 => failures += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(failures, 2, "two failures eject the dead member");
+    for _ in 0..10 {
+        assert_eq!(get(http, "x", "/").await.status, 200);
+    }
+}
+
+#[tokio::test]
+async fn in_flight_requests_finish_on_the_table_they_started_with() {
+    let (old, new) = (echo("old").await, echo("new").await);
+    let dir = tempfile::tempdir().unwrap();
+    let to = |service: &str| {
+        ingress(
+            "i",
+            &format!(
+                "  rules:\n  - http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: {service}, port: {{number: 80}}}}}}}}\n"
+            ),
+        )
+    };
+    write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "old", &[old]),
+            service_yaml("shop", "new", &[new])
+        ),
+    );
+    write(dir.path(), "i.yaml", &to("old"));
+    let (router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let slow = tokio::spawn(get(http, "x", "/slow"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    write(dir.path(), "i.yaml", &to("new"));
+    router.update(
+        snapshot_dir(dir.path(), &Options::default())
+            .unwrap()
+            .table
+            .clone(),
+    );
+    assert!(get(http, "x", "/").await.body.starts_with("new "));
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, 200);
+    assert!(slow.body.starts_with("old path=/slow"));
+}
+
+#[tokio::test]
+async fn router_follows_a_watch_channel_of_tables() {
+    let web = echo("web").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    assert_eq!(get(http, "x", "/").await.status, 404);
+    let (sender, receiver) = tokio::sync::watch::channel(router.table());
+    tokio::spawn(
+        router
+            .clone()
+            .follow(receiver, |t: &Arc<nephrite_l7::RouteTable>| t.clone()),
+    );
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[web]),
+            ingress(
+                "i",
+                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+    sender
+        .send(
+            snapshot_dir(dir.path(), &Options::default())
+                .unwrap()
+                .table
+                .clone(),
+        )
+        .unwrap();
+    let mut status = 0;
+    for _ in 0..50 {
+        status = get(http, "x", "/").await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn reject_and_redirect_policies_from_routes() {
+    let web = echo("web").await;
+    let dir = tempfile::tempdir().unwrap();
+    let route = "apiVersion: route.openshift.io/v1\nkind: Route\nmetadata: {name: r, namespace: shop}\nspec:\n  host: secure.example.com\n  to: {kind: Service, name: web}\n  tls: {termination: edge, insecureEdgeTerminationPolicy: Redirect}\n";
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!("{}{route}", service_yaml("shop", "web", &[web])),
+    );
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let reply = get(http, "secure.example.com", "/pay?x=1").await;
+    assert_eq!(reply.status, 302);
+    assert_eq!(
+        reply.headers["location"],
+        "https://secure.example.com/pay?x=1"
+    );
+}

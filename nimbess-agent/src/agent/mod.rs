@@ -1,0 +1,424 @@
+//! The agent's CNI logic, transport-free: validation before side effects,
+//! IPAM, the model's render plans handed to the driver, rollback on driver
+//! failure, persistence after every change.
+//!
+//! One lock serializes changes (ADD, DEL, GC, reload): the model, the pools
+//! and the data plane move together, and the state file is rewritten before
+//! the answer is sent.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use nephrite_pipeline::{Ipam, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id};
+use nephrite_proto::nimbess::cni::v1 as pb;
+use tokio::sync::Mutex;
+
+use crate::driver::{Driver, DriverError};
+use crate::plugin::{CniFailure, code, valid_ifname};
+use crate::state::{PersistedState, StateError, StateStore};
+
+#[cfg(test)]
+mod tests;
+
+/// Everything behind the lock.
+#[derive(Debug)]
+pub struct AgentState {
+    /// Networks, pipelines, ports.
+    pub model: Model,
+    /// Address pools.
+    pub ipam: Ipam,
+    /// The data plane.
+    pub driver: Driver,
+    store: StateStore,
+}
+
+/// Why the agent could not start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// State file trouble.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The configured networks do not fit the state.
+    #[error("networks: {0}")]
+    Model(#[from] nephrite_pipeline::Error),
+    /// The driver could not reconcile.
+    #[error("driver: {0}")]
+    Driver(#[from] DriverError),
+}
+
+/// The agent.
+#[derive(Debug)]
+pub struct Agent {
+    state: Mutex<AgentState>,
+}
+
+fn driver_failure(e: &DriverError) -> CniFailure {
+    CniFailure {
+        code: code::DRIVER_FAILURE,
+        msg: "the data plane driver failed; the change was rolled back".into(),
+        details: e.to_string(),
+    }
+}
+
+fn store_failure(e: &StateError) -> CniFailure {
+    CniFailure {
+        code: code::DRIVER_FAILURE,
+        msg: "the agent could not persist its state".into(),
+        details: e.to_string(),
+    }
+}
+
+impl Agent {
+    /// Load state from `store`, apply the configured networks, reconcile
+    /// the data plane (adopting what exists) and persist.
+    ///
+    /// # Errors
+    /// Corrupt state, networks that conflict with existing ports, a driver
+    /// that cannot reconcile.
+    pub async fn start(
+        store: StateStore,
+        networks: &[NetworkSpec],
+        mut driver: Driver,
+    ) -> Result<Self, AgentError> {
+        let PersistedState {
+            mut model,
+            mut ipam,
+        } = store.load()?;
+        model.apply_networks(networks)?;
+        ipam.sync_networks(networks)?;
+        for (port, facts) in driver.reconcile(&model).await? {
+            model.record_facts(&port, facts)?;
+        }
+        let state = AgentState {
+            model,
+            ipam,
+            driver,
+            store,
+        };
+        state.persist()?;
+        Ok(Agent {
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Lock the state (inspection and tests).
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, AgentState> {
+        self.state.lock().await
+    }
+
+    /// Apply a new set of networks (SIGHUP) as one render plan.
+    ///
+    /// # Errors
+    /// The networks conflict with existing ports, or the driver failed (the
+    /// old networks stay).
+    pub async fn reload(&self, networks: &[NetworkSpec]) -> Result<RenderPlan, AgentError> {
+        let mut st = self.state.lock().await;
+        let saved = (st.model.clone(), st.ipam.clone());
+        let plan = st.model.apply_networks(networks)?;
+        if let Err(e) = st.ipam.sync_networks(networks) {
+            (st.model, st.ipam) = saved;
+            return Err(e.into());
+        }
+        let specs = st.specs();
+        if let Err(e) = st.driver.apply(&plan, &specs).await {
+            (st.model, st.ipam) = saved;
+            return Err(e.into());
+        }
+        st.persist()?;
+        Ok(plan)
+    }
+
+    /// CNI ADD.
+    pub async fn add(&self, req: &pb::CniRequest) -> Result<pb::CniResult, CniFailure> {
+        if !valid_ifname(&req.ifname) || req.container_id.is_empty() {
+            return Err(CniFailure::new(
+                code::INVALID_ENVIRONMENT,
+                format!(
+                    "invalid container id {:?} or interface name {:?}",
+                    req.container_id, req.ifname
+                ),
+            ));
+        }
+        if !Path::new(&req.netns).exists() {
+            return Err(CniFailure::new(
+                code::INVALID_ENVIRONMENT,
+                format!("CNI_NETNS {} does not exist", req.netns),
+            ));
+        }
+        let mut st = self.state.lock().await;
+        let Some(spec) = st
+            .model
+            .networks()
+            .get(&req.network)
+            .map(|n| n.spec.clone())
+        else {
+            return Err(unknown_network(&req.network));
+        };
+        if let Some(existing) = st.model.port_of(&req.container_id, &req.ifname) {
+            if existing.network == req.network {
+                return Ok(result_of(existing, &spec));
+            }
+            return Err(CniFailure::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "container {} interface {} is already attached to network {}",
+                    req.container_id, req.ifname, existing.network
+                ),
+            ));
+        }
+        let owner = Owner {
+            container_id: req.container_id.clone(),
+            ifname: req.ifname.clone(),
+        };
+        let saved = (st.model.clone(), st.ipam.clone());
+        let address = st
+            .ipam
+            .allocate(&req.network, &owner)
+            .map_err(|e| CniFailure {
+                code: code::TRY_AGAIN_LATER,
+                msg: format!("no address on network {}", req.network),
+                details: e.to_string(),
+            })?;
+        let plan = match st.model.add_port(PortRequest {
+            container_id: req.container_id.clone(),
+            ifname: req.ifname.clone(),
+            netns: req.netns.clone(),
+            network: req.network.clone(),
+            address,
+        }) {
+            Ok(plan) => plan,
+            Err(e) => {
+                (st.model, st.ipam) = saved;
+                return Err(CniFailure::new(code::INVALID_CONFIG, e.to_string()));
+            }
+        };
+        let id = port_id(&req.container_id, &req.ifname);
+        let specs = st.specs();
+        let rendered = match st.driver.apply(&plan, &specs).await {
+            Ok(facts) => facts,
+            Err(e) => return Err(st.roll_back(saved, &plan, &e).await),
+        };
+        for (port, facts) in rendered {
+            match st.model.record_facts(&port, facts) {
+                Ok(more) => {
+                    if let Err(e) = st.driver.apply(&more, &specs).await {
+                        return Err(st.roll_back(saved, &plan, &e).await);
+                    }
+                }
+                Err(e) => {
+                    let e = DriverError::State(e.to_string());
+                    return Err(st.roll_back(saved, &plan, &e).await);
+                }
+            }
+        }
+        if let Err(e) = st.persist() {
+            let failure = store_failure(&e);
+            let e = DriverError::State(e.to_string());
+            st.roll_back(saved, &plan, &e).await;
+            return Err(failure);
+        }
+        let port = st
+            .model
+            .port(&id)
+            .ok_or_else(|| CniFailure::new(code::DRIVER_FAILURE, format!("port {id} vanished")))?;
+        Ok(result_of(port, &spec))
+    }
+
+    /// CNI DEL: idempotent; releases by (container, ifname) from the state.
+    pub async fn del(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+        let mut st = self.state.lock().await;
+        st.delete(&req.container_id, &req.ifname).await
+    }
+
+    /// CNI CHECK.
+    pub async fn check(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+        let st = self.state.lock().await;
+        if !st.model.networks().contains_key(&req.network) {
+            return Err(unknown_network(&req.network));
+        }
+        let Some(port) = st.model.port_of(&req.container_id, &req.ifname) else {
+            return Err(CniFailure::new(
+                code::UNKNOWN_CONTAINER,
+                format!(
+                    "container {} has no interface {} on this agent",
+                    req.container_id, req.ifname
+                ),
+            ));
+        };
+        if port.network != req.network {
+            return Err(CniFailure::new(
+                code::INVALID_CONFIG,
+                format!("interface {} is on network {}", req.ifname, port.network),
+            ));
+        }
+        st.driver.check(port).await.map_err(|e| CniFailure {
+            code: code::DRIVER_FAILURE,
+            msg: format!("interface {} is not as ADD left it", req.ifname),
+            details: e.to_string(),
+        })
+    }
+
+    /// CNI STATUS: can the agent take ADDs on this network?
+    pub async fn status(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+        let st = self.state.lock().await;
+        if !st.model.networks().contains_key(&req.network) {
+            return Err(unknown_network(&req.network));
+        }
+        let pool = st.ipam.pool(&req.network);
+        let full = pool.is_some_and(|p| {
+            p.subnet
+                .host_range()
+                .is_none_or(|(a, b)| p.held.len() as u64 + 1 >= u64::from(b - a + 1))
+        });
+        if full {
+            return Err(CniFailure::new(
+                code::NOT_AVAILABLE,
+                format!("network {} has no free address", req.network),
+            ));
+        }
+        Ok(())
+    }
+
+    /// CNI GC: remove every attachment of the network not in the valid list.
+    pub async fn gc(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+        let mut st = self.state.lock().await;
+        if !st.model.networks().contains_key(&req.network) {
+            return Err(unknown_network(&req.network));
+        }
+        let keep: BTreeSet<(String, String)> = req
+            .valid_attachments
+            .iter()
+            .map(|a| (a.container_id.clone(), a.ifname.clone()))
+            .collect();
+        let stale: Vec<(String, String)> = st
+            .model
+            .ports()
+            .values()
+            .filter(|p| p.network == req.network)
+            .map(|p| (p.container_id.clone(), p.ifname.clone()))
+            .filter(|k| !keep.contains(k))
+            .collect();
+        for (container, ifname) in stale {
+            st.delete(&container, &ifname).await?;
+        }
+        // addresses held without a port (an ADD that crashed before the model saw it)
+        let orphans: Vec<Owner> = st
+            .ipam
+            .pool(&req.network)
+            .map(|p| p.held.values().cloned().collect())
+            .unwrap_or_default();
+        let mut changed = false;
+        for owner in orphans {
+            let known = st
+                .model
+                .port_of(&owner.container_id, &owner.ifname)
+                .is_some();
+            if !known && !keep.contains(&(owner.container_id.clone(), owner.ifname.clone())) {
+                st.ipam.release(&req.network, &owner);
+                changed = true;
+            }
+        }
+        if changed {
+            st.persist().map_err(|e| store_failure(&e))?;
+        }
+        Ok(())
+    }
+}
+
+fn unknown_network(name: &str) -> CniFailure {
+    CniFailure::new(
+        code::INVALID_CONFIG,
+        format!("network {name:?} is not served by this agent"),
+    )
+}
+
+/// The CNI result of a port.
+pub fn result_of(port: &Port, spec: &NetworkSpec) -> pb::CniResult {
+    let gateway = spec.gateway().map(|g| g.to_string()).unwrap_or_default();
+    pb::CniResult {
+        interfaces: vec![pb::Interface {
+            name: port.ifname.clone(),
+            mac: port.mac().map(|m| m.to_string()).unwrap_or_default(),
+            mtu: spec.mtu(),
+            sandbox: port.netns.clone(),
+        }],
+        ips: vec![pb::IpConfig {
+            address: port.address.to_string(),
+            gateway,
+            interface: 0,
+        }],
+        routes: vec![pb::Route {
+            dst: format!("{}/{}", spec.subnet.network(), spec.subnet.prefix),
+            gw: String::new(),
+        }],
+        dns: None,
+    }
+}
+
+impl AgentState {
+    fn specs(&self) -> std::collections::BTreeMap<String, NetworkSpec> {
+        self.model
+            .networks()
+            .iter()
+            .map(|(k, n)| (k.clone(), n.spec.clone()))
+            .collect()
+    }
+
+    fn persist(&self) -> Result<(), StateError> {
+        self.store.save(&PersistedState {
+            model: self.model.clone(),
+            ipam: self.ipam.clone(),
+        })
+    }
+
+    /// Undo a failed ADD: the data plane objects of the new port, the model
+    /// entry and the address.
+    async fn roll_back(
+        &mut self,
+        saved: (Model, Ipam),
+        plan: &RenderPlan,
+        error: &DriverError,
+    ) -> CniFailure {
+        for port in &plan.ports_added {
+            self.driver.discard_port(port).await;
+        }
+        (self.model, self.ipam) = saved;
+        // Re-render what the rollback touched (other pipelines' FIBs) from the restored model.
+        if let Err(e) = self.driver.reconcile(&self.model).await {
+            tracing::warn!(error = %e, "reconcile after rollback failed");
+        }
+        driver_failure(error)
+    }
+
+    async fn delete(&mut self, container: &str, ifname: &str) -> Result<(), CniFailure> {
+        let owner = Owner {
+            container_id: container.to_string(),
+            ifname: ifname.to_string(),
+        };
+        let id = port_id(container, ifname);
+        let saved = (self.model.clone(), self.ipam.clone());
+        let released = if self.model.port(&id).is_some() {
+            let plan = self
+                .model
+                .remove_port(&id)
+                .map_err(|e| CniFailure::new(code::DRIVER_FAILURE, e.to_string()))?;
+            let specs = self.specs();
+            if let Err(e) = self.driver.apply(&plan, &specs).await {
+                (self.model, self.ipam) = saved;
+                return Err(CniFailure {
+                    code: code::DRIVER_FAILURE,
+                    msg: format!("could not remove port {id}"),
+                    details: e.to_string(),
+                });
+            }
+            self.ipam.release_everywhere(&owner);
+            true
+        } else {
+            !self.ipam.release_everywhere(&owner).is_empty()
+        };
+        if released {
+            self.persist().map_err(|e| store_failure(&e))?;
+        }
+        Ok(())
+    }
+}

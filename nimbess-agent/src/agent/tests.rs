@@ -1,0 +1,183 @@
+use super::*;
+use crate::driver::sim::SimDriver;
+
+fn spec(name: &str, subnet: &str) -> NetworkSpec {
+    NetworkSpec::l2(name, subnet.parse().expect("cidr"))
+}
+
+fn req(container: &str, network: &str, netns: &str) -> pb::CniRequest {
+    pb::CniRequest {
+        cni_version: "1.1.0".into(),
+        container_id: container.into(),
+        netns: netns.into(),
+        ifname: "eth0".into(),
+        network: network.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn add_del_gc_and_restart_with_the_sim_driver() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let netns = dir.path().join("ns");
+    std::fs::write(&netns, b"").expect("fake netns");
+    let netns = netns.display().to_string();
+    let nets = [spec("blue", "10.5.0.0/29"), spec("red", "10.6.0.0/24")];
+    let store = StateStore::open(&dir.path().join("state")).expect("store");
+    let agent = Agent::start(store.clone(), &nets, Driver::Sim(SimDriver::new()))
+        .await
+        .expect("start");
+
+    let a = agent.add(&req("a", "blue", &netns)).await.expect("a");
+    assert_eq!(a.ips[0].address, "10.5.0.2/29");
+    assert_eq!(a.ips[0].gateway, "10.5.0.1");
+    // same (container, ifname, network): the stored result
+    assert_eq!(
+        agent.add(&req("a", "blue", &netns)).await.expect("again"),
+        a
+    );
+    // same (container, ifname) on another network: 7
+    assert_eq!(
+        agent
+            .add(&req("a", "red", &netns))
+            .await
+            .expect_err("7")
+            .code,
+        7
+    );
+    assert_eq!(
+        agent
+            .add(&req("x", "green", &netns))
+            .await
+            .expect_err("7")
+            .code,
+        7
+    );
+    assert_eq!(
+        agent
+            .add(&req("x", "blue", "/no/such/netns"))
+            .await
+            .expect_err("4")
+            .code,
+        4
+    );
+    assert_eq!(
+        agent
+            .check(&req("zz", "blue", &netns))
+            .await
+            .expect_err("3")
+            .code,
+        3
+    );
+    agent.check(&req("a", "blue", &netns)).await.expect("check");
+
+    // fill the /29: hosts .2-.6 (gateway .1 never handed out)
+    for c in ["b", "c", "d", "e"] {
+        agent.add(&req(c, "blue", &netns)).await.expect("fill");
+    }
+    assert_eq!(
+        agent
+            .status(&req("", "blue", &netns))
+            .await
+            .expect_err("full")
+            .code,
+        50
+    );
+    assert_eq!(
+        agent
+            .add(&req("f", "blue", &netns))
+            .await
+            .expect_err("11")
+            .code,
+        11
+    );
+    {
+        let st = agent.lock().await;
+        assert!(
+            st.model.port_of("f", "eth0").is_none(),
+            "failed ADD leaves no model entry"
+        );
+        assert_eq!(nephrite_pipeline::violations(&st.model), vec![]);
+    }
+
+    // DEL is idempotent and frees the address
+    agent.del(&req("b", "blue", "")).await.expect("del");
+    agent.del(&req("b", "blue", "")).await.expect("del again");
+    agent.del(&req("never", "blue", "")).await.expect("unknown");
+    let f = agent.add(&req("f", "blue", &netns)).await.expect("reuse");
+    assert_eq!(f.ips[0].address, "10.5.0.3/29");
+
+    // restart: state survives, DEL of an old pod succeeds and frees its address
+    drop(agent);
+    let agent = Agent::start(store.clone(), &nets, Driver::Sim(SimDriver::new()))
+        .await
+        .expect("restart");
+    assert_eq!(
+        agent.add(&req("a", "blue", &netns)).await.expect("stored"),
+        a
+    );
+    agent
+        .del(&req("a", "blue", ""))
+        .await
+        .expect("del after restart");
+    assert!(
+        store
+            .load()
+            .expect("load")
+            .ipam
+            .held_by(
+                "blue",
+                &Owner {
+                    container_id: "a".into(),
+                    ifname: "eth0".into()
+                }
+            )
+            .is_none()
+    );
+
+    // GC keeps only the valid attachments of the network
+    let mut gc = req("", "blue", "");
+    gc.valid_attachments = vec![pb::Attachment {
+        container_id: "c".into(),
+        ifname: "eth0".into(),
+    }];
+    agent.gc(&gc).await.expect("gc");
+    let st = agent.lock().await;
+    let left: Vec<_> = st
+        .model
+        .ports()
+        .values()
+        .map(|p| p.container_id.clone())
+        .collect();
+    assert_eq!(left, vec!["c".to_string()]);
+}
+
+#[tokio::test]
+async fn reload_applies_acl_to_every_port_pipeline_of_the_network() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let netns = dir.path().join("ns");
+    std::fs::write(&netns, b"").expect("fake netns");
+    let netns = netns.display().to_string();
+    let store = StateStore::open(dir.path()).expect("store");
+    let agent = Agent::start(
+        store,
+        &[spec("blue", "10.5.0.0/24")],
+        Driver::Sim(SimDriver::new()),
+    )
+    .await
+    .expect("start");
+    agent.add(&req("a", "blue", &netns)).await.expect("a");
+    agent.add(&req("b", "blue", &netns)).await.expect("b");
+    let mut with_acl = spec("blue", "10.5.0.0/24");
+    with_acl.acl = vec![nephrite_pipeline::AclRule {
+        action: nephrite_pipeline::AclAction::Deny,
+        src: None,
+        dst: None,
+        protocol: Some(nephrite_pipeline::AclProtocol::Icmp),
+        port: None,
+    }];
+    let plan = agent.reload(&[with_acl]).await.expect("reload");
+    assert_eq!(plan.acl_changed.len(), 2);
+    // a network with ports cannot vanish
+    assert!(agent.reload(&[]).await.is_err());
+}

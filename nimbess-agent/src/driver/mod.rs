@@ -1,0 +1,137 @@
+//! Data-plane drivers: they take render plans and return render facts.
+//!
+//! A driver renders exactly what a [`RenderPlan`] says (ports, module
+//! instances, FIB entries, ACL rules) and reports, per new port, the facts
+//! the data plane chose (MAC, ifindex, kernel object names) for the model to
+//! store. Two drivers: [`kernel`] (Linux, netlink) and [`sim`] (in-process,
+//! synthetic frames).
+
+use std::collections::BTreeMap;
+
+use nephrite_pipeline::{Model, ModuleId, NetworkSpec, Port, PortId, RenderFacts, RenderPlan};
+use serde::{Deserialize, Serialize};
+
+pub mod kernel;
+pub mod sim;
+
+/// Why a driver failed; the agent answers CNI code 101 and rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A netlink request failed.
+    #[error("{what}: {source}")]
+    Netlink {
+        /// What was being done, naming the object.
+        what: String,
+        /// rtnetlink's error.
+        source: rtnetlink::Error,
+    },
+    /// An OS call failed.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done, naming the object.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The data plane is not as required.
+    #[error("{0}")]
+    State(String),
+}
+
+/// One module instance as the data plane holds it: its object and counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleObject {
+    /// The kernel (or simulated) object rendering it.
+    pub object: String,
+    /// Packets the object counted.
+    pub packets: u64,
+    /// Packets it dropped.
+    pub dropped: u64,
+}
+
+/// The chosen driver.
+#[derive(Debug)]
+pub enum Driver {
+    /// The Linux kernel.
+    Kernel(kernel::KernelDriver),
+    /// The simulation.
+    Sim(sim::SimDriver),
+}
+
+impl Driver {
+    /// Bring the data plane in line with a model loaded from disk, adopting
+    /// what exists. Returns refreshed facts for ports found.
+    ///
+    /// # Errors
+    /// The data plane cannot be reached or changed.
+    pub async fn reconcile(
+        &mut self,
+        model: &Model,
+    ) -> Result<Vec<(PortId, RenderFacts)>, DriverError> {
+        match self {
+            Driver::Kernel(k) => k.reconcile(model).await,
+            Driver::Sim(s) => Ok(s.reconcile(model)),
+        }
+    }
+
+    /// Apply a plan; returns the facts of the ports it created.
+    ///
+    /// # Errors
+    /// Any step failed; what was done before the failure stays (the agent rolls back).
+    pub async fn apply(
+        &mut self,
+        plan: &RenderPlan,
+        networks: &BTreeMap<String, NetworkSpec>,
+    ) -> Result<Vec<(PortId, RenderFacts)>, DriverError> {
+        match self {
+            Driver::Kernel(k) => k.apply(plan, networks).await,
+            Driver::Sim(s) => Ok(s.apply(plan)),
+        }
+    }
+
+    /// Remove whatever exists of a port (rollback of a failed ADD).
+    pub async fn discard_port(&mut self, port: &Port) {
+        match self {
+            Driver::Kernel(k) => k.discard_port(port).await,
+            Driver::Sim(s) => s.discard_port(port),
+        }
+    }
+
+    /// Check a port is as ADD left it.
+    ///
+    /// # Errors
+    /// What differs.
+    pub async fn check(&self, port: &Port) -> Result<(), DriverError> {
+        match self {
+            Driver::Kernel(k) => k.check(port).await,
+            Driver::Sim(s) => s.check(port),
+        }
+    }
+
+    /// Differences between the model and the data plane, one line each.
+    ///
+    /// # Errors
+    /// The data plane cannot be read.
+    pub async fn verify(&self, model: &Model) -> Result<Vec<String>, DriverError> {
+        match self {
+            Driver::Kernel(k) => k.verify(model).await,
+            Driver::Sim(s) => Ok(s.verify(model)),
+        }
+    }
+
+    /// The object and counters of every module instance.
+    pub async fn objects(&self, model: &Model) -> BTreeMap<ModuleId, ModuleObject> {
+        match self {
+            Driver::Kernel(k) => k.objects(model).await,
+            Driver::Sim(s) => s.objects(model),
+        }
+    }
+
+    /// The driver's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Driver::Kernel(_) => "kernel",
+            Driver::Sim(_) => "sim",
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The `sim` driver: ports exist in memory, frames are synthetic and run
+//! through the model's pipelines with [`nephrite_pipeline::forward`]. For
+//! machines without privileges and as the kernel driver's oracle.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nephrite_pipeline::{
+    Counters, Frame, Mac, Model, ModuleId, Port, PortId, RenderFacts, RenderPlan, Trace, count,
+    forward,
+};
+
+use super::{DriverError, ModuleObject};
+use crate::naming::fnv1a;
+
+/// The simulated data plane.
+#[derive(Debug, Default)]
+pub struct SimDriver {
+    ports: BTreeSet<PortId>,
+    next_ifindex: u32,
+    counters: Counters,
+    drops: Counters,
+}
+
+/// The MAC the simulation gives a port: locally administered, from its id.
+pub fn sim_mac(port: &str) -> Mac {
+    let h = fnv1a(port).to_be_bytes();
+    Mac([0x02, h[1], h[2], h[3], h[4], h[5]])
+}
+
+impl SimDriver {
+    /// An empty simulation.
+    pub fn new() -> Self {
+        SimDriver {
+            next_ifindex: 1000,
+            ..Default::default()
+        }
+    }
+
+    fn facts(&mut self, port: &str) -> RenderFacts {
+        self.next_ifindex += 1;
+        RenderFacts {
+            mac: sim_mac(port),
+            ifindex: self.next_ifindex,
+            modules: BTreeMap::new(),
+        }
+    }
+
+    pub(crate) fn reconcile(&mut self, model: &Model) -> Vec<(PortId, RenderFacts)> {
+        let mut out = Vec::new();
+        for port in model.ports().values() {
+            self.ports.insert(port.id.clone());
+            let facts = port.facts.clone().unwrap_or_else(|| self.facts(&port.id));
+            self.next_ifindex = self.next_ifindex.max(facts.ifindex);
+            out.push((port.id.clone(), facts));
+        }
+        out
+    }
+
+    pub(crate) fn apply(&mut self, plan: &RenderPlan) -> Vec<(PortId, RenderFacts)> {
+        let mut out = Vec::new();
+        for port in &plan.ports_added {
+            self.ports.insert(port.id.clone());
+            out.push((port.id.clone(), self.facts(&port.id)));
+        }
+        for port in &plan.ports_removed {
+            self.ports.remove(&port.id);
+        }
+        for m in &plan.modules_deleted {
+            self.counters.remove(&m.id);
+            self.drops.remove(&m.id);
+        }
+        out
+    }
+
+    pub(crate) fn discard_port(&mut self, port: &Port) {
+        self.ports.remove(&port.id);
+    }
+
+    pub(crate) fn check(&self, port: &Port) -> Result<(), DriverError> {
+        if self.ports.contains(&port.id) {
+            Ok(())
+        } else {
+            Err(DriverError::State(format!(
+                "port {} is not rendered",
+                port.id
+            )))
+        }
+    }
+
+    pub(crate) fn verify(&self, model: &Model) -> Vec<String> {
+        let mut drift = Vec::new();
+        for id in model.ports().keys() {
+            if !self.ports.contains(id) {
+                drift.push(format!(
+                    "port {id} is in the model but not in the simulation"
+                ));
+            }
+        }
+        for id in &self.ports {
+            if model.port(id).is_none() {
+                drift.push(format!("port {id} is simulated but not in the model"));
+            }
+        }
+        drift
+    }
+
+    pub(crate) fn objects(&self, model: &Model) -> BTreeMap<ModuleId, ModuleObject> {
+        model
+            .rendered()
+            .modules
+            .keys()
+            .map(|id| {
+                (
+                    id.clone(),
+                    ModuleObject {
+                        object: format!("sim {id}"),
+                        packets: self.counters.get(id).copied().unwrap_or(0),
+                        dropped: self.drops.get(id).copied().unwrap_or(0),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Send a synthetic frame in through `port` and count it.
+    pub fn inject(&mut self, model: &Model, port: &str, frame: &Frame) -> Trace {
+        let trace = forward(&model.rendered(), port, frame);
+        count(&mut self.counters, &trace);
+        for (id, _) in &trace.dropped {
+            *self.drops.entry(id.clone()).or_default() += 1;
+        }
+        trace
+    }
+}

@@ -1,0 +1,57 @@
+//! Kernel device names: at most 15 bytes for any network name and any
+//! container id, stable across restarts (so the agent can adopt what it
+//! finds), derived from a 64-bit FNV-1a hash.
+
+/// Longest Linux interface name, in bytes.
+pub const IFNAMSIZ_MAX: usize = 15;
+
+/// FNV-1a, 64 bits: stable across builds and platforms.
+pub fn fnv1a(text: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The bridge rendering a network's switches: `nb` + 10 hex digits (12 bytes).
+pub fn bridge_name(network: &str) -> String {
+    format!("nb{:010x}", fnv1a(network) & 0xff_ffff_ffff)
+}
+
+/// The host end of a port's veth pair: `nv` + 12 hex digits (14 bytes).
+pub fn host_veth_name(port: &str) -> String {
+    format!("nv{:012x}", fnv1a(port) & 0xffff_ffff_ffff)
+}
+
+/// True when `name` is one of ours.
+pub fn is_agent_device(name: &str) -> bool {
+    (name.starts_with("nb") || name.starts_with("nv"))
+        && name.len() <= IFNAMSIZ_MAX
+        && name[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nephrite_pipeline::port_id;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn names_fit_and_are_ours(network in ".{0,300}", container in "[0-9a-f]{64}", ifname in "[a-z0-9]{1,15}") {
+            let b = bridge_name(&network);
+            let v = host_veth_name(&port_id(&container, &ifname));
+            prop_assert!(b.len() <= IFNAMSIZ_MAX && v.len() <= IFNAMSIZ_MAX);
+            prop_assert!(is_agent_device(&b) && is_agent_device(&v));
+        }
+    }
+
+    #[test]
+    fn names_are_stable() {
+        assert_eq!(bridge_name("blue"), bridge_name("blue"));
+        assert_ne!(bridge_name("blue"), bridge_name("red"));
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+    }
+}

@@ -1,0 +1,173 @@
+//! `ntc`: the NFTopology controller and its CLI.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use nephrite_ntc::output::{Format, render};
+use nephrite_ntc::porch::{self, PorchConfig};
+use nephrite_ntc::{crds, input};
+use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
+use nephrite_topology::{RolloutPolicy, plan};
+
+/// The NFTopology controller: network-function topology intent → per-cluster packages, rollout
+/// gates and the deployed topology.
+#[derive(Parser)]
+#[command(name = "ntc", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Plan offline: print the PackageVariantSets, gates and deployed topology of a topology.
+    Plan(PlanArgs),
+    /// Print the CRDs (NFTopology, NFClass, NFDeployedTopology).
+    Crds,
+    /// Run the controller.
+    Serve(ServeCommand),
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// The NFTopology (YAML).
+    #[arg(
+        short = 'f',
+        long = "file",
+        env = "NTC_TOPOLOGY",
+        value_name = "TOPOLOGY.yaml"
+    )]
+    topology: PathBuf,
+    /// The NFClasses (multi-document YAML).
+    #[arg(long, env = "NTC_CLASSES", value_name = "CLASSES.yaml")]
+    classes: PathBuf,
+    /// The clusters: a YAML list of {name, labels} or WorkloadCluster objects.
+    #[arg(long, env = "NTC_CLUSTERS", value_name = "CLUSTERS.yaml")]
+    clusters: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, env = "NTC_OUTPUT", value_enum, default_value_t = Format::Yaml)]
+    output: Format,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+#[derive(clap::Args)]
+struct PolicyArgs {
+    /// A rollout rule `x:y` (type x waits for every connected y); repeatable. Default `smf:upf`.
+    #[arg(
+        long = "policy",
+        env = "NTC_POLICY",
+        value_delimiter = ',',
+        value_name = "X:Y"
+    )]
+    rules: Vec<String>,
+    /// No rollout rule at all (nothing waits).
+    #[arg(long, env = "NTC_NO_POLICY", conflicts_with = "rules")]
+    no_policy: bool,
+}
+
+impl PolicyArgs {
+    fn policy(&self) -> anyhow::Result<RolloutPolicy> {
+        if self.no_policy {
+            return Ok(RolloutPolicy::none());
+        }
+        if self.rules.is_empty() {
+            return Ok(RolloutPolicy::default());
+        }
+        Ok(RolloutPolicy::parse(&self.rules)?)
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    /// Kubernetes controller for Porch (PackageVariantSets, PackageRevisions).
+    Porch,
+}
+
+#[derive(clap::Args)]
+struct ServeCommand {
+    /// Which backend drives the packages.
+    #[arg(long, env = "NTC_BACKEND", value_enum, default_value = "porch")]
+    backend: Backend,
+    /// Kubeconfig file (otherwise the in-cluster or default configuration).
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Watch this namespace only.
+    #[arg(long, env = "NTC_NAMESPACE")]
+    namespace: Option<String>,
+    /// Server-side-apply field manager.
+    #[arg(long, env = "NTC_FIELD_MANAGER", default_value = "ntc")]
+    field_manager: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Plan(args) => plan_command(&args),
+        Command::Crds => {
+            print!("{}", crds::crds_yaml());
+            Ok(())
+        }
+        Command::Serve(args) => serve(args).await,
+    }
+}
+
+fn plan_command(args: &PlanArgs) -> anyhow::Result<()> {
+    let policy = args.policy.policy()?;
+    let topology = input::read_topology(&args.topology)?;
+    let classes = input::read_classes(&args.classes)?;
+    let clusters = input::read_clusters(&args.clusters)?;
+    let plan = plan::plan(&topology, &classes, &clusters, &policy)?;
+    print!("{}", render(&plan, args.output)?);
+    for instance in plan.unplaced() {
+        eprintln!("warning: instance {instance}: no cluster matches its selector");
+    }
+    Ok(())
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn serve(args: ServeCommand) -> anyhow::Result<()> {
+    init_tracing(
+        args.serve.log_format,
+        std::env::var("RUST_LOG").ok().as_deref(),
+    )?;
+    let policy = args.policy.policy()?;
+    let identity = DaemonIdentity::new("ntc", env!("CARGO_PKG_VERSION"));
+    let server = GrpcServer::from_args(identity, &args.serve)?;
+    let shutdown = server.shutdown_handle();
+    match args.backend {
+        Backend::Porch => {
+            let client = client(args.kubeconfig.as_ref()).await?;
+            let config = PorchConfig {
+                namespace: args.namespace.clone(),
+                policy,
+                field_manager: args.field_manager.clone(),
+            };
+            let controller_shutdown = shutdown.clone();
+            let controller = tokio::spawn(porch::run(client, config, async move {
+                controller_shutdown.triggered().await;
+            }));
+            let report = server.serve(&args.serve.listen).await?;
+            controller.await?;
+            tracing::info!(reason = %report.reason, "stopped");
+        }
+    }
+    Ok(())
+}
