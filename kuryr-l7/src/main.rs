@@ -106,20 +106,30 @@ fn main() -> anyhow::Result<()> {
         } => {
             let SourceSpec::Dir(dir) = source;
             let snapshot = snapshot_dir(&dir, &Options { ingress_class })?;
-            match output {
-                Output::Table => print!("{}", rules::render_table(&snapshot)),
-                Output::Json => println!(
-                    "{}",
+            let text = match output {
+                Output::Table => rules::render_table(&snapshot),
+                Output::Json => format!(
+                    "{}\n",
                     serde_json::to_string_pretty(&rules::render_json(&snapshot))?
                 ),
+            };
+            // A closed pipe (`| head`) is not an error.
+            match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+                _ => Ok(()),
             }
-            Ok(())
         }
         Command::Router(args) => {
-            let mut runtime = tokio::runtime::Builder::new_multi_thread();
-            if let Some(threads) = args.threads {
-                runtime.worker_threads(threads.max(1));
-            }
+            // One thread: everything on the current thread, no cross-thread wake-ups.
+            let mut runtime = match args.threads {
+                Some(1) => tokio::runtime::Builder::new_current_thread(),
+                Some(threads) => {
+                    let mut builder = tokio::runtime::Builder::new_multi_thread();
+                    builder.worker_threads(threads.max(1));
+                    builder
+                }
+                None => tokio::runtime::Builder::new_multi_thread(),
+            };
             runtime.enable_all().build()?.block_on(router(args))
         }
     }

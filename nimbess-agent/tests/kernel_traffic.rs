@@ -344,3 +344,63 @@ fn acl_by_sighup_reaches_every_port_pipeline_and_spares_other_networks() {
     ]);
     assert!(json.contains("ingress filters (1 rules)"), "{json}");
 }
+
+#[test]
+fn a_frame_to_a_mac_in_no_fib_reaches_no_pod() {
+    if !root("a_frame_to_a_mac_in_no_fib_reaches_no_pod") {
+        return;
+    }
+    let net = unique("nofib");
+    let agent = AgentProcess::start(&config(&[(&net, "10.209.0.0/24")]), "kernel", &[&net]);
+    let (a, b, c) = (Netns::new("na"), Netns::new("nb"), Netns::new("nc"));
+    agent.cni("ADD", &net, &a.name, &a.path());
+    let (_, rb) = agent.cni("ADD", &net, &b.name, &b.path());
+    agent.cni("ADD", &net, &c.name, &c.path());
+    assert_eq!(ping(&a.path(), first_ip(&rb), 1), 1);
+    // a believes 10.209.0.99 lives at a MAC no FIB holds
+    let status = std::process::Command::new("ip")
+        .args([
+            "-n",
+            &a.name,
+            "neigh",
+            "add",
+            "10.209.0.99",
+            "lladdr",
+            "02:de:ad:be:ef:01",
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])
+        .status()
+        .expect("ip");
+    assert!(status.success());
+    let tx = |ns: &Netns| -> u64 {
+        let dev = host_veth_name(&format!("port_{}_eth0", ns.name));
+        std::fs::read_to_string(format!("/sys/class/net/{dev}/statistics/tx_packets"))
+            .expect("stats")
+            .trim()
+            .parse()
+            .expect("number")
+    };
+    let rx_a = |ns: &Netns| -> u64 {
+        let dev = host_veth_name(&format!("port_{}_eth0", ns.name));
+        std::fs::read_to_string(format!("/sys/class/net/{dev}/statistics/rx_packets"))
+            .expect("stats")
+            .trim()
+            .parse()
+            .expect("number")
+    };
+    let (b0, c0, a0) = (tx(&b), tx(&c), rx_a(&a));
+    assert_eq!(ping(&a.path(), "10.209.0.99".parse().expect("ip"), 10), 0);
+    assert!(rx_a(&a) >= a0 + 10, "the frames entered a's pipeline");
+    // b and c may see an occasional broadcast, never the 10 unicast frames
+    assert!(
+        tx(&b) < b0 + 10 && tx(&c) < c0 + 10,
+        "b {} → {}, c {} → {}",
+        b0,
+        tx(&b),
+        c0,
+        tx(&c)
+    );
+}

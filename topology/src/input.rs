@@ -42,12 +42,14 @@ pub enum InputError {
         message: String,
     },
     /// An object that is not what its kind says.
-    #[error("{path}: document {index} ({kind} {name:?}): {message}")]
+    #[error("{path}: document {index} (starting at line {line}, {kind} {name:?}): {message}")]
     Object {
         /// The file.
         path: PathBuf,
         /// 0-based document index.
         index: usize,
+        /// 1-based line where the document's content starts.
+        line: usize,
         /// The object's kind.
         kind: String,
         /// Its name.
@@ -79,14 +81,35 @@ fn package(path: &Path, text: &str) -> Result<Package, InputError> {
     })
 }
 
+/// The 1-based line where each non-empty document of a YAML stream starts (its first line
+/// that is neither blank nor a comment), in the order [`Package::from_yaml`] numbers them.
+fn document_lines(text: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut current: Option<usize> = None;
+    for (number, line) in text.lines().enumerate() {
+        if line.starts_with("---") {
+            starts.extend(current.take());
+            continue;
+        }
+        let content = line.trim_start();
+        if current.is_none() && !content.is_empty() && !content.starts_with('#') {
+            current = Some(number + 1);
+        }
+    }
+    starts.extend(current);
+    starts
+}
+
 fn typed<T: serde::de::DeserializeOwned>(
     path: &Path,
+    text: &str,
     index: usize,
     object: &Object,
 ) -> Result<T, InputError> {
     serde_json::from_value(object.to_json()).map_err(|e| InputError::Object {
         path: path.to_owned(),
         index,
+        line: document_lines(text).get(index).copied().unwrap_or(1),
         kind: object.kind.clone(),
         name: object.name().unwrap_or("").to_owned(),
         message: e.to_string(),
@@ -100,7 +123,7 @@ pub fn read_topology(path: &Path) -> Result<NFTopology, InputError> {
     let mut found = Vec::new();
     for (index, object) in package.iter().enumerate() {
         if object.kind == NF_TOPOLOGY_KIND {
-            found.push(typed::<NFTopology>(path, index, object)?);
+            found.push(typed::<NFTopology>(path, &text, index, object)?);
         }
     }
     match found.len() {
@@ -124,7 +147,7 @@ pub fn read_classes(path: &Path) -> Result<Vec<NFClass>, InputError> {
         .iter()
         .enumerate()
         .filter(|(_, o)| o.kind == NF_CLASS_KIND)
-        .map(|(index, object)| typed(path, index, object))
+        .map(|(index, object)| typed(path, &text, index, object))
         .collect()
 }
 

@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nephrite_ntc::output::{Format, render};
 use nephrite_ntc::porch::{self, PorchConfig};
+use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_ntc::{crds, input};
 use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
 use nephrite_topology::{RolloutPolicy, plan};
@@ -26,7 +27,7 @@ enum Command {
     /// Print the CRDs (NFTopology, NFClass, NFDeployedTopology).
     Crds,
     /// Run the controller.
-    Serve(ServeCommand),
+    Serve(Box<ServeCommand>),
 }
 
 #[derive(clap::Args)]
@@ -81,6 +82,8 @@ impl PolicyArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Backend {
+    /// Preparation plugin and tracker on the preparer's Data API (sites play the clusters).
+    Tko,
     /// Kubernetes controller for Porch (PackageVariantSets, PackageRevisions).
     Porch,
 }
@@ -88,8 +91,22 @@ enum Backend {
 #[derive(clap::Args)]
 struct ServeCommand {
     /// Which backend drives the packages.
-    #[arg(long, env = "NTC_BACKEND", value_enum, default_value = "porch")]
+    #[arg(long, env = "NTC_BACKEND", value_enum, default_value = "tko")]
     backend: Backend,
+    /// TKO: the preparer's Data API endpoint.
+    #[arg(
+        long,
+        env = "NTC_DATA",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    data: String,
+    /// TKO: the endpoint the preparer calls the plugin on (default: the bound --listen address).
+    #[arg(long, env = "NTC_ADVERTISE", value_name = "URL")]
+    advertise: Option<String>,
+    /// TKO: the plugin's name in the preparer.
+    #[arg(long, env = "NTC_PLUGIN_NAME", default_value = "ntc")]
+    plugin_name: String,
     /// Kubeconfig file (otherwise the in-cluster or default configuration).
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
@@ -114,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", crds::crds_yaml());
             Ok(())
         }
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
     }
 }
 
@@ -153,6 +170,17 @@ async fn serve(args: ServeCommand) -> anyhow::Result<()> {
     let server = GrpcServer::from_args(identity, &args.serve)?;
     let shutdown = server.shutdown_handle();
     match args.backend {
+        Backend::Tko => {
+            let config = TkoConfig {
+                data: args.data.clone(),
+                advertise: args.advertise.clone(),
+                plugin_name: args.plugin_name.clone(),
+                policy,
+            };
+            let running = tko::start(server, &args.serve.listen, config).await?;
+            let report = running.wait().await?;
+            tracing::info!(reason = %report.reason, "stopped");
+        }
         Backend::Porch => {
             let client = client(args.kubeconfig.as_ref()).await?;
             let config = PorchConfig {

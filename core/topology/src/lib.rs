@@ -11,6 +11,7 @@
 //! - [`porch`]: the PackageVariantSets and Capacities the Porch backend writes, and the gate
 //!   decisions taken from observed PackageRevisions.
 //! - [`status`]: the NFTopology status and the `ntc plan` report.
+//! - [`tko`]: the TKO backend's decisions (sites as clusters, child deployments, approvals).
 //!
 //! ```
 //! use nephrite_topology::api::{Cluster, NFClass, NFTopology};
@@ -53,6 +54,7 @@ pub mod plan;
 pub mod policy;
 pub mod porch;
 pub mod status;
+pub mod tko;
 
 pub use deployed::{Change, DeployedTopologyBuilder};
 pub use error::TopologyError;

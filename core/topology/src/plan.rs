@@ -27,7 +27,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
 
-use crate::api::{CapacitySpec, Cluster, NFClass, NFClassSpec, NFTopology, NfType};
+use crate::api::{CapacitySpec, Cluster, NFClass, NFClassSpec, NFInterface, NFTopology, NfType};
 use crate::error::TopologyError;
 use crate::graph::TopologyGraph;
 use crate::policy::RolloutPolicy;
@@ -50,6 +50,8 @@ pub struct PlannedInstance {
     pub class: Arc<NFClassSpec>,
     /// The capacity profile, if any.
     pub capacity: Option<CapacitySpec>,
+    /// Its attachment points.
+    pub interfaces: Vec<NFInterface>,
     /// The clusters it is deployed to, sorted.
     pub clusters: Vec<String>,
 }
@@ -141,6 +143,7 @@ pub fn plan(
             class_name: template.class_name.clone(),
             class: Arc::clone(class),
             capacity: template.capacity.clone(),
+            interfaces: template.nf_interfaces.clone(),
             clusters: matching.iter().map(|&c| sorted[c].name.clone()).collect(),
         });
     }

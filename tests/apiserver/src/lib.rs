@@ -1,9 +1,12 @@
 //! An in-memory Kubernetes API server for tests, development and demos.
 //!
-//! It speaks the Kubernetes REST protocol the way kube-rs and kubectl use it (discovery,
-//! CRUD, list/watch with resourceVersions and bookmarks, merge/JSON/apply patches, the status
-//! subresource, finalizers, owner-reference garbage collection, CustomResourceDefinitions),
-//! keeps every object as JSON in memory, and lets tests inject faults and count requests.
+//! It speaks the Kubernetes REST protocol the way kube-rs and kubectl use it (discovery and
+//! `/openapi/v3`, CRUD, list/watch with resourceVersions and bookmarks, merge/JSON/apply
+//! patches, the status subresource, finalizers, owner-reference garbage collection,
+//! CustomResourceDefinitions), refuses what a real cluster refuses (invalid names, labels and
+//! annotations, bodies over 3 MiB, unknown fields under `fieldValidation=Strict`), keeps every
+//! object in memory as a `nephrite-krm` `Object`, and lets tests inject faults and count
+//! requests.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

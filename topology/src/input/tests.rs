@@ -48,7 +48,22 @@ fn errors_name_the_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("document 0 (NFTopology \"t\")") && err.contains("nfTemplate"),
+        err.contains("document 0 (starting at line 1, NFTopology \"t\")")
+            && err.contains("nfTemplate"),
+        "{err}"
+    );
+    let second = file(concat!(
+        "# classes\n",
+        "apiVersion: topology.nephio.org/v1alpha1\nkind: NFClass\nmetadata: {name: a}\n",
+        "spec: {packageRef: {repository: r, packageName: p}}\n",
+        "---\n\n# broken\n",
+        "apiVersion: topology.nephio.org/v1alpha1\nkind: NFClass\nmetadata: {name: b}\n",
+        "spec: {vendor: x}\n",
+    ));
+    let err = read_classes(second.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("document 1 (starting at line 9, NFClass \"b\")")
+            && err.contains("packageRef"),
         "{err}"
     );
 

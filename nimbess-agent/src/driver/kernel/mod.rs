@@ -22,11 +22,13 @@ use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    FibKey, Mac, Model, ModuleId, ModuleKind, NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
-    fib_entries,
+    FibKey, Mac, Model, ModuleId, ModuleKind, NetworkKind, NetworkSpec, Port, PortId, RenderFacts,
+    RenderPlan, fib_entries,
 };
 use netlink_packet_route::AddressFamily;
-use netlink_packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkMessage};
+use netlink_packet_route::link::{
+    AfSpecInet6, AfSpecUnspec, In6AddrGenMode, InfoData, InfoVeth, LinkAttribute, LinkMessage,
+};
 use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourMessage, NeighbourState};
 use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth};
 
@@ -106,6 +108,21 @@ pub async fn find_link(handle: &Handle, name: &str) -> Result<Option<LinkInfo>, 
     }
 }
 
+/// Turn IPv6 address autoconfiguration off on a link (before it goes up):
+/// ports are IPv4-only and a link-local address would make the interface
+/// send DAD, router and MLD solicitations of its own. Kernels without IPv6
+/// refuse the request, which is fine.
+async fn no_ipv6_autoconf(handle: &Handle, index: u32) {
+    let msg = LinkUnspec::new_with_index(index)
+        .append_extra_attribute(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
+            vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
+        )]))
+        .build();
+    if let Err(e) = handle.link().set(msg).execute().await {
+        tracing::debug!(index, error = %e, "IPv6 autoconfiguration left on");
+    }
+}
+
 /// The Linux kernel data plane.
 #[derive(Debug)]
 pub struct KernelDriver {
@@ -133,6 +150,12 @@ impl KernelDriver {
     }
 
     async fn ensure_bridge(&self, spec: &NetworkSpec) -> Result<u32, DriverError> {
+        if spec.kind == NetworkKind::L3 {
+            return Err(DriverError::State(format!(
+                "network {}: kind l3 is not rendered by the kernel driver yet (use l2, or the sim driver)",
+                spec.name
+            )));
+        }
         let name = bridge_name(&spec.name);
         if let Some(link) = find_link(&self.handle, &name).await? {
             return Ok(link.index);
@@ -233,6 +256,7 @@ impl KernelDriver {
         let link = find_link(&self.handle, &host)
             .await?
             .ok_or_else(|| DriverError::State(format!("veth {host} vanished after creation")))?;
+        no_ipv6_autoconf(&self.handle, link.index).await;
         self.set_bridge_port(link.index, bridge, &host).await?;
 
         let ifname = port.ifname.clone();
@@ -244,6 +268,7 @@ impl KernelDriver {
                     let inner = find_link(&h, &ifname).await?.ok_or_else(|| {
                         DriverError::State(format!("{ifname} missing in the pod"))
                     })?;
+                    no_ipv6_autoconf(&h, inner.index).await;
                     h.address()
                         .add(inner.index, IpAddr::V4(address.addr), address.prefix)
                         .execute()

@@ -101,3 +101,56 @@ fn an_object_without_properties_keeps_nothing() {
     assert_eq!(prune(&schema, &mut body), ["spec.parts[0].id"]);
     assert_eq!(body, json!({"spec": {"parts": [{}]}}));
 }
+
+fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let key = prop::sample::select(vec!["size", "foo", "parts", "id", "x", "free", "spec"]);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-z]{0,4}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 40, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map(key.clone(), inner, 0..5).prop_map(|m| {
+                Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}
+
+fn fixture_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer"},
+            "parts": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        }},
+    }})
+}
+
+proptest::proptest! {
+    /// Pruning is idempotent, reports only paths under what it was given, never touches a
+    /// declared scalar or a subtree that preserves unknown fields.
+    #[test]
+    fn pruning_is_idempotent_and_keeps_declared_fields(spec in arb_json()) {
+        let schema = fixture_schema();
+        let mut body = json!({"spec": spec.clone()});
+        let pruned = prune(&schema, &mut body);
+        proptest::prop_assert!(prune(&schema, &mut body.clone()).is_empty());
+        for path in &pruned {
+            proptest::prop_assert!(path.starts_with("spec"), "{path}");
+        }
+        if let Some(size) = spec.get("size").filter(|v| !v.is_object() && !v.is_array()) {
+            proptest::prop_assert_eq!(body.pointer("/spec/size"), Some(size));
+        }
+        if let Some(free) = spec.get("free").filter(|v| v.is_object()) {
+            proptest::prop_assert_eq!(body.pointer("/spec/free"), Some(free));
+        }
+        if !spec.is_object() {
+            proptest::prop_assert!(pruned.is_empty() || spec.is_array());
+        }
+    }
+}

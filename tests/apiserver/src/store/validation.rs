@@ -8,6 +8,8 @@
 //! | `metadata.name` of anything else | RFC 1123 subdomain, at most 253 characters |
 //! | `metadata.labels` | keys and values by `nephrite-krm`'s label rules |
 //! | `metadata.annotations` | keys as qualified names (case-insensitive), 256 KiB in all |
+//! | `metadata.finalizers` | qualified names |
+//! | `metadata.ownerReferences` | apiVersion, kind, name and uid not empty |
 
 use nephrite_krm::ObjectMeta;
 use nephrite_krm::label::{validate_label_key, validate_label_value};
@@ -92,7 +94,7 @@ pub(super) fn name_problems(rt: &ResourceType, name: &str) -> Vec<FieldProblem> 
         .collect()
 }
 
-/// The problems with an object's labels and annotations.
+/// The problems with an object's labels, annotations, finalizers and owner references.
 pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
     let mut out = Vec::new();
     for (key, value) in meta.labels.iter().flatten() {
@@ -117,6 +119,29 @@ pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
                 "metadata.annotations",
                 format!("Invalid value: {key:?}: {}", reason_of(&e)),
             ));
+        }
+    }
+    for (i, finalizer) in meta.finalizers.iter().flatten().enumerate() {
+        if let Err(e) = validate_label_key(finalizer) {
+            out.push(FieldProblem::new(
+                format!("metadata.finalizers[{i}]"),
+                format!("Invalid value: {finalizer:?}: {}", reason_of(&e)),
+            ));
+        }
+    }
+    for owner in meta.owner_references.iter().flatten() {
+        for (field, value, what) in [
+            ("apiVersion", &owner.api_version, "version"),
+            ("kind", &owner.kind, "kind"),
+            ("name", &owner.name, "name"),
+            ("uid", &owner.uid, "uid"),
+        ] {
+            if value.is_empty() {
+                out.push(FieldProblem::new(
+                    format!("metadata.ownerReferences.{field}"),
+                    format!("Invalid value: \"\": {what} must not be empty"),
+                ));
+            }
         }
     }
     if total > MAX_ANNOTATIONS_BYTES {

@@ -75,6 +75,30 @@ fn label_and_annotation_problems_name_the_field() {
 }
 
 #[test]
+fn finalizers_and_owner_references_are_checked() {
+    let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+        "finalizers": ["example.com/cleanup", "foregroundDeletion", "bad finalizer"],
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": ""},
+        ],
+    }))
+    .unwrap_or_else(|e| panic!("fixture: {e}"));
+    let fields: Vec<String> = metadata_problems(&meta)
+        .into_iter()
+        .map(|p| p.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata.finalizers[2]",
+            "metadata.ownerReferences.name",
+            "metadata.ownerReferences.uid"
+        ]
+    );
+}
+
+#[test]
 fn annotations_are_limited_to_256_kib() {
     let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
         "annotations": {"big": "x".repeat(MAX_ANNOTATIONS_BYTES)},

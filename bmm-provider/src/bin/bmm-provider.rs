@@ -1,0 +1,233 @@
+//! `bmm-provider`: the Cluster API provider for NVIDIA BMM and its standalone mode.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use nephrite_bmm_provider::standalone::{self, Pace, State};
+
+#[derive(Parser)]
+#[command(
+    name = "bmm-provider",
+    about = "Cluster API infrastructure provider for NVIDIA Bare Metal Manager"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the provider's CRDs as multi-document YAML.
+    Crds,
+    /// Run the NvidiaBMMCluster controller against the Kubernetes cluster of the kubeconfig
+    /// (or the in-cluster service account).
+    Serve {
+        /// Watch only this namespace (all when absent).
+        #[arg(long, env = "BMM_WATCH_NAMESPACE")]
+        namespace: Option<String>,
+        /// Credentials Secret (`namespace/name`) for clusters that name none.
+        #[arg(long, env = "BMM_DEFAULT_CREDENTIALS")]
+        default_credentials: Option<String>,
+        /// Poll interval while BMM objects are provisioning or deleting.
+        #[arg(long, env = "BMM_POLL_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+        poll_interval: Duration,
+        /// Poll interval while waiting for another object.
+        #[arg(long, env = "BMM_DEPENDENCY_POLL_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+        dependency_poll_interval: Duration,
+    },
+    /// Provision the NvidiaBMMClusters and NvidiaBMMMachines of a file, without a management
+    /// cluster; waits until every machine is Ready.
+    Apply {
+        /// The multi-document YAML file.
+        #[arg(short = 'f', long = "filename", env = "BMM_FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        pace: PaceFlags,
+    },
+    /// Show what the state file records.
+    Status {
+        #[command(flatten)]
+        connection: Connection,
+        /// Output format.
+        #[arg(short = 'o', long, env = "BMM_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Delete everything the state file records; exits 0 once every object answers 404.
+    Delete {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        pace: PaceFlags,
+    },
+}
+
+#[derive(Args)]
+struct Connection {
+    /// The BMM API server root (`https://host[:port]`).
+    #[arg(long, env = "BMM_ENDPOINT")]
+    endpoint: Option<String>,
+    /// The org.
+    #[arg(long, env = "BMM_ORG")]
+    org: Option<String>,
+    /// A file holding the bearer token (its path is recorded, never the token).
+    #[arg(long, env = "BMM_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// The state file.
+    #[arg(long, env = "BMM_STATE", default_value = "bmm-provider-state.json")]
+    state: PathBuf,
+    /// Per-request timeout.
+    #[arg(long, env = "BMM_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+}
+
+#[derive(Args)]
+struct PaceFlags {
+    /// Time between polls while something is provisioning.
+    #[arg(long, env = "BMM_POLL_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    poll_interval: Duration,
+    /// Give up after this long.
+    #[arg(long, env = "BMM_TIMEOUT", default_value = "45m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+impl Connection {
+    /// The state file (when it exists) with the flags overriding what it records.
+    fn state(&self) -> anyhow::Result<State> {
+        let mut state = if self.state.exists() {
+            State::load(&self.state)?
+        } else {
+            State {
+                endpoint: String::new(),
+                org: String::new(),
+                token_file: PathBuf::new(),
+                clusters: vec![],
+                machines: vec![],
+            }
+        };
+        if let Some(e) = &self.endpoint {
+            state.endpoint = e.clone();
+        }
+        if let Some(o) = &self.org {
+            state.org = o.clone();
+        }
+        if let Some(t) = &self.token_file {
+            state.token_file = t.clone();
+        }
+        anyhow::ensure!(
+            !state.endpoint.is_empty(),
+            "--endpoint is required (no state file {} records one)",
+            self.state.display()
+        );
+        anyhow::ensure!(
+            !state.org.is_empty(),
+            "--org is required (no state file {} records one)",
+            self.state.display()
+        );
+        anyhow::ensure!(
+            !state.token_file.as_os_str().is_empty(),
+            "--token-file is required (no state file {} records one)",
+            self.state.display()
+        );
+        Ok(state)
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Crds => {
+            for crd in nephrite_bmm::crd::all_crds() {
+                println!("---\n{}", serde_norway::to_string(&crd)?.trim_end());
+            }
+        }
+        Command::Serve {
+            namespace,
+            default_credentials,
+            poll_interval,
+            dependency_poll_interval,
+        } => {
+            let client = kube::Client::try_default().await?;
+            let config = nephrite_bmm_provider::controller::ControllerConfig {
+                namespace,
+                default_credentials,
+                poll: poll_interval,
+                dependency_poll: dependency_poll_interval,
+                ..Default::default()
+            };
+            tokio::select! {
+                _ = nephrite_bmm_provider::controller::run_cluster_controller(client, config) => {}
+                _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
+            }
+        }
+        Command::Apply {
+            file,
+            connection,
+            pace,
+        } => {
+            let (clusters, machines) = standalone::read_documents(&file)?;
+            let mut state = connection.state()?;
+            standalone::merge_documents(&mut state, clusters, machines);
+            let client = state.client(connection.request_timeout)?;
+            standalone::apply(
+                &mut state,
+                &connection.state,
+                &client,
+                Pace {
+                    poll: pace.poll_interval,
+                    timeout: pace.timeout,
+                },
+            )
+            .await?;
+            print!("{}", standalone::status_table(&state));
+        }
+        Command::Status { connection, output } => {
+            let state = connection.state()?;
+            match output {
+                Output::Table => print!("{}", standalone::status_table(&state)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&state)?),
+            }
+        }
+        Command::Delete { connection, pace } => {
+            let mut state = connection.state()?;
+            let client = state.client(connection.request_timeout)?;
+            standalone::delete(
+                &mut state,
+                &connection.state,
+                &client,
+                Pace {
+                    poll: pace.poll_interval,
+                    timeout: pace.timeout,
+                },
+            )
+            .await?;
+            eprintln!("everything is deleted");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse().command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! bmm-provider: the Cluster API infrastructure provider for NVIDIA Bare Metal Manager, its
+//! REST client, the BMM simulator and standalone mode.
+//!
+//! - [`client`]: the BMM REST client.
+//! - [`sim`]: `bmm-sim`, a simulator of the part of the BMM API the provider uses, checked
+//!   against `api/openapi.yaml`.
+//! - [`openapi`]: the embedded OpenAPI description and JSON-schema validation against it.
+//! - [`observe`]: fills the pure decisions' observations from the API and performs their actions.
+//! - [`standalone`]: `bmm-provider apply -f / status / delete` with a local state file.
+//!
+//! The decisions themselves live in `nephrite-bmm`.
+
+pub mod client;
+pub mod controller;
+pub mod observe;
+pub mod standalone;
+
+pub mod openapi;
+pub mod sim;

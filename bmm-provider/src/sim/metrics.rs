@@ -1,0 +1,75 @@
+//! The simulator's `/metrics`: objects ever created per kind, requests, injected faults.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Labels of the per-kind counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// The object kind (`vpc`, `instance`, …).
+    pub kind: String,
+}
+
+/// Labels of the request counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabel {
+    /// HTTP method.
+    pub method: String,
+    /// HTTP status answered.
+    pub status: String,
+}
+
+/// The counters.
+pub struct SimMetrics {
+    registry: Registry,
+    /// Objects ever created.
+    pub created: Family<KindLabel, Counter>,
+    /// Requests answered.
+    pub requests: Family<RequestLabel, Counter>,
+    /// Faults injected.
+    pub faults: Counter,
+}
+
+impl SimMetrics {
+    /// Registers the counters.
+    pub fn new() -> SimMetrics {
+        let mut registry = Registry::with_prefix("bmm_sim");
+        let created = Family::<KindLabel, Counter>::default();
+        let requests = Family::<RequestLabel, Counter>::default();
+        let faults = Counter::default();
+        registry.register(
+            "objects_created",
+            "Objects ever created, per kind",
+            created.clone(),
+        );
+        registry.register(
+            "requests",
+            "Requests answered, per method and status",
+            requests.clone(),
+        );
+        registry.register("faults_injected", "Faults injected", faults.clone());
+        SimMetrics {
+            registry,
+            created,
+            requests,
+            faults,
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+impl Default for SimMetrics {
+    fn default() -> Self {
+        SimMetrics::new()
+    }
+}

@@ -1,0 +1,133 @@
+//! `bmm-sim`: a simulator of the part of the BMM REST API the provider uses.
+//!
+//! Faithful to `api/openapi.yaml`: request bodies are validated against the operation's schema
+//! (required, type, enum, format) and refused with 400 and a `CarbideAPIError`; a missing,
+//! invalid or expired HS256 bearer token gets 401 the same way; creates answer 201, deletes 202
+//! (204 for subnets); lists page with `pageNumber`/`pageSize` and the `X-Pagination` header.
+//! Beyond the spec, as the platform behaves: 409 on a duplicate name (with `data.id`), status
+//! progressions with delays, deletion refused while dependants exist, machines allocated from
+//! and returned to the pool. Faults (5xx/429, latency, lost responses) can be injected;
+//! `/metrics` counts the objects ever created per kind.
+
+pub mod auth;
+mod http_api;
+mod metrics;
+pub mod world;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use http_api::router;
+pub use world::{Delays, INSTANCE_TYPE_ID, Kind, SITE_ID, World};
+
+/// How the simulator behaves.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// HS256 secret of the bearer tokens.
+    pub jwt_secret: String,
+    /// Time for an instance to become Ready (and to go after a delete).
+    pub provision_delay: Duration,
+    /// Time for a network object to become Ready (and to go after a delete).
+    pub network_delay: Duration,
+    /// Probability that a request is answered with an injected 429/502/503/504 before it is
+    /// processed.
+    pub fault_rate: f64,
+    /// Probability that a create is processed but its answer replaced by a 503 (the client
+    /// must find and adopt the object).
+    pub lost_response_rate: f64,
+    /// Latency added to every request.
+    pub latency: Duration,
+    /// Machines of the instance type.
+    pub machines: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            jwt_secret: "bmm-sim-secret".into(),
+            provision_delay: Duration::from_secs(5),
+            network_delay: Duration::from_secs(1),
+            fault_rate: 0.0,
+            lost_response_rate: 0.0,
+            latency: Duration::ZERO,
+            machines: 64,
+        }
+    }
+}
+
+/// The simulator's shared state.
+#[derive(Clone)]
+pub struct Sim {
+    /// The configuration.
+    pub config: Arc<SimConfig>,
+    /// The platform.
+    pub world: Arc<Mutex<World>>,
+    /// Counters.
+    pub metrics: Arc<metrics::SimMetrics>,
+}
+
+impl Sim {
+    /// A fresh simulator.
+    pub fn new(config: SimConfig) -> Sim {
+        let world = World::new(
+            Delays {
+                provision: config.provision_delay,
+                network: config.network_delay,
+            },
+            config.machines,
+        );
+        Sim {
+            config: Arc::new(config),
+            world: Arc::new(Mutex::new(world)),
+            metrics: Arc::new(metrics::SimMetrics::new()),
+        }
+    }
+
+    /// The id of the simulated site.
+    pub fn site_id(&self) -> String {
+        self.world.lock().map(|w| w.site_id()).unwrap_or_default()
+    }
+
+    /// The id of the instance type.
+    pub fn instance_type_id(&self) -> String {
+        self.world
+            .lock()
+            .map(|w| {
+                w.instance_type["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Objects ever created of a kind.
+    pub fn created(&self, kind: Kind) -> u64 {
+        self.world
+            .lock()
+            .map(|w| w.created.get(&kind).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Live objects of a kind (after advancing time).
+    pub fn live(&self, kind: Kind) -> usize {
+        self.world
+            .lock()
+            .map(|mut w| {
+                w.advance();
+                w.count(kind)
+            })
+            .unwrap_or(0)
+    }
+
+    /// Serves on a listener until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, router(self))
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}

@@ -1,0 +1,3 @@
+//! Preparer benchmarks.
+
+fn main() {}

@@ -1,0 +1,487 @@
+//! Running the client subcommands against a Data API.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use nephrite_krm::Package;
+use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
+use nephrite_runtime::Endpoint;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+use super::output::{deployment_json, pairs, render, table};
+use super::{
+    CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, ListFormat, PluginCommand,
+};
+
+/// Runs a client subcommand (not `serve`), printing to stdout.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let endpoint: Endpoint = cli
+        .server
+        .parse()
+        .with_context(|| format!("--server {}", cli.server))?;
+    let channel = nephrite_runtime::dial(&endpoint).await?;
+    let mut client = DataClient::new(channel);
+    let text = match cli.command {
+        Command::Serve(_) => bail!("serve is not a client command"),
+        Command::Template(command) => catalog(&mut client, true, command).await?,
+        Command::Site(command) => catalog(&mut client, false, command).await?,
+        Command::Plugin(command) => plugin(&mut client, command).await?,
+        Command::Deployment(command) => deployment(&mut client, command).await?,
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn status(status: tonic::Status) -> anyhow::Error {
+    anyhow!("{}", status.message())
+}
+
+/// `k=v` arguments as a map.
+fn key_values(what: &str, items: &[String]) -> anyhow::Result<HashMap<String, String>> {
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| anyhow!("{what} {item:?}: expected KEY=VALUE"))
+        })
+        .collect()
+}
+
+/// Reads a package file, checking it is valid YAML / KRM (errors name the file and line).
+fn read_package_file(path: &Path) -> anyhow::Result<Package> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Package::from_yaml(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+async fn catalog(
+    client: &mut DataClient<Channel>,
+    templates: bool,
+    command: CatalogCommand,
+) -> anyhow::Result<String> {
+    let noun = if templates { "template" } else { "site" };
+    match command {
+        CatalogCommand::Register { id, file, metadata } => {
+            let package = read_package_file(&file)?;
+            let metadata = key_values("--metadata", &metadata)?;
+            let created = if templates {
+                client
+                    .register_template(pb::RegisterTemplateRequest {
+                        id: id.clone(),
+                        metadata,
+                        package_yaml: package.to_yaml(),
+                    })
+                    .await
+            } else {
+                client
+                    .register_site(pb::RegisterSiteRequest {
+                        id: id.clone(),
+                        metadata,
+                        package_yaml: package.to_yaml(),
+                        ..Default::default()
+                    })
+                    .await
+            }
+            .map_err(status)?
+            .into_inner()
+            .created;
+            tracing::info!(
+                "{noun} {id} {}",
+                if created { "registered" } else { "replaced" }
+            );
+            Ok(format!("{id}\n"))
+        }
+        CatalogCommand::List {
+            ids,
+            metadata,
+            output,
+        } => {
+            let metadata_patterns = key_values("--metadata", &metadata)?;
+            let mut rows: Vec<(String, HashMap<String, String>)> = Vec::new();
+            let mut after_id = String::new();
+            loop {
+                let window = Some(pb::Window {
+                    offset: 0,
+                    max_count: 1000,
+                    after_id: after_id.clone(),
+                });
+                let mut page = Vec::new();
+                if templates {
+                    let mut stream = client
+                        .list_templates(pb::ListTemplatesRequest {
+                            id_patterns: ids.clone(),
+                            metadata_patterns: metadata_patterns.clone(),
+                            window,
+                        })
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    while let Some(item) = stream.message().await.map_err(status)? {
+                        page.push((item.id, item.metadata));
+                    }
+                } else {
+                    let mut stream = client
+                        .list_sites(pb::ListSitesRequest {
+                            id_patterns: ids.clone(),
+                            metadata_patterns: metadata_patterns.clone(),
+                            window,
+                        })
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    while let Some(item) = stream.message().await.map_err(status)? {
+                        page.push((item.id, item.metadata));
+                    }
+                }
+                let done = page.len() < 1000;
+                if let Some((last, _)) = page.last() {
+                    after_id = last.clone();
+                }
+                rows.extend(page);
+                if done {
+                    break;
+                }
+            }
+            match output {
+                ListFormat::Table => Ok(table(
+                    &["ID", "METADATA"],
+                    &rows
+                        .iter()
+                        .map(|(id, m)| vec![id.clone(), pairs(m)])
+                        .collect::<Vec<_>>(),
+                )),
+                format => {
+                    let value = Value::Array(
+                        rows.iter()
+                            .map(|(id, m)| {
+                                let m: std::collections::BTreeMap<_, _> = m.iter().collect();
+                                json!({ "id": id, "metadata": m })
+                            })
+                            .collect(),
+                    );
+                    render(&value, format == ListFormat::Yaml)
+                }
+            }
+        }
+        CatalogCommand::Get { id, output } => {
+            let (metadata, package_yaml) = if templates {
+                let t = client
+                    .get_template(pb::GetRequest { id: id.clone() })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                (t.info.unwrap_or_default().metadata, t.package_yaml)
+            } else {
+                let s = client
+                    .get_site(pb::GetRequest { id: id.clone() })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                (s.info.unwrap_or_default().metadata, s.package_yaml)
+            };
+            match output {
+                GetFormat::Yaml => Ok(package_yaml),
+                GetFormat::Json => {
+                    let package = Package::from_yaml(&package_yaml)?;
+                    let m: std::collections::BTreeMap<_, _> = metadata.iter().collect();
+                    render(
+                        &json!({ "id": id, "metadata": m, "package": package.objects() }),
+                        false,
+                    )
+                }
+            }
+        }
+        CatalogCommand::Delete { id } => {
+            let deleted = if templates {
+                client
+                    .delete_template(pb::DeleteRequest { id: id.clone() })
+                    .await
+            } else {
+                client
+                    .delete_site(pb::DeleteRequest { id: id.clone() })
+                    .await
+            }
+            .map_err(status)?
+            .into_inner()
+            .deleted;
+            if !deleted {
+                bail!("{noun} not found: {id}");
+            }
+            Ok(String::new())
+        }
+    }
+}
+
+fn parse_trigger(text: &str) -> anyhow::Result<GroupVersionKind> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let (group, version, kind) = match parts.as_slice() {
+        [group, version, kind] => (*group, *version, *kind),
+        [version, kind] => ("", *version, *kind),
+        _ => bail!("--trigger {text:?}: expected GROUP/VERSION/KIND"),
+    };
+    if version.is_empty() || kind.is_empty() {
+        bail!("--trigger {text:?}: expected GROUP/VERSION/KIND");
+    }
+    Ok(GroupVersionKind {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: kind.to_owned(),
+    })
+}
+
+async fn plugin(
+    client: &mut DataClient<Channel>,
+    command: PluginCommand,
+) -> anyhow::Result<String> {
+    match command {
+        PluginCommand::Register {
+            name,
+            endpoint,
+            triggers,
+            arguments,
+            properties,
+        } => {
+            let plugin = pb::Plugin {
+                r#type: pb::PluginType::Prepare as i32,
+                name: name.clone(),
+                endpoint,
+                arguments,
+                properties: key_values("--property", &properties)?,
+                triggers: triggers
+                    .iter()
+                    .map(|t| parse_trigger(t))
+                    .collect::<anyhow::Result<_>>()?,
+            };
+            client
+                .register_plugin(pb::RegisterPluginRequest {
+                    plugin: Some(plugin),
+                })
+                .await
+                .map_err(status)?;
+            Ok(format!("{name}\n"))
+        }
+        PluginCommand::List { output } => {
+            let mut stream = client
+                .list_plugins(pb::ListPluginsRequest {
+                    window: Some(pb::Window {
+                        max_count: 1000,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            let mut plugins = Vec::new();
+            while let Some(p) = stream.message().await.map_err(status)? {
+                plugins.push(p);
+            }
+            let trigger_text = |p: &pb::Plugin| {
+                p.triggers
+                    .iter()
+                    .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            match output {
+                ListFormat::Table => Ok(table(
+                    &["NAME", "ENDPOINT", "TRIGGERS"],
+                    &plugins
+                        .iter()
+                        .map(|p| vec![p.name.clone(), p.endpoint.clone(), trigger_text(p)])
+                        .collect::<Vec<_>>(),
+                )),
+                format => render(
+                    &Value::Array(
+                        plugins
+                            .iter()
+                            .map(|p| json!({"name": p.name, "endpoint": p.endpoint, "triggers": trigger_text(p)}))
+                            .collect(),
+                    ),
+                    format == ListFormat::Yaml,
+                ),
+            }
+        }
+        PluginCommand::Get { name } => {
+            let p = client
+                .get_plugin(pb::GetRequest { id: name })
+                .await
+                .map_err(status)?
+                .into_inner();
+            let triggers: Vec<String> = p
+                .triggers
+                .iter()
+                .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
+                .collect();
+            render(
+                &json!({"name": p.name, "endpoint": p.endpoint, "triggers": triggers, "arguments": p.arguments}),
+                false,
+            )
+        }
+        PluginCommand::Delete { name } => {
+            let deleted = client
+                .delete_plugin(pb::DeleteRequest { id: name.clone() })
+                .await
+                .map_err(status)?
+                .into_inner()
+                .deleted;
+            if !deleted {
+                bail!("plugin not found: {name}");
+            }
+            Ok(String::new())
+        }
+    }
+}
+
+async fn deployment(
+    client: &mut DataClient<Channel>,
+    command: DeploymentCommand,
+) -> anyhow::Result<String> {
+    match command {
+        DeploymentCommand::Create {
+            template,
+            site,
+            parent,
+            merge,
+            metadata,
+            instance_key,
+        } => {
+            let mut merged = Package::new();
+            for path in &merge {
+                merged.extend(read_package_file(path)?);
+            }
+            let response = client
+                .create_deployment(pb::CreateDeploymentRequest {
+                    parent_deployment_id: parent.unwrap_or_default(),
+                    template_id: template.unwrap_or_default(),
+                    site_id: site.unwrap_or_default(),
+                    merge_package_yaml: merged.to_yaml(),
+                    merge_metadata: key_values("--metadata", &metadata)?,
+                    instance_key: instance_key.unwrap_or_default(),
+                    ..Default::default()
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            Ok(format!("{}\n", response.deployment_id))
+        }
+        DeploymentCommand::List {
+            parent,
+            prepared,
+            approved,
+            templates,
+            sites,
+            metadata,
+            output,
+        } => {
+            let metadata_patterns = key_values("--metadata", &metadata)?;
+            let mut rows = Vec::new();
+            let mut after_id = String::new();
+            loop {
+                let page = client
+                    .list_deployments(pb::ListDeploymentsRequest {
+                        parent_deployment_id: parent.clone().unwrap_or_default(),
+                        metadata_patterns: metadata_patterns.clone(),
+                        template_id_patterns: templates.clone(),
+                        site_id_patterns: sites.clone(),
+                        prepared,
+                        approved,
+                        window: Some(pb::Window {
+                            offset: 0,
+                            max_count: 1000,
+                            after_id: after_id.clone(),
+                        }),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                rows.extend(page.deployments);
+                if page.next_after_id.is_empty() {
+                    break;
+                }
+                after_id = page.next_after_id;
+            }
+            match output {
+                ListFormat::Table => Ok(table(
+                    &[
+                        "ID", "PARENT", "TEMPLATE", "SITE", "PREPARED", "APPROVED", "ERROR",
+                    ],
+                    &rows
+                        .iter()
+                        .map(|r| {
+                            vec![
+                                r.deployment_id.clone(),
+                                r.parent_deployment_id.clone(),
+                                r.template_id.clone(),
+                                r.site_id.clone(),
+                                r.prepared.to_string(),
+                                r.approved.to_string(),
+                                r.error.clone(),
+                            ]
+                        })
+                        .collect::<Vec<_>>(),
+                )),
+                format => render(
+                    &Value::Array(rows.iter().map(deployment_json).collect()),
+                    format == ListFormat::Yaml,
+                ),
+            }
+        }
+        DeploymentCommand::Get { id, output } => {
+            let deployment = client
+                .get_deployment(pb::GetRequest { id })
+                .await
+                .map_err(status)?
+                .into_inner();
+            match output {
+                GetFormat::Yaml => Ok(deployment.package_yaml),
+                GetFormat::Json => {
+                    let package = Package::from_yaml(&deployment.package_yaml)?;
+                    let mut row = deployment_json(&deployment.info.unwrap_or_default());
+                    if let Value::Object(map) = &mut row {
+                        map.insert("package".into(), serde_json::to_value(package.objects())?);
+                    }
+                    render(&row, false)
+                }
+            }
+        }
+        DeploymentCommand::Update { id, file } => {
+            let package = read_package_file(&file)?;
+            client
+                .update_deployment(pb::UpdateDeploymentRequest {
+                    deployment_id: id,
+                    package_yaml: package.to_yaml(),
+                    modification_token: String::new(),
+                })
+                .await
+                .map_err(status)?;
+            Ok(String::new())
+        }
+        DeploymentCommand::Approve { id } => {
+            client
+                .approve_deployment(pb::ApproveDeploymentRequest { deployment_id: id })
+                .await
+                .map_err(status)?;
+            Ok(String::new())
+        }
+        DeploymentCommand::Delete { id } => {
+            let deleted = client
+                .delete_deployment(pb::DeleteRequest { id: id.clone() })
+                .await
+                .map_err(status)?
+                .into_inner()
+                .deleted;
+            if !deleted {
+                bail!("deployment not found: {id}");
+            }
+            Ok(String::new())
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! `preparer serve`: the store, the Data API and the preparation loop in one process. The loop
+//! stops with the server on SIGTERM, within the grace period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nephrite_proto::nephrite::data::v1::data_server::DataServer;
+use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, ShutdownHandle};
+use tokio::task::JoinHandle;
+
+use crate::api::{Changes, DataApi};
+use crate::preparation::{LoopConfig, PreparationLoop};
+use crate::store::{self, Store};
+
+/// Parses `500ms`, `3s`, `2m`, `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}: expected e.g. 500ms, 3s, 2m"))?;
+    let factor = match unit {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
+    };
+    Duration::try_from_secs_f64(value * factor)
+        .map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+/// `preparer serve` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeCommand {
+    /// Shared serving flags (--listen, TLS, metrics, grace, log format).
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// The store: sqlite:PATH (created on first start) or postgres://USER@HOST:PORT/DB.
+    #[arg(long, env = "PREPARER_STORE", default_value = "sqlite:preparer.db")]
+    pub store: String,
+    /// Approve prepared deployments whose nephio.org/approve is Default (or absent).
+    #[arg(long, env = "PREPARER_AUTO_APPROVE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_approve: bool,
+    /// How often the loop polls (it also wakes on every change), e.g. 3s.
+    #[arg(long, env = "PREPARER_INTERVAL", default_value = "3s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Time a plugin gets per call.
+    #[arg(long, env = "PREPARER_PLUGIN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub plugin_timeout: Duration,
+    /// Modification lease of the loop (renewed every third of it while preparing).
+    #[arg(long, env = "PREPARER_LEASE", default_value = "30s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// First retry delay after a failed preparation (doubles per failure).
+    #[arg(long, env = "PREPARER_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    pub retry_backoff: Duration,
+    /// Longest retry delay.
+    #[arg(long, env = "PREPARER_MAX_BACKOFF", default_value = "60s", value_parser = parse_duration)]
+    pub max_backoff: Duration,
+    /// Deployments prepared at once.
+    #[arg(long, env = "PREPARER_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+}
+
+/// A started daemon.
+pub struct RunningDaemon {
+    /// Where the Data API is served.
+    pub endpoint: Endpoint,
+    /// Stops the server and the loop.
+    pub shutdown: ShutdownHandle,
+    /// The store it serves.
+    pub store: Arc<dyn Store>,
+    server: JoinHandle<Result<nephrite_runtime::ServeReport, nephrite_runtime::ServeError>>,
+    preparation: JoinHandle<()>,
+}
+
+impl RunningDaemon {
+    /// Waits for the server and the loop to stop.
+    pub async fn wait(self) -> anyhow::Result<()> {
+        let report = self.server.await??;
+        tracing::info!(reason = %report.reason, "server stopped");
+        self.preparation.await?;
+        Ok(())
+    }
+
+    /// Triggers shutdown and waits.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.trigger();
+        self.wait().await
+    }
+}
+
+/// Opens the store, binds the server and starts the loop. `handle_signals`: stop on
+/// SIGTERM / SIGINT (the binary) or only through the handle (tests).
+pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Result<RunningDaemon> {
+    let store = store::open(&command.store).await?;
+    let changes = Changes::default();
+    let identity = DaemonIdentity::new("preparer", env!("CARGO_PKG_VERSION"));
+    let server = GrpcServer::from_args(identity, &command.serve)?;
+    let api = DataApi::new(Arc::clone(&store), changes.clone(), command.auto_approve)
+        .with_shutdown(server.shutdown_handle());
+    let bound = server
+        .handle_signals(handle_signals)
+        .add_service(DataServer::new(api))
+        .bind(&command.serve.listen)
+        .await?;
+    let endpoint = bound.local_endpoint().clone();
+    let shutdown = bound.shutdown_handle();
+    let config = LoopConfig {
+        auto_approve: command.auto_approve,
+        interval: command.interval,
+        plugin_timeout: command.plugin_timeout,
+        lease: command.lease,
+        backoff: command.retry_backoff,
+        max_backoff: command.max_backoff,
+        concurrency: command.concurrency,
+        data_endpoint: endpoint.to_string(),
+    };
+    let preparation = tokio::spawn(
+        PreparationLoop::new(Arc::clone(&store), changes, config).run(shutdown.clone()),
+    );
+    let server = tokio::spawn(bound.run());
+    tracing::info!(%endpoint, store = store.backend(), "preparer serving");
+    Ok(RunningDaemon {
+        endpoint,
+        shutdown,
+        store,
+        server,
+        preparation,
+    })
+}

@@ -1,0 +1,77 @@
+//! The daemon's error type and how each error becomes a gRPC status.
+
+use nephrite_merge::{IdError, MergeError};
+use tonic::Status;
+
+use crate::store::StoreError;
+
+/// Why a Data API call or a preparation step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A store failure (not found, busy, lost lease, backend).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An invalid id or pattern.
+    #[error("{what}: {source}")]
+    BadId {
+        /// Which argument.
+        what: String,
+        /// What is wrong.
+        source: IdError,
+    },
+    /// A package that is not valid YAML / KRM.
+    #[error("{what}: {message}")]
+    BadPackage {
+        /// Which package.
+        what: String,
+        /// The reader's message, with document and line.
+        message: String,
+    },
+    /// A merge was refused.
+    #[error("merging into {what}: {source}")]
+    Merge {
+        /// Into what.
+        what: String,
+        /// Why.
+        source: Box<MergeError>,
+    },
+    /// Anything else the caller got wrong.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<ApiError> for Status {
+    fn from(err: ApiError) -> Status {
+        let message = err.to_string();
+        match err {
+            ApiError::Store(StoreError::NotFound { .. }) => Status::not_found(message),
+            ApiError::Store(StoreError::Busy { .. }) => Status::aborted(message),
+            ApiError::Store(StoreError::LeaseLost { .. }) => Status::failed_precondition(message),
+            ApiError::Store(StoreError::Compacted { .. }) => Status::out_of_range(message),
+            ApiError::Store(_) => Status::internal(message),
+            ApiError::Merge { source, .. } if source.is_not_ready() => {
+                Status::failed_precondition(message)
+            }
+            ApiError::BadId { .. }
+            | ApiError::BadPackage { .. }
+            | ApiError::Merge { .. }
+            | ApiError::Invalid(_) => Status::invalid_argument(message),
+        }
+    }
+}
+
+/// Checks an id argument.
+pub fn check_id(what: &str, id: &str) -> Result<(), ApiError> {
+    nephrite_merge::validate_id(id).map_err(|source| ApiError::BadId {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+/// Reads a YAML package argument.
+pub fn read_package(what: &str, yaml: &str) -> Result<nephrite_krm::Package, ApiError> {
+    nephrite_krm::Package::from_yaml(yaml).map_err(|e| ApiError::BadPackage {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}

@@ -1,0 +1,19 @@
+//! `preparer`: the TKO deployment store, the Data API (`nephrite.data.v1`) and the preparation
+//! loop, in one daemon that is also its own CLI.
+//!
+//! - [`store`]: the [`store::Store`] trait and its SQLite / PostgreSQL backends.
+//! - [`api`]: the Data API gRPC service over a store.
+//! - [`preparation`]: the loop that prepares deployments (built-in topology preparers and
+//!   remote plugins).
+//! - [`daemon`]: `preparer serve` wiring.
+//! - [`cli`]: the client subcommands.
+
+pub mod api;
+pub mod cli;
+pub mod clock;
+pub mod creation;
+pub mod daemon;
+pub mod errors;
+pub mod plugins;
+pub mod preparation;
+pub mod store;

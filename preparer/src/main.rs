@@ -1,0 +1,39 @@
+//! The `preparer` binary: `preparer serve` runs the daemon; every other subcommand is a client
+//! of a running daemon's Data API (`--server`, env `PREPARER_SERVER`).
+
+use clap::Parser;
+use nephrite_preparer::cli::{Cli, Command};
+use nephrite_preparer::daemon;
+use nephrite_runtime::{LogFormat, init_tracing};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let format = match &cli.command {
+        Command::Serve(serve) => serve.serve.log_format,
+        _ => LogFormat::Text,
+    };
+    let filter = std::env::var("RUST_LOG").ok();
+    let default_filter = match &cli.command {
+        Command::Serve(_) => None,
+        _ => Some("warn"),
+    };
+    if let Err(err) = init_tracing(format, filter.as_deref().or(default_filter)) {
+        eprintln!("error: {err}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let result = match cli.command {
+        Command::Serve(serve) => match daemon::start(&serve, true).await {
+            Ok(running) => running.wait().await,
+            Err(err) => Err(err),
+        },
+        _ => nephrite_preparer::cli::run(cli).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

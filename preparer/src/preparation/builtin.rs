@@ -1,0 +1,313 @@
+//! The built-in preparers for `topology.nephio.org/v1alpha1`: `Placement`, `Template`,
+//! `Site` (with `provisionIfNotFound`) and `Sites`. They run in-process and use the store
+//! directly (the same operations the Data API offers plugins).
+
+use nephrite_krm::{Gvk, Object, Package};
+use nephrite_merge::metadata::MetadataSelector;
+use nephrite_merge::preparation::is_preparable;
+use nephrite_merge::topology::{
+    Choice, PlacementSpec, SiteSpec, find_named, merge_package_for, placement_instance_key,
+    read_spec, site_choice, sites_selector, template_choice,
+};
+use serde_json::Value;
+
+use super::{Outcome, PassContext};
+use crate::creation::{CreateDeployment, CreationContext, create_deployments};
+use crate::store::{CatalogFilter, SiteRecord, StoreError, Window};
+
+/// Children created per store transaction.
+const CREATE_CHUNK: usize = 250;
+
+/// Prepares `package.objects()[index]` (a built-in kind) for deployment `deployment_id`.
+pub(super) async fn prepare(
+    context: &PassContext<'_>,
+    deployment_id: &str,
+    mut package: Package,
+    index: usize,
+) -> Result<Outcome, String> {
+    let target = package.objects()[index].clone();
+    let status: Value = match target.kind.as_str() {
+        "Template" => {
+            let id = resolve_template(context, &target).await?;
+            serde_json::json!({ "templateId": id })
+        }
+        "Site" => match resolve_site(context, deployment_id, &package, &target, true).await? {
+            Some(id) => serde_json::json!({ "siteId": id }),
+            None => {
+                return Ok(Outcome::NotReady(format!(
+                    "site {} not found yet",
+                    name(&target)
+                )));
+            }
+        },
+        "Sites" => {
+            let selector = sites_selector(&target).map_err(|e| e.to_string())?;
+            let ids = matching_sites(context, &selector).await?;
+            serde_json::json!({ "siteIds": ids })
+        }
+        "Placement" => match place(context, deployment_id, &package, &target).await? {
+            Some(count) => serde_json::json!({ "deployments": count }),
+            None => {
+                return Ok(Outcome::NotReady(format!(
+                    "placement {}: merge sources not prepared yet",
+                    name(&target)
+                )));
+            }
+        },
+        other => return Err(format!("no built-in preparer for kind {other}")),
+    };
+    let object = &mut package.objects_mut()[index];
+    let out = object.status_mut().map_err(|e| e.to_string())?;
+    if let Value::Object(fields) = status {
+        out.extend(fields);
+    }
+    Ok(Outcome::Prepared(package))
+}
+
+fn name(object: &Object) -> &str {
+    object.name().unwrap_or_default()
+}
+
+fn store_error(err: StoreError) -> String {
+    err.to_string()
+}
+
+async fn resolve_template(context: &PassContext<'_>, object: &Object) -> Result<String, String> {
+    match template_choice(object).map_err(|e| e.to_string())? {
+        Choice::Id(id) => match context.store.get_template(&id).await {
+            Ok(_) => Ok(id),
+            Err(StoreError::NotFound { .. }) => Err(format!("template not found: {id}")),
+            Err(err) => Err(store_error(err)),
+        },
+        Choice::Select(selector) => {
+            let filter = CatalogFilter {
+                id_patterns: Vec::new(),
+                metadata: selector,
+            };
+            let window = Window {
+                limit: 1,
+                ..Window::default()
+            };
+            let found = context
+                .store
+                .list_templates(&filter, &window)
+                .await
+                .map_err(store_error)?;
+            found
+                .into_iter()
+                .next()
+                .map(|(id, _)| id)
+                .ok_or_else(|| format!("template not found: {} selects none", name(object)))
+        }
+    }
+}
+
+async fn matching_sites(
+    context: &PassContext<'_>,
+    selector: &MetadataSelector,
+) -> Result<Vec<String>, String> {
+    let filter = CatalogFilter {
+        id_patterns: Vec::new(),
+        metadata: selector.clone(),
+    };
+    let mut window = Window {
+        limit: crate::store::MAX_PAGE,
+        ..Window::default()
+    };
+    let mut ids = Vec::new();
+    loop {
+        let page = context
+            .store
+            .list_sites(&filter, &window)
+            .await
+            .map_err(store_error)?;
+        let full = page.len() == window.page_size();
+        if let Some(last) = page.last() {
+            window.after_id = last.id.clone();
+        }
+        ids.extend(page.into_iter().map(|s| s.id));
+        if !full {
+            return Ok(ids);
+        }
+    }
+}
+
+/// The site a `Site` resource names: its recorded `status.siteId`, its id, the first match,
+/// or (with `provision` and `provisionIfNotFound`) a newly provisioned one. `None`: no site
+/// yet and provisioning is left to the Site preparer.
+async fn resolve_site(
+    context: &PassContext<'_>,
+    deployment_id: &str,
+    package: &Package,
+    object: &Object,
+    provision: bool,
+) -> Result<Option<String>, String> {
+    if let Some(Value::String(id)) = object.status().and_then(|s| s.get("siteId")) {
+        return Ok(Some(id.clone()));
+    }
+    let selector = match site_choice(object).map_err(|e| e.to_string())? {
+        Choice::Id(id) => {
+            return match context.store.get_site(&id).await {
+                Ok(_) => Ok(Some(id)),
+                Err(StoreError::NotFound { .. }) => Err(format!("site not found: {id}")),
+                Err(err) => Err(store_error(err)),
+            };
+        }
+        Choice::Select(selector) => selector,
+    };
+    if let Some(first) = matching_sites(context, &selector).await?.into_iter().next() {
+        return Ok(Some(first));
+    }
+    let spec: SiteSpec = read_spec(object).map_err(|e| e.to_string())?;
+    if !spec.provision_if_not_found {
+        return Err(format!("site not found: {} selects none", name(object)));
+    }
+    if !provision {
+        return Ok(None);
+    }
+    provision_site(context, deployment_id, package, object, &spec, &selector)
+        .await
+        .map(Some)
+}
+
+async fn provision_site(
+    context: &PassContext<'_>,
+    deployment_id: &str,
+    package: &Package,
+    object: &Object,
+    spec: &SiteSpec,
+    selector: &MetadataSelector,
+) -> Result<String, String> {
+    let template_id = spec
+        .provision_template_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "site {}: provisionIfNotFound needs provisionTemplateId",
+                name(object)
+            )
+        })?;
+    let merge = merge_package_for(package, &spec.merge).map_err(|e| e.to_string())?;
+    if let Some(waiting) = merge
+        .iter()
+        .find(|m| is_preparable(m, |g: &Gvk| context.preparers.has_preparer(g)))
+    {
+        return Err(format!(
+            "not ready: merge source {} {} is not prepared yet",
+            waiting.kind,
+            name(waiting)
+        ));
+    }
+    let site_id = format!("{deployment_id}/{}", name(object));
+    let metadata = selector
+        .entries()
+        .iter()
+        .filter_map(|(k, p)| p.exact().map(|v| (k.clone(), v.to_owned())))
+        .collect();
+    let created = create_deployments(
+        context.store,
+        context.creation(true),
+        vec![CreateDeployment {
+            parent_id: deployment_id.to_owned(),
+            template_id: template_id.clone(),
+            site_id: site_id.clone(),
+            merge,
+            instance_key: format!("Site/{}", name(object)),
+            ..CreateDeployment::default()
+        }],
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let child = created
+        .into_iter()
+        .next()
+        .map(|(_, id)| id)
+        .unwrap_or_default();
+    context
+        .store
+        .put_site(SiteRecord {
+            id: site_id.clone(),
+            metadata,
+            package_yaml: String::new(),
+            template_id,
+            deployment_id: child,
+        })
+        .await
+        .map_err(store_error)?;
+    Ok(site_id)
+}
+
+/// Creates the children of a placement; `None` when a merge source is not prepared yet.
+async fn place(
+    context: &PassContext<'_>,
+    deployment_id: &str,
+    package: &Package,
+    placement: &Object,
+) -> Result<Option<usize>, String> {
+    let spec: PlacementSpec = read_spec(placement).map_err(|e| e.to_string())?;
+    let mut requests = Vec::new();
+    for entry in &spec.templates {
+        let template = find_named(package, &["Template"], &entry.template, "template")
+            .map_err(|e| e.to_string())?;
+        let template_id = match template.status().and_then(|s| s.get("templateId")) {
+            Some(Value::String(id)) => id.clone(),
+            _ => resolve_template(context, template).await?,
+        };
+        let merge = merge_package_for(package, &entry.merge).map_err(|e| e.to_string())?;
+        if merge
+            .iter()
+            .any(|m| is_preparable(m, |g: &Gvk| context.preparers.has_preparer(g)))
+        {
+            return Ok(None);
+        }
+        let mut site_ids = Vec::new();
+        for site_name in &entry.sites {
+            let site = find_named(package, &["Site", "Sites"], site_name, "site")
+                .map_err(|e| e.to_string())?;
+            if site.kind == "Sites" {
+                let selector = sites_selector(site).map_err(|e| e.to_string())?;
+                site_ids.extend(matching_sites(context, &selector).await?);
+            } else {
+                match resolve_site(context, deployment_id, package, site, false).await? {
+                    Some(id) => site_ids.push(id),
+                    None => return Ok(None),
+                }
+            }
+        }
+        let key = placement_instance_key(name(placement), &entry.template);
+        for site_id in site_ids {
+            requests.push(CreateDeployment {
+                parent_id: deployment_id.to_owned(),
+                template_id: template_id.clone(),
+                site_id,
+                merge: merge.clone(),
+                instance_key: key.clone(),
+                ..CreateDeployment::default()
+            });
+        }
+    }
+    // In chunks: each is one transaction, so the lease renewal (and the Data API) get the
+    // database between them; a crash between chunks is repaired by the retry, which finds the
+    // children already made by their instance keys.
+    let count = requests.len();
+    let mut requests = requests.into_iter().peekable();
+    while requests.peek().is_some() {
+        let chunk: Vec<_> = requests.by_ref().take(CREATE_CHUNK).collect();
+        create_deployments(context.store, context.creation(true), chunk)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Some(count))
+}
+
+impl PassContext<'_> {
+    fn creation(&self, sites_verified: bool) -> CreationContext<'_> {
+        CreationContext {
+            auto_approve: self.auto_approve,
+            has_preparer: self.has_preparer,
+            now: self.now,
+            sites_verified,
+        }
+    }
+}

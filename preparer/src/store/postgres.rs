@@ -1,0 +1,179 @@
+//! The PostgreSQL backend: the same SQL as SQLite over a few connections. Text columns use the
+//! `C` collation so ids sort bytewise, as in SQLite (keyset paging and prefix ranges rely on
+//! it). Several daemons may share one database: see [`super::sql`] for how they share work.
+
+use postgres::types::{ToSql, Type};
+use postgres::{Client, NoTls};
+
+use super::StoreError;
+use super::sql::{Connection, Row, SqlStore, SqlValue, Tx};
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS templates (
+  id TEXT COLLATE "C" PRIMARY KEY, metadata TEXT NOT NULL, package TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sites (
+  id TEXT COLLATE "C" PRIMARY KEY, metadata TEXT NOT NULL, package TEXT NOT NULL,
+  template_id TEXT NOT NULL, deployment_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS plugins (id TEXT COLLATE "C" PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS deployments (
+  id TEXT COLLATE "C" PRIMARY KEY, parent_id TEXT COLLATE "C" NOT NULL,
+  template_id TEXT COLLATE "C" NOT NULL, site_id TEXT COLLATE "C" NOT NULL,
+  instance_key TEXT COLLATE "C" NOT NULL, metadata TEXT NOT NULL,
+  created TEXT NOT NULL, updated TEXT NOT NULL, prepared BIGINT NOT NULL,
+  approved BIGINT NOT NULL, error TEXT NOT NULL, package TEXT NOT NULL,
+  mod_token TEXT, mod_expires BIGINT, failures BIGINT NOT NULL, retry_at BIGINT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS deployments_instance
+  ON deployments (parent_id, template_id, site_id, instance_key) WHERE instance_key <> '';
+CREATE INDEX IF NOT EXISTS deployments_parent ON deployments (parent_id, id);
+CREATE INDEX IF NOT EXISTS deployments_unprepared ON deployments (prepared, id);
+CREATE TABLE IF NOT EXISTS deployment_metadata (
+  deployment_id TEXT COLLATE "C" NOT NULL, key TEXT COLLATE "C" NOT NULL,
+  value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (deployment_id, key));
+CREATE INDEX IF NOT EXISTS deployment_metadata_value
+  ON deployment_metadata (key, value, deployment_id);
+CREATE TABLE IF NOT EXISTS changes (
+  revision BIGSERIAL PRIMARY KEY, kind TEXT NOT NULL,
+  entity_id TEXT NOT NULL, op TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+"#;
+
+/// One PostgreSQL connection.
+pub struct PostgresConnection(Option<Client>);
+
+impl Drop for PostgresConnection {
+    /// The synchronous client blocks while closing, which must not happen on an async thread
+    /// (the last store handle may be dropped anywhere): close it on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            let _ = std::thread::Builder::new()
+                .name("postgres-close".into())
+                .spawn(move || drop(client));
+        }
+    }
+}
+
+fn backend(err: postgres::Error) -> StoreError {
+    StoreError::Backend {
+        backend: "postgres",
+        message: err.to_string(),
+    }
+}
+
+/// Connects `connections` times to `url` and migrates the schema (serialised by an advisory
+/// lock, so daemons starting together do not race).
+pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection>, StoreError> {
+    let mut clients = Vec::with_capacity(connections.max(1));
+    for _ in 0..connections.max(1) {
+        clients.push(
+            Client::connect(url, NoTls).map_err(|e| StoreError::Backend {
+                backend: "postgres",
+                message: format!("cannot connect: {e}"),
+            })?,
+        );
+    }
+    let first = &mut clients[0];
+    first
+        .batch_execute("SELECT pg_advisory_lock(7207)")
+        .map_err(backend)?;
+    let migrated = first.batch_execute(SCHEMA).map_err(backend);
+    first
+        .batch_execute("SELECT pg_advisory_unlock(7207)")
+        .map_err(backend)?;
+    migrated?;
+    Ok(SqlStore::new(
+        clients
+            .into_iter()
+            .map(|c| PostgresConnection(Some(c)))
+            .collect(),
+    ))
+}
+
+/// `?` placeholders → `$1`, `$2`, … (the SQL here has no `?` inside literals).
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn bind(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync>> {
+    params
+        .iter()
+        .map(|value| -> Box<dyn ToSql + Sync> {
+            match value {
+                SqlValue::Null => Box::new(Option::<String>::None),
+                SqlValue::Int(n) => Box::new(*n),
+                SqlValue::Text(t) => Box::new(t.clone()),
+            }
+        })
+        .collect()
+}
+
+struct PostgresTx<'a, 'b>(&'a mut postgres::Transaction<'b>);
+
+impl Tx for PostgresTx<'_, '_> {
+    fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
+        let bound = bind(params);
+        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
+        self.0.execute(&numbered(sql), &refs).map_err(backend)
+    }
+
+    fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError> {
+        let bound = bind(params);
+        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
+        let rows = self.0.query(&numbered(sql), &refs).map_err(backend)?;
+        rows.iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|at| {
+                        let column = &row.columns()[at];
+                        Ok(match *column.type_() {
+                            Type::INT8 => row
+                                .try_get::<_, Option<i64>>(at)
+                                .map_err(backend)?
+                                .map_or(SqlValue::Null, SqlValue::Int),
+                            Type::INT4 => row
+                                .try_get::<_, Option<i32>>(at)
+                                .map_err(backend)?
+                                .map_or(SqlValue::Null, |n| SqlValue::Int(n.into())),
+                            _ => row
+                                .try_get::<_, Option<String>>(at)
+                                .map_err(backend)?
+                                .map_or(SqlValue::Null, SqlValue::Text),
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+impl Connection for PostgresConnection {
+    const BACKEND: &'static str = "postgres";
+
+    fn transaction<T>(
+        &mut self,
+        work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let client = self.0.as_mut().ok_or_else(|| StoreError::Backend {
+            backend: "postgres",
+            message: "the connection is closed".to_owned(),
+        })?;
+        let mut transaction = client.transaction().map_err(backend)?;
+        let result = work(&mut PostgresTx(&mut transaction));
+        match result {
+            Ok(value) => {
+                transaction.commit().map_err(backend)?;
+                Ok(value)
+            }
+            Err(err) => Err(err),
+        }
+    }
+}

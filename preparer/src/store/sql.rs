@@ -1,0 +1,347 @@
+//! The store written once over SQL that SQLite and PostgreSQL both run: a backend supplies a
+//! [`Connection`] (transactions, `?` placeholders, three value types), [`SqlStore`] does the
+//! rest — so both backends behave the same by construction, and the shared test suite checks
+//! it.
+//!
+//! Work sharing between daemons needs no row locks held across calls: a modification is taken
+//! by one conditional `UPDATE … WHERE mod_token IS NULL OR mod_expires < now`, which exactly one
+//! writer wins, and idempotent child creation rests on a unique index over
+//! (parent, template, site, instance key) with `INSERT … ON CONFLICT DO NOTHING`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use nephrite_merge::metadata::Metadata;
+
+use super::{
+    CatalogFilter, Change, DeploymentFilter, DeploymentInfo, DeploymentRecord, DeploymentUpdate,
+    EntityKind, NewDeployment, PluginRecord, SiteRecord, Store, StoreError, TemplateRecord, Window,
+};
+
+mod catalog;
+mod changes;
+mod deployments;
+
+/// A value bound to or read from SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlValue {
+    /// NULL.
+    Null,
+    /// An integer (booleans are 0 / 1).
+    Int(i64),
+    /// Text.
+    Text(String),
+}
+
+impl From<&str> for SqlValue {
+    fn from(text: &str) -> Self {
+        SqlValue::Text(text.to_owned())
+    }
+}
+impl From<String> for SqlValue {
+    fn from(text: String) -> Self {
+        SqlValue::Text(text)
+    }
+}
+impl From<&String> for SqlValue {
+    fn from(text: &String) -> Self {
+        SqlValue::Text(text.clone())
+    }
+}
+impl From<i64> for SqlValue {
+    fn from(n: i64) -> Self {
+        SqlValue::Int(n)
+    }
+}
+impl From<bool> for SqlValue {
+    fn from(b: bool) -> Self {
+        SqlValue::Int(i64::from(b))
+    }
+}
+
+/// One row.
+pub type Row = Vec<SqlValue>;
+
+/// Statements inside one transaction. SQL uses `?` placeholders.
+pub trait Tx {
+    /// Runs a statement; the number of rows changed.
+    fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError>;
+    /// Runs a query; its rows.
+    fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError>;
+}
+
+/// A database connection of one backend.
+pub trait Connection: Send + 'static {
+    /// `sqlite` or `postgres`.
+    const BACKEND: &'static str;
+    /// Runs `work` in a transaction: committed when it returns `Ok`, rolled back otherwise.
+    fn transaction<T>(
+        &mut self,
+        work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError>;
+}
+
+/// The store over `C` connections (one for SQLite; a few for PostgreSQL).
+pub struct SqlStore<C: Connection> {
+    connections: Arc<Vec<Mutex<C>>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl<C: Connection> Clone for SqlStore<C> {
+    fn clone(&self) -> Self {
+        SqlStore {
+            connections: Arc::clone(&self.connections),
+            next: Arc::clone(&self.next),
+        }
+    }
+}
+
+impl<C: Connection> SqlStore<C> {
+    /// A store over these (migrated) connections.
+    pub fn new(connections: Vec<C>) -> Self {
+        SqlStore {
+            connections: Arc::new(connections.into_iter().map(Mutex::new).collect()),
+            next: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Runs `work` in a transaction on a free connection, off the async threads.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        let mut work = work;
+        tokio::task::spawn_blocking(move || {
+            let count = store.connections.len().max(1);
+            let start = store.next.fetch_add(1, Ordering::Relaxed);
+            let guard = (0..count)
+                .find_map(|i| store.connections[(start + i) % count].try_lock().ok())
+                .map(Ok)
+                .unwrap_or_else(|| store.connections[start % count].lock());
+            let mut connection = guard.map_err(|_| StoreError::Backend {
+                backend: C::BACKEND,
+                message: "a connection was poisoned by a panic".to_owned(),
+            })?;
+            connection.transaction(&mut work)
+        })
+        .await
+        .map_err(|e| StoreError::Backend {
+            backend: C::BACKEND,
+            message: format!("store task failed: {e}"),
+        })?
+    }
+}
+
+pub(crate) fn text(row: &Row, at: usize) -> String {
+    match row.get(at) {
+        Some(SqlValue::Text(text)) => text.clone(),
+        Some(SqlValue::Int(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn int(row: &Row, at: usize) -> i64 {
+    match row.get(at) {
+        Some(SqlValue::Int(n)) => *n,
+        Some(SqlValue::Text(text)) => text.parse().unwrap_or_default(),
+        _ => 0,
+    }
+}
+
+pub(crate) fn opt_int(row: &Row, at: usize) -> Option<i64> {
+    match row.get(at) {
+        Some(SqlValue::Int(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+pub(crate) fn metadata_json(metadata: &Metadata) -> String {
+    serde_json::to_string(metadata).unwrap_or_else(|_| "{}".to_owned())
+}
+
+pub(crate) fn read_metadata(text: &str) -> Result<Metadata, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what: "metadata",
+        message: e.to_string(),
+    })
+}
+
+/// Appends a change to the log.
+pub(crate) fn log_change(
+    tx: &mut dyn Tx,
+    kind: EntityKind,
+    id: &str,
+    deleted: bool,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO changes (kind, entity_id, op) VALUES (?, ?, ?)",
+        &[
+            kind.as_str().into(),
+            id.into(),
+            (if deleted { "delete" } else { "put" }).into(),
+        ],
+    )?;
+    Ok(())
+}
+
+#[async_trait]
+impl<C: Connection> Store for SqlStore<C> {
+    fn backend(&self) -> &'static str {
+        C::BACKEND
+    }
+
+    async fn put_template(&self, template: TemplateRecord) -> Result<bool, StoreError> {
+        self.run(move |tx| catalog::put_template(tx, &template))
+            .await
+    }
+    async fn get_template(&self, id: &str) -> Result<TemplateRecord, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| catalog::get_template(tx, &id)).await
+    }
+    async fn list_templates(
+        &self,
+        filter: &CatalogFilter,
+        window: &Window,
+    ) -> Result<Vec<(String, Metadata)>, StoreError> {
+        let (filter, window) = (filter.clone(), window.clone());
+        self.run(move |tx| catalog::list_templates(tx, &filter, &window))
+            .await
+    }
+    async fn delete_template(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| catalog::delete(tx, EntityKind::Template, &id))
+            .await
+    }
+
+    async fn put_site(&self, site: SiteRecord) -> Result<bool, StoreError> {
+        self.run(move |tx| catalog::put_site(tx, &site)).await
+    }
+    async fn get_site(&self, id: &str) -> Result<SiteRecord, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| catalog::get_site(tx, &id)).await
+    }
+    async fn list_sites(
+        &self,
+        filter: &CatalogFilter,
+        window: &Window,
+    ) -> Result<Vec<SiteRecord>, StoreError> {
+        let (filter, window) = (filter.clone(), window.clone());
+        self.run(move |tx| catalog::list_sites(tx, &filter, &window))
+            .await
+    }
+    async fn delete_site(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| catalog::delete(tx, EntityKind::Site, &id))
+            .await
+    }
+
+    async fn put_plugin(&self, plugin: PluginRecord) -> Result<bool, StoreError> {
+        self.run(move |tx| catalog::put_plugin(tx, &plugin)).await
+    }
+    async fn get_plugin(&self, name: &str) -> Result<PluginRecord, StoreError> {
+        let name = name.to_owned();
+        self.run(move |tx| catalog::get_plugin(tx, &name)).await
+    }
+    async fn list_plugins(&self) -> Result<Vec<PluginRecord>, StoreError> {
+        self.run(catalog::list_plugins).await
+    }
+    async fn delete_plugin(&self, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        self.run(move |tx| catalog::delete(tx, EntityKind::Plugin, &name))
+            .await
+    }
+
+    async fn create_deployments(
+        &self,
+        deployments: Vec<NewDeployment>,
+    ) -> Result<Vec<(bool, String)>, StoreError> {
+        self.run(move |tx| deployments::create(tx, &deployments))
+            .await
+    }
+    async fn get_deployment(&self, id: &str) -> Result<DeploymentRecord, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| deployments::get(tx, &id)).await
+    }
+    async fn list_deployments(
+        &self,
+        filter: &DeploymentFilter,
+        window: &Window,
+    ) -> Result<(Vec<DeploymentInfo>, bool), StoreError> {
+        let (filter, window) = (filter.clone(), window.clone());
+        self.run(move |tx| deployments::list(tx, &filter, &window))
+            .await
+    }
+    async fn delete_deployment(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |tx| deployments::delete(tx, &id)).await
+    }
+    async fn due_for_preparation(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.run(move |tx| deployments::due(tx, now_ms, limit))
+            .await
+    }
+
+    async fn start_modification(
+        &self,
+        id: &str,
+        token: &str,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> Result<DeploymentRecord, StoreError> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.run(move |tx| deployments::start_modification(tx, &id, &token, now_ms, expires_ms))
+            .await
+    }
+    async fn renew_modification(
+        &self,
+        id: &str,
+        token: &str,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.run(move |tx| deployments::renew_modification(tx, &id, &token, now_ms, expires_ms))
+            .await
+    }
+    async fn write_modification(
+        &self,
+        id: &str,
+        token: &str,
+        now_ms: i64,
+        update: Option<DeploymentUpdate>,
+        release: bool,
+    ) -> Result<DeploymentInfo, StoreError> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.run(move |tx| {
+            deployments::write_modification(tx, &id, &token, now_ms, update.as_ref(), release)
+        })
+        .await
+    }
+    async fn record_failure(
+        &self,
+        id: &str,
+        token: &str,
+        error: &str,
+        retry_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (id, token, error) = (id.to_owned(), token.to_owned(), error.to_owned());
+        self.run(move |tx| deployments::record_failure(tx, &id, &token, &error, retry_at_ms))
+            .await
+    }
+
+    async fn changes_since(&self, revision: i64, limit: usize) -> Result<Vec<Change>, StoreError> {
+        self.run(move |tx| changes::since(tx, revision, limit))
+            .await
+    }
+    async fn current_revision(&self) -> Result<i64, StoreError> {
+        self.run(changes::current).await
+    }
+    async fn compact_changes(&self, keep: i64) -> Result<(), StoreError> {
+        self.run(move |tx| changes::compact(tx, keep)).await
+    }
+}

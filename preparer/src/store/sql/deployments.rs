@@ -1,0 +1,417 @@
+//! Deployments: idempotent creation, keyset listing with an SQL prefilter and exact pattern
+//! matching in Rust, cascading delete, and the modification lease.
+
+use nephrite_merge::metadata::Metadata;
+
+use super::{Row, SqlValue, Tx, int, log_change, metadata_json, opt_int, read_metadata, text};
+use crate::store::{
+    DeploymentFilter, DeploymentInfo, DeploymentRecord, DeploymentUpdate, EntityKind,
+    NewDeployment, StoreError, Window,
+};
+
+const INFO: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, updated, \
+                    prepared, approved, error";
+const FULL: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, updated, \
+                    prepared, approved, error, package, mod_token, mod_expires, failures";
+
+fn info_row(row: &Row) -> Result<DeploymentInfo, StoreError> {
+    Ok(DeploymentInfo {
+        id: text(row, 0),
+        parent_id: text(row, 1),
+        template_id: text(row, 2),
+        site_id: text(row, 3),
+        instance_key: text(row, 4),
+        metadata: read_metadata(&text(row, 5))?,
+        created: text(row, 6),
+        updated: text(row, 7),
+        prepared: int(row, 8) != 0,
+        approved: int(row, 9) != 0,
+        error: text(row, 10),
+    })
+}
+
+fn full_row(row: &Row) -> Result<DeploymentRecord, StoreError> {
+    let info = info_row(row)?;
+    let modification = match (row.get(12), opt_int(row, 13)) {
+        (Some(SqlValue::Text(token)), Some(expires)) => Some((token.clone(), expires)),
+        _ => None,
+    };
+    Ok(DeploymentRecord {
+        info,
+        package_yaml: text(row, 11),
+        modification,
+        failures: int(row, 14),
+    })
+}
+
+fn not_found(id: &str) -> StoreError {
+    StoreError::NotFound {
+        kind: "deployment",
+        id: id.to_owned(),
+    }
+}
+
+fn find_instance(tx: &mut dyn Tx, d: &DeploymentInfo) -> Result<Option<String>, StoreError> {
+    Ok(tx
+        .query(
+            "SELECT id FROM deployments WHERE parent_id = ? AND template_id = ? AND site_id = ? \
+             AND instance_key = ?",
+            &[
+                (&d.parent_id).into(),
+                (&d.template_id).into(),
+                (&d.site_id).into(),
+                (&d.instance_key).into(),
+            ],
+        )?
+        .first()
+        .map(|row| text(row, 0)))
+}
+
+fn write_metadata(tx: &mut dyn Tx, id: &str, metadata: &Metadata) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM deployment_metadata WHERE deployment_id = ?",
+        &[id.into()],
+    )?;
+    for (key, value) in metadata {
+        tx.execute(
+            "INSERT INTO deployment_metadata (deployment_id, key, value) VALUES (?, ?, ?)",
+            &[id.into(), key.into(), value.into()],
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn create(
+    tx: &mut dyn Tx,
+    deployments: &[NewDeployment],
+) -> Result<Vec<(bool, String)>, StoreError> {
+    let mut out = Vec::with_capacity(deployments.len());
+    for new in deployments {
+        let d = &new.info;
+        if !d.instance_key.is_empty()
+            && let Some(existing) = find_instance(tx, d)?
+        {
+            out.push((false, existing));
+            continue;
+        }
+        let inserted = tx.execute(
+            "INSERT INTO deployments (id, parent_id, template_id, site_id, instance_key, metadata, \
+             created, updated, prepared, approved, error, package, failures, retry_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) ON CONFLICT DO NOTHING",
+            &[
+                (&d.id).into(),
+                (&d.parent_id).into(),
+                (&d.template_id).into(),
+                (&d.site_id).into(),
+                (&d.instance_key).into(),
+                metadata_json(&d.metadata).into(),
+                (&d.created).into(),
+                (&d.updated).into(),
+                d.prepared.into(),
+                d.approved.into(),
+                (&d.error).into(),
+                (&new.package_yaml).into(),
+            ],
+        )?;
+        if inserted == 0 {
+            // Another writer created the same instance first.
+            let existing = find_instance(tx, d)?.ok_or_else(|| StoreError::Backend {
+                backend: "sql",
+                message: format!("deployment {} could not be inserted", d.id),
+            })?;
+            out.push((false, existing));
+            continue;
+        }
+        write_metadata(tx, &d.id, &d.metadata)?;
+        log_change(tx, EntityKind::Deployment, &d.id, false)?;
+        out.push((true, d.id.clone()));
+    }
+    Ok(out)
+}
+
+pub(super) fn get(tx: &mut dyn Tx, id: &str) -> Result<DeploymentRecord, StoreError> {
+    let rows = tx.query(
+        &format!("SELECT {FULL} FROM deployments WHERE id = ?"),
+        &[id.into()],
+    )?;
+    full_row(rows.first().ok_or_else(|| not_found(id))?)
+}
+
+/// The SQL part of a filter: what an index can narrow. The rest is checked in Rust.
+fn prefilter(filter: &DeploymentFilter, after: &str, chunk: i64) -> (String, Vec<SqlValue>) {
+    let mut sql = format!("SELECT {INFO} FROM deployments d WHERE d.id > ?");
+    let mut params: Vec<SqlValue> = vec![after.into()];
+    if let Some(parent) = &filter.parent_id {
+        sql.push_str(" AND d.parent_id = ?");
+        params.push(parent.into());
+    }
+    if let Some(prepared) = filter.prepared {
+        sql.push_str(" AND d.prepared = ?");
+        params.push(prepared.into());
+    }
+    if let Some(approved) = filter.approved {
+        sql.push_str(" AND d.approved = ?");
+        params.push(approved.into());
+    }
+    for (column, patterns) in [
+        ("template_id", &filter.template_patterns),
+        ("site_id", &filter.site_patterns),
+    ] {
+        if let [pattern] = patterns.as_slice() {
+            if let Some(exact) = pattern.exact() {
+                sql.push_str(&format!(" AND d.{column} = ?"));
+                params.push(exact.into());
+            } else if !pattern.literal_prefix().is_empty() {
+                let prefix = pattern.literal_prefix();
+                sql.push_str(&format!(" AND d.{column} >= ? AND d.{column} < ?"));
+                params.push(prefix.into());
+                params.push(format!("{prefix}\u{10FFFF}").into());
+            }
+        }
+    }
+    for (key, pattern) in filter.metadata.entries() {
+        if let Some(exact) = pattern.exact() {
+            sql.push_str(
+                " AND EXISTS (SELECT 1 FROM deployment_metadata m WHERE m.deployment_id = d.id \
+                 AND m.key = ? AND m.value = ?)",
+            );
+            params.push(key.into());
+            params.push(exact.into());
+        } else {
+            let prefix = pattern.literal_prefix();
+            sql.push_str(
+                " AND EXISTS (SELECT 1 FROM deployment_metadata m WHERE m.deployment_id = d.id \
+                 AND m.key = ? AND m.value >= ? AND m.value < ?)",
+            );
+            params.push(key.into());
+            params.push(prefix.into());
+            params.push(format!("{prefix}\u{10FFFF}").into());
+        }
+    }
+    sql.push_str(" ORDER BY d.id LIMIT ?");
+    params.push(SqlValue::Int(chunk));
+    (sql, params)
+}
+
+pub(super) fn list(
+    tx: &mut dyn Tx,
+    filter: &DeploymentFilter,
+    window: &Window,
+) -> Result<(Vec<DeploymentInfo>, bool), StoreError> {
+    let page = window.page_size();
+    let chunk = (page as i64 * 2).max(200);
+    let mut skipped = 0;
+    let mut after = window.after_id.clone();
+    let mut out = Vec::with_capacity(page);
+    loop {
+        let (sql, params) = prefilter(filter, &after, chunk);
+        let rows = tx.query(&sql, &params)?;
+        for row in &rows {
+            let info = info_row(row)?;
+            after = info.id.clone();
+            if !filter.matches(&info) {
+                continue;
+            }
+            if skipped < window.offset {
+                skipped += 1;
+                continue;
+            }
+            out.push(info);
+            if out.len() == page {
+                return Ok((out, true));
+            }
+        }
+        if (rows.len() as i64) < chunk {
+            return Ok((out, false));
+        }
+    }
+}
+
+pub(super) fn delete(tx: &mut dyn Tx, id: &str) -> Result<Vec<String>, StoreError> {
+    if tx
+        .query("SELECT 1 FROM deployments WHERE id = ?", &[id.into()])?
+        .is_empty()
+    {
+        return Ok(Vec::new());
+    }
+    let mut doomed = vec![id.to_owned()];
+    let mut at = 0;
+    while at < doomed.len() {
+        let children = tx.query(
+            "SELECT id FROM deployments WHERE parent_id = ?",
+            &[doomed[at].clone().into()],
+        )?;
+        doomed.extend(children.iter().map(|row| text(row, 0)));
+        at += 1;
+    }
+    for id in &doomed {
+        tx.execute("DELETE FROM deployments WHERE id = ?", &[id.into()])?;
+        tx.execute(
+            "DELETE FROM deployment_metadata WHERE deployment_id = ?",
+            &[id.into()],
+        )?;
+        log_change(tx, EntityKind::Deployment, id, true)?;
+    }
+    Ok(doomed)
+}
+
+pub(super) fn due(tx: &mut dyn Tx, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+    Ok(tx
+        .query(
+            "SELECT id FROM deployments WHERE prepared = 0 AND retry_at <= ? \
+             AND (mod_token IS NULL OR mod_expires < ?) ORDER BY id LIMIT ?",
+            &[
+                SqlValue::Int(now_ms),
+                SqlValue::Int(now_ms),
+                SqlValue::Int(limit as i64),
+            ],
+        )?
+        .iter()
+        .map(|row| text(row, 0))
+        .collect())
+}
+
+fn lease_state(tx: &mut dyn Tx, id: &str) -> Result<Option<i64>, StoreError> {
+    let rows = tx.query(
+        "SELECT mod_expires FROM deployments WHERE id = ?",
+        &[id.into()],
+    )?;
+    let row = rows.first().ok_or_else(|| not_found(id))?;
+    Ok(opt_int(row, 0))
+}
+
+pub(super) fn start_modification(
+    tx: &mut dyn Tx,
+    id: &str,
+    token: &str,
+    now_ms: i64,
+    expires_ms: i64,
+) -> Result<DeploymentRecord, StoreError> {
+    let taken = tx.execute(
+        "UPDATE deployments SET mod_token = ?, mod_expires = ? \
+         WHERE id = ? AND (mod_token IS NULL OR mod_expires < ?)",
+        &[
+            token.into(),
+            SqlValue::Int(expires_ms),
+            id.into(),
+            SqlValue::Int(now_ms),
+        ],
+    )?;
+    if taken == 0 {
+        let until_ms = lease_state(tx, id)?.unwrap_or(now_ms);
+        return Err(StoreError::Busy {
+            id: id.to_owned(),
+            until_ms,
+        });
+    }
+    get(tx, id)
+}
+
+fn lost(tx: &mut dyn Tx, id: &str, token: &str) -> StoreError {
+    match lease_state(tx, id) {
+        Err(err) => err,
+        Ok(_) => StoreError::LeaseLost {
+            id: id.to_owned(),
+            token: token.to_owned(),
+        },
+    }
+}
+
+/// A lease is lost only when another token took it (after it expired): a holder whose lease
+/// ran out while nobody else wanted the deployment still holds it.
+pub(super) fn renew_modification(
+    tx: &mut dyn Tx,
+    id: &str,
+    token: &str,
+    _now_ms: i64,
+    expires_ms: i64,
+) -> Result<(), StoreError> {
+    let renewed = tx.execute(
+        "UPDATE deployments SET mod_expires = ? WHERE id = ? AND mod_token = ?",
+        &[SqlValue::Int(expires_ms), id.into(), token.into()],
+    )?;
+    if renewed == 0 {
+        return Err(lost(tx, id, token));
+    }
+    Ok(())
+}
+
+pub(super) fn write_modification(
+    tx: &mut dyn Tx,
+    id: &str,
+    token: &str,
+    _now_ms: i64,
+    update: Option<&DeploymentUpdate>,
+    release: bool,
+) -> Result<DeploymentInfo, StoreError> {
+    let changed = match update {
+        Some(u) => {
+            let release_sql = if release {
+                ", mod_token = NULL, mod_expires = NULL"
+            } else {
+                ""
+            };
+            let reset = if u.prepared { ", failures = 0, retry_at = 0" } else { "" };
+            tx.execute(
+                &format!(
+                    "UPDATE deployments SET package = ?, prepared = ?, approved = ?, error = ?, \
+                     metadata = ?, updated = ?{release_sql}{reset} \
+                     WHERE id = ? AND mod_token = ?"
+                ),
+                &[
+                    (&u.package_yaml).into(),
+                    u.prepared.into(),
+                    u.approved.into(),
+                    (&u.error).into(),
+                    metadata_json(&u.metadata).into(),
+                    (&u.updated).into(),
+                    id.into(),
+                    token.into(),
+                ],
+            )?
+        }
+        None if release => tx.execute(
+            "UPDATE deployments SET mod_token = NULL, mod_expires = NULL WHERE id = ? AND mod_token = ?",
+            &[id.into(), token.into()],
+        )?,
+        None => tx.execute(
+            "UPDATE deployments SET mod_token = mod_token WHERE id = ? AND mod_token = ?",
+            &[id.into(), token.into()],
+        )?,
+    };
+    if changed == 0 {
+        return Err(lost(tx, id, token));
+    }
+    if let Some(u) = update {
+        write_metadata(tx, id, &u.metadata)?;
+        log_change(tx, EntityKind::Deployment, id, false)?;
+    }
+    let rows = tx.query(
+        &format!("SELECT {INFO} FROM deployments WHERE id = ?"),
+        &[id.into()],
+    )?;
+    info_row(rows.first().ok_or_else(|| not_found(id))?)
+}
+
+pub(super) fn record_failure(
+    tx: &mut dyn Tx,
+    id: &str,
+    token: &str,
+    error: &str,
+    retry_at_ms: i64,
+) -> Result<(), StoreError> {
+    let changed = tx.execute(
+        "UPDATE deployments SET error = ?, retry_at = ?, failures = failures + 1 \
+         WHERE id = ? AND mod_token = ?",
+        &[
+            error.into(),
+            SqlValue::Int(retry_at_ms),
+            id.into(),
+            token.into(),
+        ],
+    )?;
+    if changed == 0 {
+        return Err(lost(tx, id, token));
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! The TKO backend: `ntc` as a preparation plugin of the preparer (`nephrite.plugin.v1`) for
+//! `topology.nephio.org/v1alpha1` `NFTopology`, plus a tracker on the preparer's Data API
+//! (`nephrite.data.v1`).
+//!
+//! - [`plugin`]: `Prepare` plans the NFTopology of the deployment's package (with the
+//!   `NFClass`es in the same package, the registered sites as clusters) and creates one child
+//!   deployment per variant (idempotent through the instance key); gated children are created
+//!   with `nephio.org/approve: Manual`.
+//! - [`tracker`]: watches deployment changes; for each NFTopology deployment whose children
+//!   changed it approves the gated children whose gates are open and keeps an
+//!   `NFDeployedTopology` resource in the parent's package equal to the approved children.
+//!
+//! The decisions are `nephrite_topology::tko`'s.
+
+pub mod data;
+pub mod plugin;
+pub mod tracker;
+
+use nephrite_krm::{Object, Package};
+use nephrite_topology::api::{NF_CLASS_KIND, NF_TOPOLOGY_KIND, NFClass, NFTopology};
+
+/// What went wrong talking to the preparer or reading its packages.
+#[derive(Debug, thiserror::Error)]
+pub enum TkoError {
+    /// A Data API call failed.
+    #[error("data API {call}: {status}")]
+    Data {
+        /// The call.
+        call: &'static str,
+        /// The gRPC status.
+        status: Box<tonic::Status>,
+    },
+    /// The Data API could not be reached.
+    #[error("dialing the data API at {endpoint}: {message}")]
+    Dial {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        message: String,
+    },
+    /// A package could not be read.
+    #[error("deployment {deployment}: {message}")]
+    Package {
+        /// The deployment.
+        deployment: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The topology could not be planned.
+    #[error("deployment {deployment}: {source}")]
+    Plan {
+        /// The deployment.
+        deployment: String,
+        /// Why.
+        source: nephrite_topology::TopologyError,
+    },
+}
+
+/// The NFTopology (named `name`, or the first one when `name` is empty) and the NFClasses of a
+/// deployment's package.
+pub fn topology_of(
+    deployment: &str,
+    package: &Package,
+    name: &str,
+) -> Result<(NFTopology, Vec<NFClass>), TkoError> {
+    let bad = |message: String| TkoError::Package {
+        deployment: deployment.to_owned(),
+        message,
+    };
+    let object: &Object = package
+        .iter()
+        .find(|o| o.kind == NF_TOPOLOGY_KIND && (name.is_empty() || o.name() == Some(name)))
+        .ok_or_else(|| bad(format!("no NFTopology {name:?} in the package")))?;
+    let topology: NFTopology = object.to_typed().map_err(|e| bad(e.to_string()))?;
+    let classes = package
+        .iter()
+        .filter(|o| o.kind == NF_CLASS_KIND)
+        .map(|o| o.to_typed::<NFClass>().map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((topology, classes))
+}
+
+/// A running TKO backend: the plugin server and the tracker.
+pub struct RunningTko {
+    /// Where the plugin is served.
+    pub endpoint: nephrite_runtime::Endpoint,
+    /// Stops both.
+    pub shutdown: nephrite_runtime::ShutdownHandle,
+    server: tokio::task::JoinHandle<
+        Result<nephrite_runtime::ServeReport, nephrite_runtime::ServeError>,
+    >,
+    tracker: tokio::task::JoinHandle<()>,
+}
+
+impl RunningTko {
+    /// Triggers shutdown and waits for both to stop.
+    pub async fn stop(self) -> anyhow::Result<nephrite_runtime::ServeReport> {
+        self.shutdown.trigger();
+        self.wait().await
+    }
+
+    /// Waits for both to stop (after SIGTERM or [`Self::stop`]).
+    pub async fn wait(self) -> anyhow::Result<nephrite_runtime::ServeReport> {
+        let report = self.server.await??;
+        self.tracker.await?;
+        Ok(report)
+    }
+}
+
+/// How the TKO backend runs.
+#[derive(Debug, Clone)]
+pub struct TkoConfig {
+    /// The preparer's Data API.
+    pub data: String,
+    /// The endpoint registered for the plugin; the bound address when `None`.
+    pub advertise: Option<String>,
+    /// The plugin's name in the preparer.
+    pub plugin_name: String,
+    /// The rollout policy.
+    pub policy: nephrite_topology::RolloutPolicy,
+}
+
+/// Binds the plugin server of `server` on `listen`, registers it with the preparer as the
+/// preparer of NFTopology, and starts the tracker.
+pub async fn start(
+    server: nephrite_runtime::GrpcServer,
+    listen: &nephrite_runtime::Endpoint,
+    config: TkoConfig,
+) -> anyhow::Result<RunningTko> {
+    use nephrite_proto::nephrite::data::v1 as pb;
+    use nephrite_proto::nephrite::plugin::v1::preparer_server::PreparerServer;
+
+    let plugin = plugin::TopologyPlugin::new(config.policy.clone(), config.data.clone());
+    let bound = server
+        .add_service(PreparerServer::new(plugin))
+        .bind(listen)
+        .await?;
+    let endpoint = bound.local_endpoint().clone();
+    let shutdown = bound.shutdown_handle();
+    let advertise = config
+        .advertise
+        .clone()
+        .unwrap_or_else(|| endpoint.to_string());
+    let mut client = data::connect(&config.data).await?;
+    client
+        .register_plugin(pb::RegisterPluginRequest {
+            plugin: Some(pb::Plugin {
+                r#type: pb::PluginType::Prepare as i32,
+                name: config.plugin_name.clone(),
+                endpoint: advertise.clone(),
+                arguments: Vec::new(),
+                properties: Default::default(),
+                triggers: vec![nephrite_proto::krm_v1::GroupVersionKind {
+                    group: nephrite_topology::api::GROUP.to_owned(),
+                    version: nephrite_topology::api::VERSION.to_owned(),
+                    kind: nephrite_topology::api::NF_TOPOLOGY_KIND.to_owned(),
+                }],
+            }),
+        })
+        .await
+        .map_err(data::error_for("RegisterPlugin"))?;
+    tracing::info!(plugin = %config.plugin_name, endpoint = %advertise, data = %config.data, "registered with the preparer");
+    let tracker = tokio::spawn(tracker::run(
+        config.data.clone(),
+        config.policy.clone(),
+        shutdown.clone(),
+    ));
+    let server = tokio::spawn(bound.run());
+    Ok(RunningTko {
+        endpoint,
+        shutdown,
+        server,
+        tracker,
+    })
+}

@@ -1,0 +1,101 @@
+//! `nephrite.plugin.v1.Preparer` for NFTopology: plan and create the child deployments.
+
+use nephrite_krm::Package;
+use nephrite_proto::nephrite::plugin::v1::preparer_server::Preparer;
+use nephrite_proto::nephrite::plugin::v1::{PrepareRequest, PrepareResponse};
+use nephrite_topology::tko::child_deployments;
+use nephrite_topology::{RolloutPolicy, plan};
+use tonic::{Request, Response, Status};
+
+use super::data::{self, CreateDeploymentRequest};
+use super::{TkoError, topology_of};
+
+/// The plugin service.
+pub struct TopologyPlugin {
+    policy: RolloutPolicy,
+    /// The Data API to call when the request does not name one.
+    data: String,
+}
+
+impl TopologyPlugin {
+    /// A plugin planning under `policy`, calling `data` unless a request names its own.
+    pub fn new(policy: RolloutPolicy, data: impl Into<String>) -> Self {
+        TopologyPlugin {
+            policy,
+            data: data.into(),
+        }
+    }
+
+    async fn prepare_package(&self, request: &PrepareRequest) -> Result<usize, TkoError> {
+        let deployment = &request.deployment_id;
+        let package = Package::from_yaml(&request.package_yaml).map_err(|e| TkoError::Package {
+            deployment: deployment.clone(),
+            message: e.to_string(),
+        })?;
+        let (topology, classes) = topology_of(deployment, &package, &request.target_name)?;
+        let endpoint = if request.data_endpoint.is_empty() {
+            &self.data
+        } else {
+            &request.data_endpoint
+        };
+        let mut data = data::connect(endpoint).await?;
+        let clusters = data::clusters(&mut data).await?;
+        let plan = plan::plan(&topology, &classes, &clusters, &self.policy).map_err(|source| {
+            TkoError::Plan {
+                deployment: deployment.clone(),
+                source,
+            }
+        })?;
+        if !plan.unplaced().is_empty() {
+            tracing::warn!(%deployment, unplaced = ?plan.unplaced(), "instances match no site");
+        }
+        let children = child_deployments(&plan);
+        let mut created = 0;
+        for child in &children {
+            let response = data
+                .create_deployment(CreateDeploymentRequest {
+                    parent_deployment_id: deployment.clone(),
+                    template_id: child.template_id.clone(),
+                    site_id: child.site_id.clone(),
+                    merge_package_yaml: child.merge_package.to_yaml(),
+                    merge_metadata: child.merge_metadata.clone().into_iter().collect(),
+                    prepared: false,
+                    approved: false,
+                    instance_key: child.instance_key.clone(),
+                })
+                .await
+                .map_err(data::error_for("CreateDeployment"))?
+                .into_inner();
+            if response.created {
+                created += 1;
+                tracing::info!(%deployment, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");
+            }
+        }
+        Ok(created)
+    }
+}
+
+#[tonic::async_trait]
+impl Preparer for TopologyPlugin {
+    async fn prepare(
+        &self,
+        request: Request<PrepareRequest>,
+    ) -> Result<Response<PrepareResponse>, Status> {
+        let request = request.into_inner();
+        Ok(Response::new(match self.prepare_package(&request).await {
+            Ok(_) => PrepareResponse {
+                prepared: true,
+                package_yaml: String::new(),
+                error: String::new(),
+            },
+            Err(error) => {
+                tracing::warn!(deployment = %request.deployment_id, %error, "not prepared");
+                PrepareResponse {
+                    prepared: false,
+                    package_yaml: String::new(),
+                    error: error.to_string(),
+                }
+            }
+        }))
+    }
+}

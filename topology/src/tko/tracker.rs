@@ -1,0 +1,206 @@
+//! The tracker: watches deployment changes on the Data API, and for each NFTopology deployment
+//! whose children changed approves the gated children whose gates are open and keeps the
+//! `NFDeployedTopology` in the parent's package current. On start (and after a lost watch) it
+//! looks at every NFTopology deployment once, so nothing that changed while it was away is
+//! missed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
+use nephrite_krm::{Gvk, Object, Package};
+use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_runtime::ShutdownHandle;
+use nephrite_topology::api::{API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND, NF_TOPOLOGY_KIND};
+use nephrite_topology::tko::ChildObservation;
+use nephrite_topology::{RolloutPolicy, plan};
+
+use super::data::{self, Data};
+use super::{TkoError, topology_of};
+
+/// How many times a parent update that collides with another writer is tried.
+const UPDATE_ATTEMPTS: usize = 20;
+
+/// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors.
+pub async fn run(endpoint: String, policy: RolloutPolicy, shutdown: ShutdownHandle) {
+    let mut from_revision = 0;
+    while !shutdown.is_triggered() {
+        tokio::select! {
+            result = watch(&endpoint, &policy, &mut from_revision) => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "tracker: watch ended, reconnecting");
+                }
+            }
+            _ = shutdown.triggered() => break,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = shutdown.triggered() => break,
+        }
+    }
+}
+
+async fn watch(
+    endpoint: &str,
+    policy: &RolloutPolicy,
+    from_revision: &mut u64,
+) -> Result<(), TkoError> {
+    let mut data = data::connect(endpoint).await?;
+    let mut stream = data
+        .watch(pb::WatchRequest {
+            from_revision: *from_revision,
+            kinds: vec![pb::EntityKind::Deployment as i32],
+        })
+        .await
+        .map_err(data::error_for("Watch"))?
+        .into_inner();
+    for parent in data::topology_parents(&mut data).await? {
+        reconcile_logged(&mut data, policy, &parent).await;
+    }
+    let mut parent_of: HashMap<String, String> = HashMap::new();
+    while let Some(change) = stream.message().await.map_err(data::error_for("Watch"))? {
+        *from_revision = (*from_revision).max(change.revision);
+        let mut dirty = BTreeSet::new();
+        match change.deployment {
+            Some(info)
+                if info.metadata.contains_key(NF_DEPLOYMENT_NAME)
+                    && !info.parent_deployment_id.is_empty() =>
+            {
+                parent_of.insert(
+                    info.deployment_id.clone(),
+                    info.parent_deployment_id.clone(),
+                );
+                dirty.insert(info.parent_deployment_id);
+            }
+            _ if change.r#type == pb::ChangeType::Delete as i32 => {
+                if let Some(parent) = parent_of.remove(&change.id) {
+                    dirty.insert(parent);
+                }
+            }
+            _ => {}
+        }
+        for parent in dirty {
+            reconcile_logged(&mut data, policy, &parent).await;
+        }
+    }
+    Ok(())
+}
+
+async fn reconcile_logged(data: &mut Data, policy: &RolloutPolicy, parent: &str) {
+    if let Err(error) = reconcile(data, policy, parent).await {
+        tracing::warn!(%parent, %error, "tracker: reconcile failed");
+    }
+}
+
+/// Approves what may be approved and updates the deployed topology of NFTopology deployment
+/// `parent`.
+pub async fn reconcile(
+    data: &mut Data,
+    policy: &RolloutPolicy,
+    parent: &str,
+) -> Result<(), TkoError> {
+    let mut approvals_done = false;
+    for _ in 0..UPDATE_ATTEMPTS {
+        let deployment = match data
+            .get_deployment(pb::GetRequest {
+                id: parent.to_owned(),
+            })
+            .await
+        {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => return Ok(()),
+            Err(status) => return Err(data::error_for("GetDeployment")(status)),
+        };
+        let mut package =
+            Package::from_yaml(&deployment.package_yaml).map_err(|e| TkoError::Package {
+                deployment: parent.to_owned(),
+                message: e.to_string(),
+            })?;
+        let (topology, classes) = topology_of(parent, &package, "")?;
+        let clusters = data::clusters(data).await?;
+        let plan = plan::plan(&topology, &classes, &clusters, policy).map_err(|source| {
+            TkoError::Plan {
+                deployment: parent.to_owned(),
+                source,
+            }
+        })?;
+        let children = data::children(data, parent).await?;
+        let observation = ChildObservation::new(&plan, children);
+        if !approvals_done {
+            for child in observation.approvals(&plan) {
+                tracing::info!(%parent, %child, "approving: every gate is open");
+                data.approve_deployment(pb::ApproveDeploymentRequest {
+                    deployment_id: child,
+                })
+                .await
+                .map_err(data::error_for("ApproveDeployment"))?;
+            }
+            approvals_done = true;
+        }
+        let bad = |message: String| TkoError::Package {
+            deployment: parent.to_owned(),
+            message,
+        };
+        let builder = observation.deployed(&plan);
+        let mut desired =
+            Object::from_typed(&builder.resource()).map_err(|e| bad(e.to_string()))?;
+        desired.set_namespace(topology.metadata.namespace.clone());
+        let gvk = Gvk::from_api_version_kind(API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND)
+            .map_err(|e| bad(e.to_string()))?;
+        let current = package
+            .get(&gvk, topology.name())
+            .map(|o| o.spec().cloned());
+        let deployed_current = current
+            .as_ref()
+            .map_or(builder.published_count() == 0, |spec| {
+                spec.as_ref() == desired.spec()
+            });
+        // The NFTopology's status, kept beside the deployed topology.
+        let previous = topology.status.clone().unwrap_or_default();
+        let status = observation.status(
+            &plan,
+            &previous.conditions,
+            &jiff::Timestamp::now().to_string(),
+        );
+        let status_current = topology.status.as_ref() == Some(&status);
+        if deployed_current && status_current {
+            return Ok(());
+        }
+        if !deployed_current {
+            package.insert(desired);
+        }
+        if !status_current {
+            let topology_gvk = Gvk::from_api_version_kind(API_VERSION, NF_TOPOLOGY_KIND)
+                .map_err(|e| bad(e.to_string()))?;
+            if let Some(object) = package.get_mut(&topology_gvk, topology.name()) {
+                let value = serde_json::to_value(&status).map_err(|e| bad(e.to_string()))?;
+                object
+                    .body
+                    .insert("status", value)
+                    .map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        match data
+            .update_deployment(pb::UpdateDeploymentRequest {
+                deployment_id: parent.to_owned(),
+                package_yaml: package.to_yaml(),
+                modification_token: String::new(),
+            })
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(%parent, "deployed topology and status updated");
+                return Ok(());
+            }
+            // Someone else (the preparer) holds the deployment: read again and retry.
+            Err(status) if status.code() == tonic::Code::Aborted => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => return Err(data::error_for("UpdateDeployment")(status)),
+        }
+    }
+    Err(TkoError::Package {
+        deployment: parent.to_owned(),
+        message: format!("the deployment stayed busy through {UPDATE_ATTEMPTS} attempts"),
+    })
+}
