@@ -1,4 +1,4 @@
-//! `bmm-provider serve`: the NvidiaBMMCluster controller (kube-runtime) on top of the same
+//! `bmm-provider serve`: the NvidiaBMMCluster and NvidiaBMMMachine controllers (kube-runtime) on top of the same
 //! executor and decisions as standalone mode.
 //!
 //! Per reconcile: nothing before the owner `Cluster` reference exists; objects labelled
@@ -19,15 +19,19 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use nephrite_bmm::conditions::{self, reason};
-use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMClusterStatus};
+use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMClusterStatus, NvidiaBMMMachine};
 use nephrite_bmm::decide::Wait;
-use nephrite_bmm::{CLUSTER_FINALIZER, MANAGED_BY_LABEL, PAUSED_ANNOTATION};
+use nephrite_bmm::{
+    CLUSTER_FINALIZER, CLUSTER_NAME_LABEL, MACHINE_FINALIZER, MANAGED_BY_LABEL, PAUSED_ANNOTATION,
+};
 use nephrite_krm::condition::set_condition;
 use nephrite_krm::{Condition, ConditionStatus};
 use serde_json::json;
 
 use crate::client::{ApiError, BmmClient, ClientConfig, Token};
-use crate::observe::{ClusterRecord, ReconcileError, reconcile_cluster};
+use crate::observe::{
+    ClusterRecord, MachineRecord, ReconcileError, reconcile_cluster, reconcile_machine,
+};
 
 /// How the controllers behave.
 #[derive(Debug, Clone)]
@@ -291,6 +295,241 @@ async fn reconcile_cluster_object(
             .cloned()
             .collect();
         set_finalizers(&api, &name, finalizers).await?;
+    }
+    Ok(action)
+}
+
+// ---- the NvidiaBMMMachine controller -------------------------------------------------------
+
+fn capi_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind),
+        plural,
+    )
+}
+
+/// Runs the machine controller until the stream ends.
+pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
+    let api: Api<NvidiaBMMMachine> = match &config.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let ctx = Arc::new(Ctx { client, config });
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile_machine_object, machine_error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "machine reconcile failed");
+            }
+        })
+        .await;
+}
+
+fn machine_error_policy(_: Arc<NvidiaBMMMachine>, _: &ControllerError, ctx: Arc<Ctx>) -> Action {
+    Action::requeue(ctx.config.poll)
+}
+
+async fn reconcile_machine_object(
+    obj: Arc<NvidiaBMMMachine>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, ControllerError> {
+    let namespace = obj.namespace().unwrap_or_else(|| "default".into());
+    let name = obj.name_any();
+    let api: Api<NvidiaBMMMachine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer = obj.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
+    let now = now();
+    let mut status = obj.status.clone().unwrap_or_default();
+    let Some(owner) = obj
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .cloned()
+    else {
+        return Ok(Action::await_change());
+    };
+    let Some(cluster_name) = obj.labels().get(CLUSTER_NAME_LABEL).cloned() else {
+        return Ok(Action::await_change());
+    };
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &namespace,
+        &capi_resource("Machine", "machines"),
+    );
+    let machine = machines.get_opt(&owner.name).await?;
+    let capi_clusters: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &capi_cluster_resource());
+    let capi_cluster = capi_clusters.get_opt(&cluster_name).await?;
+    let paused = obj.annotations().contains_key(PAUSED_ANNOTATION)
+        || capi_cluster
+            .as_ref()
+            .and_then(|c| c.data.pointer("/spec/paused"))
+            .and_then(|p| p.as_bool())
+            .unwrap_or(false);
+    if paused {
+        set_condition(
+            &mut status.conditions,
+            Condition::new(conditions::PAUSED, ConditionStatus::True).with_reason(reason::PAUSED),
+            &now,
+        );
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+    if deleting && !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    // The infrastructure cluster: Cluster.spec.infrastructureRef, else the same name.
+    let infra_name = capi_cluster
+        .as_ref()
+        .and_then(|c| c.data.pointer("/spec/infrastructureRef/name"))
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| cluster_name.clone());
+    let clusters: Api<NvidiaBMMCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(infra) = clusters.get_opt(&infra_name).await? else {
+        set_condition(
+            &mut status.conditions,
+            Condition::new(conditions::READY, ConditionStatus::False)
+                .with_reason(reason::WAITING_FOR_CLUSTER)
+                .with_message(format!("NvidiaBMMCluster {infra_name} not found")),
+            &now,
+        );
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await?;
+        return Ok(Action::requeue(ctx.config.dependency_poll));
+    };
+    if !deleting && !has_finalizer {
+        let mut finalizers = obj.finalizers().to_vec();
+        finalizers.push(MACHINE_FINALIZER.to_string());
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::from_millis(10)));
+    }
+    // Bootstrap data: Machine.spec.bootstrap.dataSecretName, key `value`.
+    let mut bootstrap = None;
+    if let Some(secret_name) = machine
+        .as_ref()
+        .and_then(|m| m.data.pointer("/spec/bootstrap/dataSecretName"))
+        .and_then(|v| v.as_str())
+    {
+        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+        if let Some(secret) = secrets.get_opt(secret_name).await? {
+            bootstrap = secret.data.and_then(|d| {
+                d.get("value")
+                    .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            });
+        }
+    }
+    let client = match credentials(&ctx, &namespace, &infra).await {
+        Ok(c) => c,
+        Err(message) => {
+            set_condition(
+                &mut status.conditions,
+                Condition::new(conditions::READY, ConditionStatus::False)
+                    .with_reason(reason::CREDENTIALS_INVALID)
+                    .with_message(message),
+                &now,
+            );
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let cluster_record = ClusterRecord {
+        namespace: namespace.clone(),
+        name: infra_name,
+        spec: infra.spec.clone(),
+        status: infra.status.clone().unwrap_or_default(),
+        finalizer: true,
+        control_plane_endpoint: None,
+    };
+    let mut record = MachineRecord {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        cluster: cluster_name,
+        control_plane: obj.labels().contains_key(nephrite_bmm::CONTROL_PLANE_LABEL),
+        spec: obj.spec.clone(),
+        status,
+        finalizer: true,
+        bootstrap,
+        bootstrap_required: true,
+    };
+    let action = match reconcile_machine(&client, &cluster_record, &mut record, deleting).await {
+        Ok(Wait::Poll) => Action::requeue(ctx.config.poll),
+        Ok(Wait::Dependency) => Action::requeue(ctx.config.dependency_poll),
+        Ok(Wait::Steady | Wait::Blocked) => Action::await_change(),
+        Err(e) => {
+            let why = match &e {
+                ReconcileError::Api {
+                    source: ApiError::Rejected { .. },
+                    ..
+                } => reason::API_REJECTED,
+                ReconcileError::Api {
+                    source: ApiError::Auth { .. },
+                    ..
+                } => reason::AUTH_FAILED,
+                _ => reason::CLOUD_ERROR,
+            };
+            set_condition(
+                &mut record.status.conditions,
+                Condition::new(conditions::READY, ConditionStatus::False)
+                    .with_reason(why)
+                    .with_message(e.to_string()),
+                &now,
+            );
+            if why == reason::CLOUD_ERROR {
+                Action::requeue(ctx.config.poll)
+            } else {
+                Action::await_change()
+            }
+        }
+    };
+    if record.spec.provider_id != obj.spec.provider_id && record.spec.provider_id.is_some() {
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": record.spec.provider_id}})),
+        )
+        .await?;
+    }
+    if Some(&record.status) != obj.status.as_ref() {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": record.status})),
+        )
+        .await?;
+    }
+    if deleting && !record.finalizer {
+        let finalizers: Vec<String> = obj
+            .finalizers()
+            .iter()
+            .filter(|f| *f != MACHINE_FINALIZER)
+            .cloned()
+            .collect();
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+        )
+        .await?;
     }
     Ok(action)
 }

@@ -139,7 +139,7 @@ fn main() {
 
         // bridge + host-local doing the same
         let tmp = tempfile::tempdir().expect("tmp");
-        let bridge = format!("cb{}", &unique("")[..6.min(unique("").len())]);
+        let bridge = format!("cb{}", unique(""));
         let conf = serde_json::json!({
             "cniVersion": "1.0.0", "name": format!("bench{run}"), "type": "bridge",
             "bridge": bridge, "isGateway": false,

@@ -12,27 +12,6 @@ use crate::api::{Changes, DataApi};
 use crate::preparation::{LoopConfig, PreparationLoop};
 use crate::store::{self, Store};
 
-/// Parses `500ms`, `3s`, `2m`, `1h` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}: expected e.g. 500ms, 3s, 2m"))?;
-    let factor = match unit {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
-    };
-    Duration::try_from_secs_f64(value * factor)
-        .map_err(|e| format!("invalid duration {text:?}: {e}"))
-}
-
 /// `preparer serve` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeCommand {
@@ -46,19 +25,19 @@ pub struct ServeCommand {
     #[arg(long, env = "PREPARER_AUTO_APPROVE", default_value_t = true, action = clap::ArgAction::Set)]
     pub auto_approve: bool,
     /// How often the loop polls (it also wakes on every change), e.g. 3s.
-    #[arg(long, env = "PREPARER_INTERVAL", default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, env = "PREPARER_INTERVAL", default_value = "3s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
     /// Time a plugin gets per call.
-    #[arg(long, env = "PREPARER_PLUGIN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "PREPARER_PLUGIN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub plugin_timeout: Duration,
     /// Modification lease of the loop (renewed every third of it while preparing).
-    #[arg(long, env = "PREPARER_LEASE", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "PREPARER_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub lease: Duration,
     /// First retry delay after a failed preparation (doubles per failure).
-    #[arg(long, env = "PREPARER_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "PREPARER_RETRY_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
     pub retry_backoff: Duration,
     /// Longest retry delay.
-    #[arg(long, env = "PREPARER_MAX_BACKOFF", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "PREPARER_MAX_BACKOFF", default_value = "60s", value_parser = humantime::parse_duration)]
     pub max_backoff: Duration,
     /// Deployments prepared at once.
     #[arg(long, env = "PREPARER_CONCURRENCY", default_value_t = 4)]

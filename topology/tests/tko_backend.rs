@@ -401,3 +401,62 @@ async fn children_gates_and_deployed_topology_through_the_preparer() -> anyhow::
     preparer.stop().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_class_is_the_preparation_error_and_creates_nothing() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let preparer = start(
+        &preparer_command(format!("sqlite:{}", dir.path().join("p.db").display())),
+        false,
+    )
+    .await?;
+    let endpoint = preparer.endpoint.to_string();
+    let mut data = DataClient::new(nephrite_runtime::dial(&preparer.endpoint).await?);
+    register_fixtures(&mut data).await?;
+    let classes = example("classes.yaml");
+    let without_smf: Vec<&str> = classes
+        .split("---\n")
+        .filter(|d| !d.contains("name: free5gc-smf"))
+        .collect();
+    data.register_template(pb::RegisterTemplateRequest {
+        id: "broken-topology".into(),
+        metadata: Default::default(),
+        package_yaml: format!(
+            "{}---\n{}",
+            example("topology.yaml"),
+            without_smf.join("---\n")
+        ),
+    })
+    .await?;
+    let ntc = start_ntc(&endpoint).await?;
+    let parent = data
+        .create_deployment(pb::CreateDeploymentRequest {
+            template_id: "broken-topology".into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .deployment_id;
+    let error = eventually("the preparation error", || {
+        let mut data = data.clone();
+        let parent = parent.clone();
+        async move {
+            let info = data
+                .get_deployment(pb::GetRequest { id: parent })
+                .await?
+                .into_inner()
+                .info
+                .context("info")?;
+            Ok((!info.error.is_empty()).then_some(info.error))
+        }
+    })
+    .await?;
+    assert!(
+        error.contains("class free5gc-smf not found (instance smf)"),
+        "{error}"
+    );
+    assert!(children(&mut data, &parent).await?.is_empty());
+    ntc.stop().await?;
+    preparer.stop().await?;
+    Ok(())
+}

@@ -26,19 +26,19 @@ tasks:
   layering        check that no core/ crate depends on an IO crate
   licences        check that every dependency's licence is compatible with Apache-2.0
   packages        install the Debian packages the tests use (as root)
-  bench DOMAIN    run a domain's benchmarks: preparer, ntc, nimbess, l7, bmm";
+  bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge).
 const FEATURES: &str = "nephrite-krm/kube";
 
-/// Benchmark domains and the crate whose `benches/` they run.
-const BENCHES: &[(&str, &str)] = &[
-    ("preparer", "nephrite-preparer"),
-    ("ntc", "nephrite-ntc"),
-    ("nimbess", "nephrite-nimbess-agent"),
-    ("l7", "nephrite-kuryr-l7"),
-    ("bmm", "nephrite-bmm-provider"),
+/// Benchmark domains: (domain, package, bench target).
+const BENCHES: &[(&str, &str, &str)] = &[
+    ("preparer", "nephrite-preparer", "preparer"),
+    ("ntc", "nephrite-topology", "plan"),
+    ("topology", "nephrite-topology", "plan"),
+    ("nimbess", "nephrite-nimbess-agent", "add_latency"),
+    ("l7", "nephrite-kuryr-l7", "l7"),
 ];
 
 fn main() -> ExitCode {
@@ -124,18 +124,18 @@ fn licences_step() -> anyhow::Result<()> {
 fn bench(domain: Option<&str>) -> anyhow::Result<()> {
     let names = BENCHES
         .iter()
-        .map(|(d, _)| *d)
+        .map(|(d, _, _)| *d)
         .collect::<Vec<_>>()
         .join(", ");
     let Some(domain) = domain else {
         bail!("which domain? one of {names}");
     };
-    let Some((_, package)) = BENCHES.iter().find(|(d, _)| *d == domain) else {
+    let Some((_, package, target)) = BENCHES.iter().find(|(d, _, _)| *d == domain) else {
         bail!("unknown bench domain `{domain}`: one of {names}");
     };
     step("packages", packages::ensure)?;
     step(&format!("bench {domain}"), || {
-        cargo(&["bench", "--package", package])
+        cargo(&["bench", "--package", package, "--bench", target])
     })
 }
 
@@ -193,7 +193,7 @@ fn test_suite() -> anyhow::Result<()> {
 
 fn docs() -> anyhow::Result<()> {
     step("cargo doc", || {
-        let status = Command::new(cargo_bin())
+        let status = cargo_command()
             .args(["doc", "--workspace", "--no-deps", "--features", FEATURES])
             .env("RUSTDOCFLAGS", "-D warnings")
             .current_dir(workspace_root())
@@ -224,12 +224,26 @@ fn step(name: &str, run: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<
 }
 
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(cargo_bin())
+    let status = cargo_command()
         .args(args)
         .current_dir(workspace_root())
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     ensure_success(&format!("cargo {}", args.join(" ")), status)
+}
+
+/// `cargo`, made lean under CI: no incremental caches and line tables only for debug info.
+/// A whole-workspace test build with both is tens of gigabytes, which a CI disk may not have,
+/// and CI builds once, so the caches buy nothing.
+fn cargo_command() -> Command {
+    let mut command = Command::new(cargo_bin());
+    if std::env::var_os("CI").is_some_and(|ci| !ci.is_empty() && ci != "false") {
+        command
+            .env("CARGO_INCREMENTAL", "0")
+            .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only")
+            .env("CARGO_PROFILE_TEST_DEBUG", "line-tables-only");
+    }
+    command
 }
 
 fn ensure_success(what: &str, status: std::process::ExitStatus) -> anyhow::Result<()> {

@@ -21,7 +21,7 @@ struct Cli {
 enum Command {
     /// Print the provider's CRDs as multi-document YAML.
     Crds,
-    /// Run the NvidiaBMMCluster controller against the Kubernetes cluster of the kubeconfig
+    /// Run the NvidiaBMMCluster and NvidiaBMMMachine controllers against the Kubernetes cluster of the kubeconfig
     /// (or the in-cluster service account).
     Serve {
         /// Watch only this namespace (all when absent).
@@ -164,7 +164,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 ..Default::default()
             };
             tokio::select! {
-                _ = nephrite_bmm_provider::controller::run_cluster_controller(client, config) => {}
+                _ = nephrite_bmm_provider::controller::run_cluster_controller(client.clone(), config.clone()) => {}
+                _ = nephrite_bmm_provider::controller::run_machine_controller(client, config) => {}
                 _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
             }
         }

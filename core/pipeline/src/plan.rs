@@ -258,17 +258,79 @@ pub fn diff(before: &Model, after: &Model) -> RenderPlan {
             plan.modules_deleted.push(m.clone());
         }
     }
-    let old_fib = fib_entries(&old);
-    let new_fib = fib_entries(&new);
-    plan.fib_added = new_fib
-        .iter()
-        .filter(|e| old_fib.binary_search(e).is_err())
-        .cloned()
-        .collect();
-    plan.fib_removed = old_fib
-        .iter()
-        .filter(|e| new_fib.binary_search(e).is_err())
-        .cloned()
-        .collect();
+    // FIB differences module by module: only the entries that changed are
+    // materialized (a network of n ports holds n² entries).
+    for (id, m) in &new {
+        let before = old.get(id);
+        plan.fib_added.extend(fib_difference(m, &new, before));
+    }
+    for (id, m) in &old {
+        let after = new.get(id);
+        plan.fib_removed.extend(fib_difference(m, &old, after));
+    }
+    plan.fib_added.sort();
+    plan.fib_removed.sort();
     plan
+}
+
+type Fib = Vec<(FibKey, Gate)>;
+
+fn fib_lookup(m: &Module, key: &FibKey) -> Option<Gate> {
+    match (&m.kind, key) {
+        (ModuleKind::L2Switch { fib }, FibKey::Mac(mac)) => fib.get(mac).copied(),
+        (ModuleKind::L3Router { fib }, FibKey::Ip(ip)) => fib.get(ip).copied(),
+        _ => None,
+    }
+}
+
+fn fib_of(m: &Module) -> Option<Fib> {
+    match &m.kind {
+        ModuleKind::L2Switch { fib } => {
+            Some(fib.iter().map(|(k, g)| (FibKey::Mac(*k), *g)).collect())
+        }
+        ModuleKind::L3Router { fib } => {
+            Some(fib.iter().map(|(k, g)| (FibKey::Ip(*k), *g)).collect())
+        }
+        _ => None,
+    }
+}
+
+fn egress_port_of(m: &Module, gate: Gate, modules: &BTreeMap<ModuleId, Module>) -> PortId {
+    m.egress
+        .get(&gate)
+        .and_then(|e| modules.get(e))
+        .map(|e| e.port.clone())
+        .unwrap_or_default()
+}
+
+/// Entries of `m` (in `modules`) that `other` does not hold with the same
+/// gate leading to the same egress module.
+fn fib_difference(
+    m: &Module,
+    modules: &BTreeMap<ModuleId, Module>,
+    other: Option<&Module>,
+) -> Vec<FibEntry> {
+    let Some(entries) = fib_of(m) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, gate) in entries {
+        // the egress module's id names its port, so comparing ids is enough
+        let same = other.is_some_and(|o| {
+            fib_lookup(o, &key)
+                .is_some_and(|g| g == gate && o.egress.get(&g) == m.egress.get(&gate))
+        });
+        if !same {
+            let egress_port = egress_port_of(m, gate, modules);
+            out.push(FibEntry {
+                module: m.id.clone(),
+                port: m.port.clone(),
+                network: m.network.clone(),
+                key,
+                gate,
+                egress_port,
+            });
+        }
+    }
+    out
 }

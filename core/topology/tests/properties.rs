@@ -175,6 +175,31 @@ proptest! {
     }
 
     #[test]
+    fn deployed_ids_are_unique_even_when_names_collide(
+        instances in prop::collection::btree_set("[ab](-[ab]){0,2}", 1..6),
+        clusters in prop::collection::btree_set("[ab](-[ab]){0,2}", 1..6),
+    ) {
+        let nf_instances: Vec<_> = instances.iter().map(|name| json!({
+            "name": name, "nfTemplate": {"nfType": "upf", "className": "upf"}
+        })).collect();
+        let topology: NFTopology = serde_json::from_value(json!({
+            "metadata": {"name": "t"}, "spec": {"nfInstances": nf_instances}
+        })).unwrap();
+        let clusters: Vec<Cluster> = clusters.iter().map(|c| Cluster::new(c.clone(), [("any", "x")])).collect();
+        let plan = plan::plan(&topology, &classes(), &clusters, &RolloutPolicy::default()).unwrap();
+        prop_assert_eq!(plan.variants().len(), instances.len() * clusters.len());
+        let ids: BTreeSet<&str> = plan.variants().iter().map(|v| v.id.as_str()).collect();
+        prop_assert_eq!(ids.len(), plan.variants().len(), "ids collide: {:?}", ids);
+        for (v, variant) in plan.variants().iter().enumerate() {
+            let instance = &plan.instances()[variant.instance].name;
+            let base = format!("{}-{}", instance, variant.cluster);
+            prop_assert!(variant.id.starts_with(&base), "{} does not start with {}", variant.id, base);
+            prop_assert_eq!(plan.variant_by_id(&variant.id), Some(v));
+            prop_assert_eq!(plan.variant_for(instance, &variant.cluster), Some(v));
+        }
+    }
+
+    #[test]
     fn a_policy_with_a_cycle_is_refused(
         chain in prop::collection::vec(0..5usize, 2..6),
     ) {

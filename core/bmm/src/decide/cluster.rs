@@ -11,8 +11,8 @@ use crate::cidr::{Ipv4Cidr, covering_prefix};
 use crate::cloud::{CloudIpBlock, CloudNsg, CloudSubnet, CloudVpc, Lifecycle, is_ours};
 use crate::conditions::{self, reason};
 use crate::crd::{
-    ApiEndpoint, FailureDomain, Initialization, NetworkVirtualizationType, NvidiaBMMClusterSpec,
-    NvidiaBMMClusterStatus, SecurityRule,
+    ApiEndpoint, FailureDomain, Initialization, NvidiaBMMClusterSpec, NvidiaBMMClusterStatus,
+    SecurityRule,
 };
 use crate::{DEFAULT_API_SERVER_PORT, OWNER_LABEL, owner_value};
 
@@ -67,128 +67,6 @@ pub struct ClusterContext<'a> {
     pub endpoint: EndpointSource<'a>,
     /// The time, RFC 3339, for condition transitions.
     pub now: &'a str,
-}
-
-/// Creates an IP block (`routingType` `Datacenter Only`, IPv4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpBlockCreate {
-    /// Its name, [`ip_block_name`].
-    pub name: String,
-    /// The site.
-    pub site_id: String,
-    /// The smallest prefix covering the subnets.
-    pub cidr: Ipv4Cidr,
-}
-
-/// Creates a VPC.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VpcCreate {
-    /// The client-chosen id.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// The site.
-    pub site_id: String,
-    /// Virtualisation type.
-    pub virtualization: NetworkVirtualizationType,
-    /// The user's labels plus [`OWNER_LABEL`].
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Creates a subnet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubnetCreate {
-    /// Its name.
-    pub name: String,
-    /// The VPC.
-    pub vpc_id: String,
-    /// The IP block it is carved from.
-    pub ip_block_id: String,
-    /// The prefix length from `cidr`.
-    pub prefix_length: u8,
-}
-
-/// One NSG rule in the API's shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NsgRuleCreate {
-    /// Its name.
-    pub name: String,
-    /// INGRESS / EGRESS.
-    pub direction: &'static str,
-    /// TCP / UDP / ICMP / ANY.
-    pub protocol: &'static str,
-    /// PERMIT / DENY.
-    pub action: &'static str,
-    /// Source prefix (`0.0.0.0/0` when the spec has none).
-    pub source_prefix: String,
-    /// Destination prefix (`0.0.0.0/0` when the spec has none).
-    pub destination_prefix: String,
-    /// Destination port range, TCP/UDP only.
-    pub destination_port_range: Option<String>,
-    /// Priority.
-    pub priority: Option<i32>,
-}
-
-/// Creates a network security group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NsgCreate {
-    /// Its name.
-    pub name: String,
-    /// The site.
-    pub site_id: String,
-    /// Its rules.
-    pub rules: Vec<NsgRuleCreate>,
-    /// [`OWNER_LABEL`].
-    pub labels: BTreeMap<String, String>,
-}
-
-/// One step of the cluster reconcile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClusterAction {
-    /// Put the finalizer on the object (before anything is created).
-    AddFinalizer,
-    /// Create the IP block.
-    CreateIpBlock(IpBlockCreate),
-    /// Create the VPC.
-    CreateVpc(VpcCreate),
-    /// Create a subnet.
-    CreateSubnet(SubnetCreate),
-    /// Create the NSG.
-    CreateNsg(NsgCreate),
-    /// Attach the NSG to the VPC (PATCH `networkSecurityGroupId`).
-    AttachNsg {
-        /// The VPC.
-        vpc_id: String,
-        /// The NSG.
-        nsg_id: String,
-    },
-    /// Detach the NSG from the VPC before deleting it.
-    DetachNsg {
-        /// The VPC.
-        vpc_id: String,
-    },
-    /// Delete the NSG.
-    DeleteNsg {
-        /// Its id.
-        id: String,
-    },
-    /// Delete a subnet.
-    DeleteSubnet {
-        /// Its id.
-        id: String,
-    },
-    /// Delete the VPC.
-    DeleteVpc {
-        /// Its id.
-        id: String,
-    },
-    /// Delete the IP block the provider created.
-    DeleteIpBlock {
-        /// Its id.
-        id: String,
-    },
-    /// Remove the finalizer: every cloud object is gone.
-    RemoveFinalizer,
 }
 
 /// The outcome of [`decide_cluster`].
@@ -754,127 +632,12 @@ fn allocated_prefix(subnet: &CloudSubnet) -> Option<String> {
     }
 }
 
-fn decide_deletion(
-    ctx: &ClusterContext<'_>,
-    seen: &ClusterObservation,
-    mut status: NvidiaBMMClusterStatus,
-) -> ClusterDecision {
-    let done = |status, actions| ClusterDecision {
-        actions,
-        status,
-        control_plane_endpoint: None,
-        wait: Wait::Poll,
-    };
-    if !ctx.has_finalizer {
-        return ClusterDecision {
-            actions: vec![],
-            status,
-            control_plane_endpoint: None,
-            wait: Wait::Steady,
-        };
-    }
-    let owner = owner_value(ctx.namespace, ctx.name);
-    let spec = ctx.spec;
-    status.ready = false;
-    let deleting = |msg: String, status: &mut NvidiaBMMClusterStatus| {
-        set_condition(
-            &mut status.conditions,
-            cond(
-                ConditionStatus::False,
-                conditions::READY,
-                reason::DELETING,
-                msg,
-            ),
-            ctx.now,
-        );
-    };
-    let vpc = seen
-        .vpcs
-        .iter()
-        .find(|v| v.name == spec.vpc.name && is_ours(&v.labels, &owner));
-
-    // 0. Instances still in the VPC: their machines delete them; wait.
-    if vpc.is_some() && seen.instances_in_vpc > 0 {
-        let n = seen.instances_in_vpc;
-        set_condition(
-            &mut status.conditions,
-            cond(
-                ConditionStatus::False,
-                conditions::READY,
-                reason::WAITING_FOR_INSTANCES,
-                format!("{n} instance(s) still in the VPC"),
-            ),
-            ctx.now,
-        );
-        return done(status, vec![]);
-    }
-    // 1. NSG, detached first.
-    if let Some(nsg_spec) = &spec.vpc.network_security_group
-        && let Some(nsg) = seen
-            .nsgs
-            .iter()
-            .find(|n| n.name == nsg_spec.name && is_ours(&n.labels, &owner))
-    {
-        deleting(format!("deleting NSG {}", nsg.id), &mut status);
-        if let Some(v) = vpc.filter(|v| v.nsg_id.as_deref() == Some(nsg.id.as_str())) {
-            return done(
-                status,
-                vec![ClusterAction::DetachNsg {
-                    vpc_id: v.id.clone(),
-                }],
-            );
-        }
-        let actions = if Lifecycle::of(&nsg.status) == Lifecycle::Deleting {
-            vec![]
-        } else {
-            vec![ClusterAction::DeleteNsg { id: nsg.id.clone() }]
-        };
-        return done(status, actions);
-    }
-    // 2. Subnets of our VPC.
-    if let Some(v) = vpc {
-        let subnets: Vec<&CloudSubnet> = seen.subnets.iter().filter(|s| s.vpc_id == v.id).collect();
-        if !subnets.is_empty() {
-            deleting(format!("deleting {} subnet(s)", subnets.len()), &mut status);
-            let actions = subnets
-                .iter()
-                .filter(|s| Lifecycle::of(&s.status) != Lifecycle::Deleting)
-                .map(|s| ClusterAction::DeleteSubnet { id: s.id.clone() })
-                .collect();
-            return done(status, actions);
-        }
-        // 3. The VPC.
-        deleting(format!("deleting VPC {}", v.id), &mut status);
-        let actions = if Lifecycle::of(&v.status) == Lifecycle::Deleting {
-            vec![]
-        } else {
-            vec![ClusterAction::DeleteVpc { id: v.id.clone() }]
-        };
-        return done(status, actions);
-    }
-    // 4. The IP block, only when the provider created it.
-    if spec.ip_block_id.is_none() {
-        let wanted = ip_block_name(ctx.namespace, ctx.name);
-        if let Some(block) = seen.ip_blocks.iter().find(|b| b.name == wanted) {
-            deleting(format!("deleting IP block {}", block.id), &mut status);
-            let actions = if Lifecycle::of(&block.status) == Lifecycle::Deleting {
-                vec![]
-            } else {
-                vec![ClusterAction::DeleteIpBlock {
-                    id: block.id.clone(),
-                }]
-            };
-            return done(status, actions);
-        }
-    }
-    deleting("every cloud object is gone".to_string(), &mut status);
-    ClusterDecision {
-        actions: vec![ClusterAction::RemoveFinalizer],
-        status,
-        control_plane_endpoint: None,
-        wait: Wait::Steady,
-    }
-}
+mod actions;
+mod deletion;
+pub use actions::{
+    ClusterAction, IpBlockCreate, NsgCreate, NsgRuleCreate, SubnetCreate, VpcCreate,
+};
+use deletion::decide_deletion;
 
 #[cfg(test)]
 mod tests;

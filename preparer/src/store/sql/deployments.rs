@@ -171,12 +171,14 @@ fn prefilter(filter: &DeploymentFilter, after: &str, chunk: i64) -> (String, Vec
     }
     for (key, pattern) in filter.metadata.entries() {
         if let Some(exact) = pattern.exact() {
+            // Driven from the (key, value, deployment_id) index: already in id order.
             sql.push_str(
-                " AND EXISTS (SELECT 1 FROM deployment_metadata m WHERE m.deployment_id = d.id \
-                 AND m.key = ? AND m.value = ?)",
+                " AND d.id IN (SELECT m.deployment_id FROM deployment_metadata m \
+                 WHERE m.key = ? AND m.value = ? AND m.deployment_id > ?)",
             );
             params.push(key.into());
             params.push(exact.into());
+            params.push(after.into());
         } else {
             let prefix = pattern.literal_prefix();
             sql.push_str(

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::cloud::CloudInstance;
 use crate::crd::{
-    NetworkSecurityGroupSpec, RuleAction, RuleDirection, RuleProtocol, SiteRef, SubnetRole,
-    SubnetSpec, VpcSpec,
+    NetworkSecurityGroupSpec, NetworkVirtualizationType, RuleAction, RuleDirection, RuleProtocol,
+    SiteRef, SubnetRole, SubnetSpec, VpcSpec,
 };
 use nephrite_krm::condition::{find_condition, is_condition_true};
 

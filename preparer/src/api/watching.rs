@@ -1,0 +1,91 @@
+//! `Watch` of the Data API: the change feed from a revision, woken by [`super::Changes`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nephrite_proto::nephrite::data::v1 as pb;
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+use super::{DataApi, Result, Stream_, convert};
+use crate::errors::ApiError;
+use crate::store::EntityKind;
+
+pub(super) async fn watch(
+    api: &DataApi,
+    request: Request<pb::WatchRequest>,
+) -> Result<Response<Stream_<pb::Change>>> {
+    let r = request.into_inner();
+    let from = i64::try_from(r.from_revision)
+        .map_err(|_| Status::invalid_argument("from_revision is too large"))?;
+    // Fail fast on a compacted revision.
+    api.store
+        .changes_since(from, 1)
+        .await
+        .map_err(ApiError::from)?;
+    let kinds: Vec<i32> = r.kinds;
+    let store = Arc::clone(&api.store);
+    let mut wake = api.changes.subscribe();
+    let shutdown = api.shutdown.clone().unwrap_or_default();
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
+        let mut revision = from;
+        loop {
+            let changes = match store.changes_since(revision, 500).await {
+                Ok(changes) => changes,
+                Err(err) => {
+                    let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
+                    return;
+                }
+            };
+            let caught_up = changes.len() < 500;
+            for change in changes {
+                revision = change.revision;
+                let kind = match change.kind {
+                    EntityKind::Template => pb::EntityKind::Template,
+                    EntityKind::Site => pb::EntityKind::Site,
+                    EntityKind::Plugin => pb::EntityKind::Plugin,
+                    EntityKind::Deployment => pb::EntityKind::Deployment,
+                } as i32;
+                if !kinds.is_empty() && !kinds.contains(&kind) {
+                    continue;
+                }
+                let deployment = if change.kind == EntityKind::Deployment && !change.deleted {
+                    store
+                        .get_deployment(&change.id)
+                        .await
+                        .ok()
+                        .map(|r| convert::info(r.info))
+                } else {
+                    None
+                };
+                let message = pb::Change {
+                    revision: change.revision as u64,
+                    kind,
+                    id: change.id,
+                    r#type: if change.deleted {
+                        pb::ChangeType::Delete
+                    } else {
+                        pb::ChangeType::Put
+                    } as i32,
+                    deployment,
+                };
+                if tx.send(Ok(message)).await.is_err() {
+                    return;
+                }
+            }
+            if caught_up {
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = shutdown.triggered() => return,
+                    _ = wake.changed() => {}
+                    // Other daemons on the same database write without waking us.
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    });
+    Ok(Response::new(Box::pin(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+    )))
+}
