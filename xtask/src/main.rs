@@ -30,7 +30,7 @@ tasks:
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge).
-const FEATURES: &str = "nephrite-krm/kube";
+const FEATURES: &str = "nephrite-krm/dynamic-object";
 
 /// Benchmark domains: (domain, package, bench target).
 const BENCHES: &[(&str, &str, &str)] = &[

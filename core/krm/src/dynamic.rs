@@ -1,5 +1,6 @@
-//! The bridge to kube's [`DynamicObject`] (feature `kube`), for controller authors who read
-//! objects with `kube::Api<DynamicObject>` and decide with this crate, or the other way round.
+//! The bridge to kube's [`DynamicObject`] (feature `dynamic-object`), for controller authors
+//! who read objects with `kube::Api<DynamicObject>` and decide with this crate, or the other
+//! way round.
 //!
 //! Both directions go through the object's JSON form, so nothing is lost but the order of
 //! fields, which `DynamicObject` does not keep: `data` becomes the [`Object`]'s body and

@@ -9,7 +9,7 @@
 //! - [`Package`]: an ordered list of objects with multi-document YAML in and out and lookup by
 //!   GVK + name.
 //! - [`keys`]: the well-known `nephio.org/*` annotation keys and label keys.
-//! - With the `kube` feature, `TryFrom` conversions to and from kube's `DynamicObject`
+//! - With the `dynamic-object` feature, `TryFrom` conversions to and from kube's `DynamicObject`
 //!   (see the `dynamic` module source for what crosses).
 //!
 //! ```
@@ -36,7 +36,7 @@
 //! ```
 
 pub mod condition;
-#[cfg(feature = "kube")]
+#[cfg(feature = "dynamic-object")]
 mod dynamic;
 mod gvk;
 pub mod keys;

@@ -312,7 +312,7 @@ impl Object {
             kind,
             metadata,
             // The three reserved keys were taken out above.
-            body: Body::try_from(map).unwrap_or_default(),
+            body: Body::without_reserved_keys(map),
         })
     }
 

@@ -96,6 +96,15 @@ impl Body {
         self.entry_or_insert_with(key, || Value::Object(Map::new()))
     }
 
+    /// A body from a map its caller has already taken the reserved keys out of (the object
+    /// reader does, field by field); any left are dropped rather than kept twice.
+    pub(super) fn without_reserved_keys(mut map: Map<String, Value>) -> Self {
+        for key in RESERVED_KEYS {
+            map.shift_remove(key);
+        }
+        Body(map)
+    }
+
     /// The fields as a JSON map.
     pub fn into_map(self) -> Map<String, Value> {
         self.0
