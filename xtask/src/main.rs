@@ -29,8 +29,8 @@ tasks:
   bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
-/// too (`nephrite-krm`'s `DynamicObject` bridge).
-const FEATURES: &str = "nephrite-krm/dynamic-object";
+/// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
+const FEATURES: &str = "nephrite-krm/dynamic-object,nephrite-runtime/leader-election";
 
 /// Benchmark domains: (domain, package, bench target).
 const BENCHES: &[(&str, &str, &str)] = &[

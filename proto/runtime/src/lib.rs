@@ -23,12 +23,16 @@
 //!
 //! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
 //! [`init_tracing`] sets up logging from `--log-format` and a filter string.
+//! With the `leader-election` feature, [`leader`] elects one replica of a
+//! Kubernetes-mode daemon through a Lease.
 
 mod args;
 mod daemon_info;
 mod dial;
 mod endpoint;
 mod health;
+#[cfg(feature = "leader-election")]
+pub mod leader;
 mod listen;
 mod metrics;
 mod request_telemetry;
