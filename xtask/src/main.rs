@@ -7,7 +7,9 @@
 //! - `layering`, `licences`: one check each.
 //! - `bench <domain>`: a domain's benchmarks (outside `test`: they take minutes and print
 //!   figures and ratios rather than pass or fail).
+//! - `crds`, `clusterctl`: generated artefacts users install (see [`artefacts`]).
 
+mod artefacts;
 mod layering;
 mod licences;
 mod packages;
@@ -26,7 +28,11 @@ tasks:
   layering        check that no core/ crate depends on an IO crate
   licences        check that every dependency's licence is compatible with Apache-2.0
   packages        install the Debian packages the tests use (as root)
-  bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7";
+  bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7, bmm
+  crds [DIR]      write every daemon's CRDs (default target/crds)
+  clusterctl [DIR]
+                  write bmm-provider's clusterctl provider repository (default
+                  target/clusterctl/infrastructure-nvidia-bmm/v0.1.0)";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
@@ -39,6 +45,7 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ("topology", "nephrite-topology", "plan"),
     ("nimbess", "nephrite-nimbess-agent", "add_latency"),
     ("l7", "nephrite-kuryr-l7", "l7"),
+    ("bmm", "nephrite-bmm-provider", "bmm"),
 ];
 
 fn main() -> ExitCode {
@@ -53,6 +60,18 @@ fn main() -> ExitCode {
         Some("licences") => licences_step(),
         Some("packages") => step("packages", packages::ensure),
         Some("bench") => bench(args.get(1).map(String::as_str)),
+        Some("crds") => step("crds", || {
+            artefacts::crds(&out_dir(args.get(1), "target/crds"))
+        }),
+        Some("clusterctl") => step("clusterctl", || {
+            artefacts::clusterctl(&out_dir(
+                args.get(1),
+                concat!(
+                    "target/clusterctl/infrastructure-nvidia-bmm/v",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ))
+        }),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -252,6 +271,11 @@ fn ensure_success(what: &str, status: std::process::ExitStatus) -> anyhow::Resul
     } else {
         bail!("`{what}` exited with {status}")
     }
+}
+
+/// The directory a generating task writes to: the argument, else `default` under the workspace.
+fn out_dir(arg: Option<&String>, default: &str) -> std::path::PathBuf {
+    arg.map_or_else(|| workspace_root().join(default), std::path::PathBuf::from)
 }
 
 fn cargo_bin() -> String {
