@@ -38,14 +38,18 @@ tasks:
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
 const FEATURES: &str = "nephrite-krm/dynamic-object,nephrite-runtime/leader-election";
 
-/// Benchmark domains: (domain, package, bench target).
-const BENCHES: &[(&str, &str, &str)] = &[
-    ("preparer", "nephrite-preparer", "preparer"),
-    ("ntc", "nephrite-topology", "plan"),
-    ("topology", "nephrite-topology", "plan"),
-    ("nimbess", "nephrite-nimbess-agent", "add_latency"),
-    ("l7", "nephrite-kuryr-l7", "l7"),
-    ("bmm", "nephrite-bmm-provider", "bmm"),
+/// Benchmark domains: (domain, package, bench targets run in order).
+const BENCHES: &[(&str, &str, &[&str])] = &[
+    ("preparer", "nephrite-preparer", &["preparer"]),
+    ("ntc", "nephrite-topology", &["plan"]),
+    ("topology", "nephrite-topology", &["plan"]),
+    (
+        "nimbess",
+        "nephrite-nimbess-agent",
+        &["add_latency", "throughput"],
+    ),
+    ("l7", "nephrite-kuryr-l7", &["l7"]),
+    ("bmm", "nephrite-bmm-provider", &["bmm"]),
 ];
 
 fn main() -> ExitCode {
@@ -149,13 +153,16 @@ fn bench(domain: Option<&str>) -> anyhow::Result<()> {
     let Some(domain) = domain else {
         bail!("which domain? one of {names}");
     };
-    let Some((_, package, target)) = BENCHES.iter().find(|(d, _, _)| *d == domain) else {
+    let Some((_, package, targets)) = BENCHES.iter().find(|(d, _, _)| *d == domain) else {
         bail!("unknown bench domain `{domain}`: one of {names}");
     };
     step("packages", packages::ensure)?;
-    step(&format!("bench {domain}"), || {
-        cargo(&["bench", "--package", package, "--bench", target])
-    })
+    for target in *targets {
+        step(&format!("bench {domain}: {target}"), || {
+            cargo(&["bench", "--package", package, "--bench", target])
+        })?;
+    }
+    Ok(())
 }
 
 fn layering_step() -> anyhow::Result<()> {
