@@ -38,18 +38,21 @@ tasks:
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
 const FEATURES: &str = "nephrite-krm/dynamic-object,nephrite-runtime/leader-election";
 
-/// Benchmark domains: (domain, package, bench targets run in order).
-const BENCHES: &[(&str, &str, &[&str])] = &[
-    ("preparer", "nephrite-preparer", &["preparer"]),
-    ("ntc", "nephrite-topology", &["plan"]),
-    ("topology", "nephrite-topology", &["plan"]),
+/// Benchmark domains: (domain, [(package, bench target)] run in order).
+const BENCHES: &[(&str, &[(&str, &str)])] = &[
+    ("preparer", &[("nephrite-preparer", "preparer")]),
+    ("ntc", &[("nephrite-topology", "plan")]),
+    ("topology", &[("nephrite-topology", "plan")]),
     (
         "nimbess",
-        "nephrite-nimbess-agent",
-        &["add_latency", "throughput"],
+        &[
+            ("nephrite-pipeline", "derive"),
+            ("nephrite-nimbess-agent", "add_latency"),
+            ("nephrite-nimbess-agent", "throughput"),
+        ],
     ),
-    ("l7", "nephrite-kuryr-l7", &["l7"]),
-    ("bmm", "nephrite-bmm-provider", &["bmm"]),
+    ("l7", &[("nephrite-kuryr-l7", "l7")]),
+    ("bmm", &[("nephrite-bmm-provider", "bmm")]),
 ];
 
 fn main() -> ExitCode {
@@ -147,18 +150,18 @@ fn licences_step() -> anyhow::Result<()> {
 fn bench(domain: Option<&str>) -> anyhow::Result<()> {
     let names = BENCHES
         .iter()
-        .map(|(d, _, _)| *d)
+        .map(|(d, _)| *d)
         .collect::<Vec<_>>()
         .join(", ");
     let Some(domain) = domain else {
         bail!("which domain? one of {names}");
     };
-    let Some((_, package, targets)) = BENCHES.iter().find(|(d, _, _)| *d == domain) else {
+    let Some((_, targets)) = BENCHES.iter().find(|(d, _)| *d == domain) else {
         bail!("unknown bench domain `{domain}`: one of {names}");
     };
     step("packages", packages::ensure)?;
-    for target in *targets {
-        step(&format!("bench {domain}: {target}"), || {
+    for (package, target) in *targets {
+        step(&format!("bench {domain}: {package} {target}"), || {
             cargo(&["bench", "--package", package, "--bench", target])
         })?;
     }
