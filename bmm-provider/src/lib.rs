@@ -7,11 +7,16 @@
 //! - [`openapi`]: the embedded OpenAPI description and JSON-schema validation against it.
 //! - [`observe`]: fills the pure decisions' observations from the API and performs their actions.
 //! - [`standalone`]: `bmm-provider apply -f / status / delete` with a local state file.
+//! - [`controller`]: `bmm-provider serve`: the Cluster API and node-lifecycle controllers.
+//! - [`machine_api`]: the OpenShift Machine API actuator.
+//! - [`clusterctl`]: the clusterctl provider artefacts (`bmm-provider clusterctl --out DIR`).
 //!
 //! The decisions themselves live in `nephrite-bmm`.
 
 pub mod client;
+pub mod clusterctl;
 pub mod controller;
+pub mod machine_api;
 pub mod observe;
 pub mod standalone;
 

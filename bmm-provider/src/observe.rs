@@ -91,6 +91,9 @@ pub struct MachineRecord {
     /// Whether bootstrap data is required before the instance is created (Cluster API mode).
     #[serde(default)]
     pub bootstrap_required: bool,
+    /// The failure domain asked for (`Machine.spec.failureDomain`): must be the cluster's site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domain: Option<String>,
 }
 
 fn labels(l: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -474,7 +477,7 @@ pub async fn reconcile_machine(
                 (None, true) => Bootstrap::Missing,
                 (None, false) => Bootstrap::NotRequired,
             },
-            failure_domain: None,
+            failure_domain: record.failure_domain.as_deref(),
             now: &now,
         };
         let decision = decide_machine(&ctx, &instances);

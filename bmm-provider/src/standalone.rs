@@ -245,6 +245,7 @@ pub fn read_documents(
                         finalizer: false,
                         bootstrap,
                         bootstrap_required: false,
+                        failure_domain: None,
                     },
                 ));
             }

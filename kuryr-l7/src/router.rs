@@ -7,8 +7,10 @@
 //!   [`Router::follow`] applies every version a `watch` channel carries (the directory watcher
 //!   today, the rules service of the controller next). A request uses the version it started
 //!   with to the end, so no request sees half an update and in-flight requests finish.
-//! - Members are reached through keep-alive connection pools (hyper's client), balanced by
-//!   weighted round robin with passive ejection (see [`balance`]).
+//! - Plain-HTTP members are reached through a hand-written HTTP/1.1 client with a keep-alive
+//!   connection pool per member, driven in the task serving the client; reencrypt (HTTPS)
+//!   members through hyper's pooled TLS client. Members are balanced by weighted round robin
+//!   with passive ejection (see [`balance`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,10 +30,12 @@ use tokio::sync::watch;
 pub mod balance;
 mod proxy;
 pub mod tls;
+mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};
+use upstream::{MemberConnections, Upstreams};
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
+pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
 
 /// Router settings.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +51,7 @@ pub(crate) struct RouterState {
     pub(crate) table: Arc<RouteTable>,
     pub(crate) balancers: HashMap<String, Balancer>,
     pub(crate) https_clients: HashMap<String, HttpsClient>,
+    pub(crate) connections: HashMap<SocketAddr, Arc<MemberConnections>>,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
@@ -54,7 +59,7 @@ pub(crate) struct RouterState {
 pub struct Router {
     state: ArcSwap<RouterState>,
     registry: Arc<HealthRegistry>,
-    pub(crate) client: Client<HttpConnector, Incoming>,
+    upstreams: Upstreams,
     default_key: Option<Arc<CertifiedKey>>,
 }
 
@@ -74,22 +79,24 @@ impl Router {
             None => None,
         };
         let registry = Arc::new(HealthRegistry::new(config.ejection));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(256)
-            .build(connector());
-        let state = build_state(table, &registry, default_key.clone());
+        let upstreams = Upstreams::default();
+        let state = build_state(table, &registry, &upstreams, default_key.clone());
         Ok(Arc::new(Router {
             state: ArcSwap::from_pointee(state),
             registry,
-            client,
+            upstreams,
             default_key,
         }))
     }
 
     /// Serves `table` from now on; requests already running finish on the table they started with.
     pub fn update(&self, table: Arc<RouteTable>) {
-        let state = build_state(table, &self.registry, self.default_key.clone());
+        let state = build_state(
+            table,
+            &self.registry,
+            &self.upstreams,
+            self.default_key.clone(),
+        );
         self.state.store(Arc::new(state));
     }
 
@@ -198,8 +205,16 @@ impl Router {
 fn build_state(
     table: Arc<RouteTable>,
     registry: &Arc<HealthRegistry>,
+    upstreams: &Upstreams,
     default_key: Option<Arc<CertifiedKey>>,
 ) -> RouterState {
+    let connections = upstreams.retain(
+        table
+            .pools
+            .values()
+            .filter(|pool| matches!(pool.protocol, PoolProtocol::Http))
+            .flat_map(|pool| pool.members.iter().map(|m| m.address)),
+    );
     let mut balancers = HashMap::new();
     let mut https_clients = HashMap::new();
     for (id, pool) in &table.pools {
@@ -229,6 +244,7 @@ fn build_state(
         table,
         balancers,
         https_clients,
+        connections,
         tls,
     }
 }

@@ -1,11 +1,120 @@
 //! `kuryr-l7 rules`: the compiled policies, rules and pools of a snapshot, and what was
-//! rejected, conflicting or wrong, as a table or as JSON.
+//! rejected, conflicting or wrong, as a table or as JSON; from a directory, or from a
+//! controller's rules service with the version each router serves.
 
 use std::fmt::Write as _;
 
 use nephrite_l7::{Action, Listener};
+use nephrite_proto::kuryr::l7::v1 as pb;
+use nephrite_runtime::{DialOptions, Endpoint, dial_with};
 
 use crate::source::Snapshot;
+use crate::wire::{WireError, from_wire};
+
+/// Why a controller's rules could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No connection.
+    #[error(transparent)]
+    Dial(#[from] nephrite_runtime::DialError),
+    /// The call failed.
+    #[error("{0}")]
+    Call(#[from] tonic::Status),
+    /// The snapshot is not valid.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+}
+
+/// What `rules` shows: a snapshot and, from a controller, its version and the routers.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The controller's current version (`None` for a directory).
+    pub version: Option<String>,
+    /// The rules.
+    pub snapshot: Snapshot,
+    /// The routers that acknowledged a version to the controller.
+    pub routers: Vec<pb::RouterStatus>,
+}
+
+impl Fetched {
+    /// A directory's rules.
+    pub fn local(snapshot: Snapshot) -> Self {
+        Fetched {
+            version: None,
+            snapshot,
+            routers: Vec::new(),
+        }
+    }
+}
+
+/// Asks the controller at `url` for its rules and routers.
+pub async fn fetch(url: &Endpoint) -> Result<Fetched, FetchError> {
+    let channel = dial_with(url, &DialOptions::default()).await?;
+    let mut client =
+        pb::rules_client::RulesClient::new(channel).max_decoding_message_size(usize::MAX);
+    let message = client.get(pb::GetRequest {}).await?.into_inner();
+    let routers = client
+        .list_routers(pb::ListRoutersRequest {})
+        .await?
+        .into_inner()
+        .routers;
+    Ok(Fetched {
+        snapshot: from_wire(&message)?,
+        version: Some(message.version),
+        routers,
+    })
+}
+
+/// The rules as text: the version, the tables, the routers.
+pub fn render_fetched_table(fetched: &Fetched) -> String {
+    let mut out = String::new();
+    if let Some(version) = &fetched.version {
+        let _ = writeln!(out, "VERSION {version}");
+    }
+    out.push_str(&render_table(&fetched.snapshot));
+    if fetched.version.is_some() {
+        let _ = writeln!(out, "ROUTERS");
+        if fetched.routers.is_empty() {
+            let _ = writeln!(out, "  (none acknowledged a version to this controller)");
+        }
+        for router in &fetched.routers {
+            let state = if Some(&router.version) == fetched.version.as_ref() {
+                "current"
+            } else {
+                "behind"
+            };
+            let _ = writeln!(
+                out,
+                "  {}  {}  {}  {state}  (at {})",
+                router.router, router.address, router.version, router.acknowledged_at
+            );
+        }
+    }
+    out
+}
+
+/// The rules as one JSON document (with `version` and `routers` from a controller).
+pub fn render_fetched_json(fetched: &Fetched) -> serde_json::Value {
+    let mut value = render_json(&fetched.snapshot);
+    if let (Some(map), Some(version)) = (value.as_object_mut(), &fetched.version) {
+        map.insert("version".into(), version.clone().into());
+        let routers: Vec<serde_json::Value> = fetched
+            .routers
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "router": r.router,
+                    "address": r.address,
+                    "version": r.version,
+                    "current": &r.version == version,
+                    "acknowledged_at": r.acknowledged_at,
+                })
+            })
+            .collect();
+        map.insert("routers".into(), routers.into());
+    }
+    value
+}
 
 fn action(action: &Action) -> String {
     match action {

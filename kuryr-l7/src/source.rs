@@ -22,13 +22,15 @@ mod tests;
 pub enum SourceSpec {
     /// `dir:PATH`.
     Dir(PathBuf),
+    /// `kube`: the Kubernetes API server found as kube-rs does (`KUBECONFIG`, then in-cluster).
+    Kube,
 }
 
 /// Why a source could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The `--source` value is not understood.
-    #[error("unknown source {0:?}: expected dir:PATH")]
+    #[error("unknown source {0:?}: expected dir:PATH or kube")]
     UnknownSpec(String),
     /// The directory could not be listed.
     #[error("cannot read directory {path}: {source}")]
@@ -43,6 +45,9 @@ pub enum SourceError {
 impl std::str::FromStr for SourceSpec {
     type Err = SourceError;
     fn from_str(s: &str) -> Result<Self, SourceError> {
+        if s == "kube" {
+            return Ok(SourceSpec::Kube);
+        }
         match s.strip_prefix("dir:") {
             Some(path) if !path.is_empty() => Ok(SourceSpec::Dir(PathBuf::from(path))),
             _ => Err(SourceError::UnknownSpec(s.to_owned())),

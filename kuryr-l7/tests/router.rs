@@ -373,3 +373,11 @@ async fn reject_and_redirect_policies_from_routes() {
         "https://secure.example.com/pay?x=1"
     );
 }
+
+#[tokio::test]
+async fn routing_conformance_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::write_objects(dir.path()).await;
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    conformance::check(http).await;
+}

@@ -5,7 +5,7 @@
 //!
 //! `cargo bench -p nephrite-nimbess-agent --bench add_latency` as root;
 //! `NIMBESS_BENCH_PODS` (default 300) and `NIMBESS_BENCH_RUNS` (default 3).
-//! Not measured yet: pod-to-pod iperf3 throughput.
+//! Pod-to-pod throughput is `benches/throughput.rs`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -14,9 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use support::{AgentProcess, Netns, run_plugin, unique};
-
-const BRIDGE_PLUGIN_DIR: &str = "/usr/lib/cni";
+use support::{AgentProcess, BRIDGE_PLUGIN_DIR, Netns, run_bridge_plugin, run_plugin, unique};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -57,32 +55,12 @@ fn time_adds(pods: usize, conf: &str, cni_path: &str) -> (Vec<Duration>, Vec<Net
         let (code, out) = if cni_path.is_empty() {
             run_plugin(&env, &plugin_conf)
         } else {
-            run_bridge(&env, &plugin_conf)
+            run_bridge_plugin(&env, &plugin_conf)
         };
         samples.push(started.elapsed());
         assert_eq!(code, 0, "ADD failed: {out}");
     }
     (samples, namespaces)
-}
-
-fn run_bridge(env: &BTreeMap<&str, String>, conf: &str) -> (i32, serde_json::Value) {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new(Path::new(BRIDGE_PLUGIN_DIR).join("bridge"))
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("bridge plugin");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(conf.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
-    let value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    (out.status.code().unwrap_or(-1), value)
 }
 
 fn rss_kib(pid: u32) -> u64 {

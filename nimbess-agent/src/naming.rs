@@ -20,6 +20,19 @@ pub fn bridge_name(network: &str) -> String {
     format!("nb{:010x}", fnv1a(network) & 0xff_ffff_ffff)
 }
 
+/// The FIB-miss sink of a network's bridge: one end of a veth pair, the only
+/// bridge port unknown unicast is flooded to, so its TX counter counts the
+/// frames no FIB knew: `nd` + 10 hex digits (12 bytes).
+pub fn miss_sink_name(network: &str) -> String {
+    format!("nd{:010x}", fnv1a(network) & 0xff_ffff_ffff)
+}
+
+/// The other end of the sink's veth pair (up, on no bridge: what reaches it
+/// is dropped by the host's stack): `ne` + 10 hex digits.
+pub fn miss_sink_peer_name(network: &str) -> String {
+    format!("ne{:010x}", fnv1a(network) & 0xff_ffff_ffff)
+}
+
 /// The host end of a port's veth pair: `nv` + 12 hex digits (14 bytes).
 pub fn host_veth_name(port: &str) -> String {
     format!("nv{:012x}", fnv1a(port) & 0xffff_ffff_ffff)
@@ -27,7 +40,7 @@ pub fn host_veth_name(port: &str) -> String {
 
 /// True when `name` is one of ours.
 pub fn is_agent_device(name: &str) -> bool {
-    (name.starts_with("nb") || name.starts_with("nv"))
+    ["nb", "nv", "nd", "ne"].iter().any(|p| name.starts_with(p))
         && name.len() <= IFNAMSIZ_MAX
         && name[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -42,6 +55,8 @@ mod tests {
         #[test]
         fn names_fit_and_are_ours(network in ".{0,300}", container in "[0-9a-f]{64}", ifname in "[a-z0-9]{1,15}") {
             let b = bridge_name(&network);
+            let d = miss_sink_name(&network);
+            prop_assert!(d.len() <= IFNAMSIZ_MAX && is_agent_device(&d));
             let v = host_veth_name(&port_id(&container, &ifname));
             prop_assert!(b.len() <= IFNAMSIZ_MAX && v.len() <= IFNAMSIZ_MAX);
             prop_assert!(is_agent_device(&b) && is_agent_device(&v));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use nephrite_pipeline::{AclProtocol, Frame, Mac, Payload, Rendered, forward, port_id};
-use nimbess_agent::state::PersistedState;
+use nimbess_agent::state::{PersistedState, StateStore};
 use support::{AgentProcess, Netns, first_ip, ping, unique};
 
 struct Rng(u64);
@@ -134,10 +134,11 @@ fn run(seed: u64) {
     }
     assert_eq!(agent.cli(&["verify"]).0, 0, "{}", agent.cli(&["verify"]).1);
 
-    let state: PersistedState = serde_json::from_slice(
-        &std::fs::read(agent.dir.join("state").join("state.json")).expect("state"),
-    )
-    .expect("state json");
+    // what the agent persisted: its snapshot plus its journal
+    let state: PersistedState = StateStore::open(&agent.dir.join("state"))
+        .expect("state dir")
+        .load()
+        .expect("state");
     let rendered = state.model.rendered();
     let mut kernel = BTreeMap::new();
     let mut sim = BTreeMap::new();

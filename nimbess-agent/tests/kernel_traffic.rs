@@ -391,9 +391,28 @@ fn a_frame_to_a_mac_in_no_fib_reaches_no_pod() {
             .parse()
             .expect("number")
     };
-    let (b0, c0, a0) = (tx(&b), tx(&c), rx_a(&a));
+    // a's switch reports the network's FIB misses as its drops
+    let pa = format!("port_{}_eth0", a.name);
+    let misses = || -> u64 {
+        let (code, out) = agent.cli(&["pipelines", "--port", &pa, "-o", "json"]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        v[&pa]["modules"]
+            .as_array()
+            .expect("modules")
+            .iter()
+            .find(|m| m["id"] == format!("switch.{pa}"))
+            .and_then(|m| m["data_plane"]["dropped"].as_u64())
+            .unwrap_or_else(|| panic!("switch of {pa} in {v}"))
+    };
+    let (b0, c0, a0, m0) = (tx(&b), tx(&c), rx_a(&a), misses());
     assert_eq!(ping(&a.path(), "10.209.0.99".parse().expect("ip"), 10), 0);
     assert!(rx_a(&a) >= a0 + 10, "the frames entered a's pipeline");
+    assert!(
+        misses() >= m0 + 10,
+        "the 10 misses are counted: {m0} → {}",
+        misses()
+    );
     // b and c may see an occasional broadcast, never the 10 unicast frames
     assert!(
         tx(&b) < b0 + 10 && tx(&c) < c0 + 10,

@@ -8,12 +8,19 @@
 //!    prepared (target ≤ 60 s; PostgreSQL within 2× of SQLite);
 //! 3. M deployments (default 1,000,000; `PREPARER_BENCH_DEPLOYMENTS`) filled through the store
 //!    trait, then one page of 100 by an exact and by a prefix metadata pattern matching ~1%
-//!    (target < 50 ms).
+//!    (target < 50 ms); then the real `preparer serve` binary on that store while a client pages
+//!    through all M rows over the Data API, its RSS sampled from `/proc` (target < 200 MB).
+//!
+//! `PREPARER_BENCH_SKIP_PAGES=1` stops after the placements.
+//!
+//! The placement also runs at 200 sites (`PREPARER_BENCH_SMALL_SITES`), three times per
+//! backend, where fixed per-statement costs dominate; the spread of those runs is the noise.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use futures::StreamExt;
 use nephrite_krm::{Gvk, Object, Package, keys};
 use nephrite_merge::merge_package;
 use nephrite_merge::metadata::MetadataSelector;
@@ -113,16 +120,23 @@ spec: {select: {metadata: {Site.region: metro}}}
             .await
             .expect("template");
     }
-    for n in 0..sites {
-        client
-            .register_site(pb::RegisterSiteRequest {
-                id: format!("dc/{n:06}"),
-                metadata: [("Site.region".to_owned(), "metro".to_owned())].into(),
-                ..Default::default()
-            })
-            .await
-            .expect("site");
-    }
+    futures::stream::iter(0..sites)
+        .map(|n| {
+            let mut client = client.clone();
+            async move {
+                client
+                    .register_site(pb::RegisterSiteRequest {
+                        id: format!("dc/{n:06}"),
+                        metadata: [("Site.region".to_owned(), "metro".to_owned())].into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("site");
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
     let started = Instant::now();
     let parent = client
         .create_deployment(pb::CreateDeploymentRequest {
@@ -167,7 +181,7 @@ spec: {select: {metadata: {Site.region: metro}}}
             assert_eq!(count, sites, "every child created and prepared");
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = started.elapsed();
     daemon.stop().await.expect("stop");
@@ -219,6 +233,127 @@ async fn page_query(store: &Arc<dyn Store>, pattern: &str) -> Duration {
     best
 }
 
+/// The resident set of process `pid`, in bytes (`VmRSS`, or `VmHWM` for the peak).
+fn rss_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Kills the daemon when dropped.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real `preparer serve` on `store`, listening on a free loopback port.
+async fn spawn_daemon(store: &str) -> (Daemon, nephrite_runtime::Endpoint) {
+    let port = nephrite_test_services::free_loopback_port().expect("port");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_preparer"))
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--store",
+            store,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("preparer serve starts");
+    let daemon = Daemon(child);
+    let endpoint: nephrite_runtime::Endpoint = format!("http://127.0.0.1:{port}")
+        .parse()
+        .expect("endpoint");
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return (daemon, endpoint);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("preparer serve did not listen on {port} within 30 s");
+}
+
+/// Pages through every deployment over the Data API (1,000 a page) against a real daemon,
+/// sampling its RSS: (rows seen, time, peak RSS sampled, RSS before).
+async fn stream_all(store: &str) -> (usize, Duration, u64, u64) {
+    let (daemon, endpoint) = spawn_daemon(store).await;
+    let pid = daemon.0.id();
+    let before = rss_bytes(pid, "VmRSS:").unwrap_or_default();
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(before));
+    let sampler = {
+        let peak = Arc::clone(&peak);
+        tokio::spawn(async move {
+            loop {
+                if let Some(rss) = rss_bytes(pid, "VmRSS:") {
+                    peak.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let mut client = DataClient::new(nephrite_runtime::dial(&endpoint).await.expect("dial"))
+        .max_decoding_message_size(64 << 20);
+    let started = Instant::now();
+    let mut after = String::new();
+    let mut rows = 0;
+    loop {
+        let page = client
+            .list_deployments(pb::ListDeploymentsRequest {
+                window: Some(pb::Window {
+                    max_count: 1000,
+                    after_id: after.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("page")
+            .into_inner();
+        rows += page.deployments.len();
+        if page.next_after_id.is_empty() {
+            break;
+        }
+        after = page.next_after_id;
+    }
+    let elapsed = started.elapsed();
+    sampler.abort();
+    let peak = peak
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .max(rss_bytes(pid, "VmHWM:").unwrap_or_default());
+    drop(daemon);
+    (rows, elapsed, peak, before)
+}
+
+/// Runs the placement `runs` times on a fresh store each (`store` makes the spec) and returns
+/// the fastest and slowest run.
+async fn placement_runs(
+    runs: usize,
+    sites: usize,
+    mut store: impl FnMut(usize) -> String,
+) -> (Duration, Duration) {
+    let mut fastest = Duration::MAX;
+    let mut slowest = Duration::ZERO;
+    for run in 0..runs {
+        let took = placement(&store(run), sites).await;
+        fastest = fastest.min(took);
+        slowest = slowest.max(took);
+    }
+    (fastest, slowest)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 #[tokio::main]
 async fn main() {
     // 1. Merge.
@@ -226,73 +361,104 @@ async fn main() {
     let large = time_merge(10_000);
     println!(
         "merge 1,000 into 1,000:   {:>8.2} ms (target < 5 ms)",
-        small.as_secs_f64() * 1e3
+        ms(small)
     );
     println!(
         "merge 10,000 into 10,000: {:>8.2} ms; ratio {:.1}× for 10× input (target ≤ 12×)",
-        large.as_secs_f64() * 1e3,
+        ms(large),
         large.as_secs_f64() / small.as_secs_f64()
     );
 
-    // 2. Placement over N sites.
-    let sites = env_usize("PREPARER_BENCH_SITES", 10_000);
+    // 2. Placement over N sites, on both backends in this run.
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite = placement(
-        &format!("sqlite:{}", dir.path().join("placement.db").display()),
-        sites,
-    )
-    .await;
-    println!(
-        "placement over {sites} sites, SQLite:     {:>8.2} s (target ≤ 60 s; goal 5 s)",
-        sqlite.as_secs_f64()
-    );
-    let pg = nephrite_test_services::Postgres::start().ok();
-    if let Some(pg) = &pg {
-        let postgres = placement(&pg.url(), sites).await;
+    let pg = match nephrite_test_services::Postgres::start() {
+        Ok(pg) => Some(pg),
+        Err(err) => {
+            println!("PostgreSQL: skipped ({err})");
+            None
+        }
+    };
+    let mut databases = 0;
+    let mut pg_store = |pg: &nephrite_test_services::Postgres| {
+        databases += 1;
+        pg.create_database(&format!("bench{databases}"))
+            .expect("create database")
+    };
+    let small_sites = env_usize("PREPARER_BENCH_SMALL_SITES", 200);
+    let sites = env_usize("PREPARER_BENCH_SITES", 10_000);
+    for (count, runs) in [(small_sites, 3), (sites, 1)] {
+        let (sqlite, sqlite_worst) = placement_runs(runs, count, |run| {
+            format!(
+                "sqlite:{}",
+                dir.path()
+                    .join(format!("placement-{count}-{run}.db"))
+                    .display()
+            )
+        })
+        .await;
         println!(
-            "placement over {sites} sites, PostgreSQL: {:>8.2} s; {:.2}× SQLite (target ≤ 2×)",
-            postgres.as_secs_f64(),
-            postgres.as_secs_f64() / sqlite.as_secs_f64()
+            "placement over {count} sites, SQLite:     {:>9.1} ms (of {runs}: {:.1}..{:.1} ms; target ≤ 60 s at 10,000; goal 5 s)",
+            ms(sqlite),
+            ms(sqlite),
+            ms(sqlite_worst)
         );
-    } else {
-        println!("placement on PostgreSQL: skipped (no PostgreSQL could be started)");
+        if let Some(pg) = &pg {
+            let mut specs = Vec::new();
+            for _ in 0..runs {
+                specs.push(pg_store(pg));
+            }
+            let (postgres, postgres_worst) =
+                placement_runs(runs, count, |run| specs[run].clone()).await;
+            println!(
+                "placement over {count} sites, PostgreSQL: {:>9.1} ms (of {runs}: {:.1}..{:.1} ms); {:.2}× SQLite (target ≤ 2×)",
+                ms(postgres),
+                ms(postgres),
+                ms(postgres_worst),
+                postgres.as_secs_f64() / sqlite.as_secs_f64()
+            );
+        }
     }
 
-    // 3. A page by metadata pattern over M deployments.
+    if std::env::var_os("PREPARER_BENCH_SKIP_PAGES").is_some() {
+        return;
+    }
+
+    // 3. A page by metadata pattern over M deployments, then the daemon's RSS while a client
+    //    streams through all of them.
     let total = env_usize("PREPARER_BENCH_DEPLOYMENTS", 1_000_000);
-    let mut stores: Vec<(&str, Arc<dyn Store>)> = vec![(
+    let mut stores: Vec<(&str, String)> = vec![(
         "SQLite",
-        store::open(&format!(
-            "sqlite:{}",
-            dir.path().join("million.db").display()
-        ))
-        .await
-        .expect("sqlite"),
+        format!("sqlite:{}", dir.path().join("million.db").display()),
     )];
     if let Some(pg) = &pg {
-        stores.push((
-            "PostgreSQL",
-            store::open(&pg.url_for("postgres"))
-                .await
-                .expect("postgres"),
-        ));
+        stores.push(("PostgreSQL", pg_store(pg)));
     }
-    for (name, store) in &stores {
+    for (name, spec) in &stores {
+        let store = store::open(spec).await.expect("store");
         let start = Instant::now();
-        fill(store, total).await;
+        fill(&store, total).await;
         println!(
             "{name}: filled {total} deployments in {:.1} s",
             start.elapsed().as_secs_f64()
         );
-        let exact = page_query(store, "r042/0").await;
-        let prefix = page_query(store, "r042/*").await;
+        let exact = page_query(&store, "r042/0").await;
+        let prefix = page_query(&store, "r042/*").await;
         println!(
             "{name}: page of 100, exact metadata (~0.14%):  {:>7.2} ms (target < 50 ms; goal 10 ms)",
-            exact.as_secs_f64() * 1e3
+            ms(exact)
         );
         println!(
             "{name}: page of 100, prefix metadata (~1%):    {:>7.2} ms (target < 50 ms; goal 10 ms)",
-            prefix.as_secs_f64() * 1e3
+            ms(prefix)
+        );
+        drop(store);
+        let (rows, took, peak, before) = stream_all(spec).await;
+        assert_eq!(rows, total, "every deployment streamed");
+        println!(
+            "{name}: client paged through {rows} deployments in {:.1} s; daemon RSS {:.0} MB at start, peak {:.0} MB (target < 200 MB)",
+            took.as_secs_f64(),
+            before as f64 / 1048576.0,
+            peak as f64 / 1048576.0
         );
     }
 }

@@ -3,9 +3,10 @@
 //! preparing, marked prepared (and approved by the approve rules) right away, exactly as the
 //! loop's first pass would. Used by the Data API and by the built-in preparers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use nephrite_krm::{Gvk, Package};
+use nephrite_krm::{Gvk, Object, Package};
+use nephrite_merge::deployment::DEPLOYMENT_NAME;
 use nephrite_merge::metadata::{Metadata, extract_metadata, overlay};
 use nephrite_merge::{DeploymentResource, merge_package, preparable_resources};
 
@@ -51,71 +52,174 @@ pub fn new_deployment_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// Creates `requests` in one store transaction; `(created, id)` for each.
-pub async fn create_deployments(
-    store: &dyn Store,
-    context: CreationContext<'_>,
-    requests: Vec<CreateDeployment>,
-) -> Result<Vec<(bool, String)>, ApiError> {
-    let mut templates: HashMap<String, (TemplateRecord, Package)> = HashMap::new();
-    let mut parents_seen: HashMap<String, ()> = HashMap::new();
-    let mut sites_seen: HashMap<String, ()> = HashMap::new();
-    let mut rows = Vec::with_capacity(requests.len());
-    for request in requests {
-        if !request.parent_id.is_empty() && !parents_seen.contains_key(&request.parent_id) {
-            check_id("parent deployment id", &request.parent_id)?;
-            store.get_deployment(&request.parent_id).await?;
-            parents_seen.insert(request.parent_id.clone(), ());
-        }
-        if !request.site_id.is_empty() && !sites_seen.contains_key(&request.site_id) {
-            check_id("site id", &request.site_id)?;
-            if !context.sites_verified {
-                store.get_site(&request.site_id).await?;
-            }
-            sites_seen.insert(request.site_id.clone(), ());
-        }
-        let (mut package, template_metadata) = if request.template_id.is_empty() {
+/// What the children of one template and merge package share: the template's package with
+/// the merge package merged, each resource already written as YAML. A placement creates
+/// thousands of children that differ only in their Deployment resource, so only that resource
+/// is edited and written per child.
+struct Shape {
+    template_id: String,
+    merge: Package,
+    /// The template's metadata.
+    template_metadata: Metadata,
+    /// Template + merge, without per-child changes.
+    package: Package,
+    /// Where the package's own Deployment resource is, if it has one.
+    deployment_at: Option<usize>,
+    /// Each resource of `package` as a YAML document.
+    documents: Vec<String>,
+    /// Metadata extracted from `package`.
+    extracted: Metadata,
+    /// Whether nothing in `package` but the Deployment resource is preparable.
+    nothing_preparable: bool,
+}
+
+impl Shape {
+    async fn new(
+        store: &dyn Store,
+        context: &CreationContext<'_>,
+        templates: &mut HashMap<String, (TemplateRecord, Package)>,
+        template_id: &str,
+        merge: &Package,
+    ) -> Result<Shape, ApiError> {
+        let (mut package, template_metadata) = if template_id.is_empty() {
             (Package::new(), Metadata::new())
         } else {
-            if !templates.contains_key(&request.template_id) {
-                check_id("template id", &request.template_id)?;
-                let template = store.get_template(&request.template_id).await?;
+            if !templates.contains_key(template_id) {
+                check_id("template id", template_id)?;
+                let template = store.get_template(template_id).await?;
                 let package = Package::from_yaml(&template.package_yaml).map_err(|e| {
                     ApiError::BadPackage {
                         what: format!("template {}", template.id),
                         message: e.to_string(),
                     }
                 })?;
-                templates.insert(request.template_id.clone(), (template, package));
+                templates.insert(template_id.to_owned(), (template, package));
             }
-            let (template, package) = &templates[&request.template_id];
+            let (template, package) = &templates[template_id];
             (package.clone(), template.metadata.clone())
         };
-        merge_package(&mut package, &request.merge, |_| false).map_err(|source| {
-            ApiError::Merge {
-                what: format!("template {:?}", request.template_id),
-                source: Box::new(source),
-            }
+        merge_package(&mut package, merge, |_| false).map_err(|source| ApiError::Merge {
+            what: format!("template {template_id:?}"),
+            source: Box::new(source),
         })?;
+        let deployment_at = package.iter().position(DeploymentResource::is);
+        let nothing_preparable = preparable_resources(&package, context.has_preparer)
+            .iter()
+            .all(|&at| Some(at) == deployment_at);
+        Ok(Shape {
+            template_id: template_id.to_owned(),
+            merge: merge.clone(),
+            template_metadata,
+            documents: package.iter().map(Object::to_yaml).collect(),
+            extracted: extract_metadata(&package),
+            deployment_at,
+            nothing_preparable,
+            package,
+        })
+    }
+
+    fn fits(&self, request: &CreateDeployment) -> bool {
+        self.template_id == request.template_id && self.merge == request.merge
+    }
+
+    /// One child's package (as YAML), metadata, prepared and approved state.
+    fn child(
+        &self,
+        context: &CreationContext<'_>,
+        request: &CreateDeployment,
+    ) -> Result<(String, Metadata, bool, bool), ApiError> {
+        let invalid =
+            |e: nephrite_merge::deployment::DeploymentError| ApiError::Invalid(e.to_string());
+        // The Deployment resource alone: every rule below reads and writes only it.
+        let deployment = match self.deployment_at {
+            Some(at) => self.package.objects()[at].clone(),
+            None => Object::new(&DeploymentResource::gvk(), DEPLOYMENT_NAME),
+        };
+        let mut single = Package::from(vec![deployment]);
         let template_id = (!request.template_id.is_empty()).then_some(request.template_id.as_str());
         let site_id = (!request.site_id.is_empty()).then_some(request.site_id.as_str());
-        DeploymentResource::ensure(&mut package, template_id, site_id)
-            .map_err(|e| ApiError::Invalid(e.to_string()))?;
-        let own = overlay(&extract_metadata(&package), &request.merge_metadata);
-        let metadata = overlay(&template_metadata, &own);
+        DeploymentResource::ensure(&mut single, template_id, site_id).map_err(invalid)?;
+        let own = overlay(&self.extracted, &request.merge_metadata);
+        let metadata = overlay(&self.template_metadata, &own);
         let mut prepared = request.prepared;
         let mut approved = request.approved;
-        if request.prepared || preparable_resources(&package, context.has_preparer).is_empty() {
+        let nothing_preparable = self.nothing_preparable
+            && preparable_resources(&single, context.has_preparer).is_empty();
+        if request.prepared || nothing_preparable {
             let approval =
-                DeploymentResource::mark_prepared(&mut package, context.auto_approve, context.now)
-                    .map_err(|e| ApiError::Invalid(e.to_string()))?;
+                DeploymentResource::mark_prepared(&mut single, context.auto_approve, context.now)
+                    .map_err(invalid)?;
             prepared = true;
             approved = approved || approval == nephrite_merge::Approval::Approved;
         }
         if request.approved {
-            DeploymentResource::mark_approved(&mut package)
-                .map_err(|e| ApiError::Invalid(e.to_string()))?;
+            DeploymentResource::mark_approved(&mut single).map_err(invalid)?;
         }
+        let deployment = single.objects()[0].to_yaml();
+        let mut yaml = String::with_capacity(
+            self.documents.iter().map(String::len).sum::<usize>() + deployment.len() + 64,
+        );
+        let mut document = |text: &str| {
+            if !yaml.is_empty() {
+                yaml.push_str("---\n");
+            }
+            yaml.push_str(text);
+        };
+        for (at, text) in self.documents.iter().enumerate() {
+            document(if Some(at) == self.deployment_at {
+                &deployment
+            } else {
+                text
+            });
+        }
+        if self.deployment_at.is_none() {
+            document(&deployment);
+        }
+        Ok((yaml, metadata, prepared, approved))
+    }
+}
+
+/// Creates `requests` in one store transaction; `(created, id)` for each. Requests with the
+/// same template and merge package as the one before share its merged package, written as
+/// YAML once; only each child's Deployment resource is edited and written per child.
+pub async fn create_deployments(
+    store: &dyn Store,
+    context: CreationContext<'_>,
+    requests: Vec<CreateDeployment>,
+) -> Result<Vec<(bool, String)>, ApiError> {
+    let mut templates: HashMap<String, (TemplateRecord, Package)> = HashMap::new();
+    let mut parents_seen: HashSet<String> = HashSet::new();
+    let mut sites_seen: HashSet<String> = HashSet::new();
+    let mut shape: Option<Shape> = None;
+    let mut rows = Vec::with_capacity(requests.len());
+    for request in requests {
+        if !request.parent_id.is_empty() && !parents_seen.contains(&request.parent_id) {
+            check_id("parent deployment id", &request.parent_id)?;
+            store.get_deployment(&request.parent_id).await?;
+            parents_seen.insert(request.parent_id.clone());
+        }
+        if !request.site_id.is_empty() && !sites_seen.contains(&request.site_id) {
+            check_id("site id", &request.site_id)?;
+            if !context.sites_verified {
+                store.get_site(&request.site_id).await?;
+            }
+            sites_seen.insert(request.site_id.clone());
+        }
+        let current = match shape.take() {
+            Some(current) if current.fits(&request) => current,
+            _ => {
+                Shape::new(
+                    store,
+                    &context,
+                    &mut templates,
+                    &request.template_id,
+                    &request.merge,
+                )
+                .await?
+            }
+        };
+        let (package_yaml, metadata, prepared, approved) = current.child(&context, &request)?;
+        shape = Some(current);
         rows.push(NewDeployment {
             info: DeploymentInfo {
                 id: new_deployment_id(),
@@ -130,7 +234,7 @@ pub async fn create_deployments(
                 approved,
                 error: String::new(),
             },
-            package_yaml: package.to_yaml(),
+            package_yaml,
         });
     }
     Ok(store.create_deployments(rows).await?)

@@ -84,6 +84,11 @@ pub struct PreparationLoop {
     config: LoopConfig,
 }
 
+/// How often the change log is compacted.
+const COMPACT_EVERY: Duration = Duration::from_secs(10);
+/// Changes the log keeps (older revisions answer OUT_OF_RANGE to `Watch`).
+const CHANGES_KEPT: i64 = 100_000;
+
 /// Rounds over one package before giving up for this pass (each round prepares at least one
 /// resource, so this bounds preparers that keep adding preparable resources).
 const MAX_ROUNDS: usize = 64;
@@ -101,6 +106,7 @@ impl PreparationLoop {
     /// Runs until `shutdown` triggers.
     pub async fn run(self, shutdown: ShutdownHandle) {
         let mut wake = self.changes.subscribe();
+        let mut compacted: Option<tokio::time::Instant> = None;
         loop {
             if shutdown.is_triggered() {
                 return;
@@ -115,8 +121,13 @@ impl PreparationLoop {
                     }
                 }
             }
-            if let Err(err) = self.store.compact_changes(100_000).await {
-                tracing::warn!(error = %err, "change log compaction failed");
+            // Compaction is bookkeeping: at most every COMPACT_EVERY, not on every wake (a
+            // burst of writes wakes the loop once per write).
+            if compacted.is_none_or(|at| at.elapsed() >= COMPACT_EVERY) {
+                compacted = Some(tokio::time::Instant::now());
+                if let Err(err) = self.store.compact_changes(CHANGES_KEPT).await {
+                    tracing::warn!(error = %err, "change log compaction failed");
+                }
             }
             tokio::select! {
                 _ = shutdown.triggered() => return,

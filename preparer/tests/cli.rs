@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use nephrite_krm::Package;
+use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use support::*;
 
@@ -289,60 +290,98 @@ async fn cli_round_trip_against_the_real_daemon() {
     assert!(status.success(), "exit after SIGTERM: {status}");
 }
 
+/// Children of `parent` in the store at `spec`, read directly (the daemon is dead).
+async fn stored_children(spec: &str, parent: &str) -> usize {
+    use nephrite_preparer::store::{self, DeploymentFilter, Window};
+    let store = store::open(spec).await.expect("store opens");
+    let filter = DeploymentFilter {
+        parent_id: Some(parent.to_owned()),
+        ..Default::default()
+    };
+    let mut window = Window {
+        limit: store::MAX_PAGE,
+        ..Window::default()
+    };
+    let mut count = 0;
+    loop {
+        let (page, more) = store
+            .list_deployments(&filter, &window)
+            .await
+            .expect("list");
+        count += page.len();
+        match (more, page.last()) {
+            (true, Some(last)) => window.after_id = last.id.clone(),
+            _ => return count,
+        }
+    }
+}
+
 #[tokio::test]
 async fn kill_9_during_expansion_loses_nothing_and_duplicates_nothing() {
-    const SITES: usize = 2000;
+    const SITES: usize = 10_000;
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("p.db").display());
+    let started = std::time::Instant::now();
+    // The sites go straight into the store (10,000 registrations over gRPC would only test
+    // the API's per-call cost); everything after that goes through the daemon.
+    {
+        use nephrite_preparer::store::{self, SiteRecord};
+        let sites = store::open(&store).await.expect("store opens");
+        for n in 0..SITES {
+            sites
+                .put_site(SiteRecord {
+                    id: format!("dc/{n:05}"),
+                    metadata: [("Site.region".to_owned(), "metro".to_owned())].into(),
+                    ..SiteRecord::default()
+                })
+                .await
+                .expect("site");
+        }
+    }
+    eprintln!("{SITES} sites stored at {:?}", started.elapsed());
     let mut daemon = serve(&store, &["--lease", "1s"]).await;
     let endpoint: nephrite_runtime::Endpoint = daemon.server.parse().unwrap();
     let mut client = DataClient::new(nephrite_runtime::dial(&endpoint).await.unwrap());
     register_template(&mut client, "nf/gw", GATEWAY).await;
     register_template(&mut client, "topo", &topology("nf/gw", "metro")).await;
-    for n in 0..SITES {
-        register_site(&mut client, &format!("dc/{n:05}"), "metro").await;
-    }
     let parent = create(&mut client, "topo", "").await;
-    // Kill as soon as the loop has taken the deployment (its lease is held), mid-expansion.
+    // Kill mid-expansion: once the first children are committed, long before the last.
     wait_for("expansion started", || {
         let mut client = client.clone();
         let parent = parent.clone();
         async move {
-            let busy = client
-                .start_modification(
-                    nephrite_proto::nephrite::data::v1::StartModificationRequest {
-                        deployment_id: parent,
-                        lease_ms: 1,
-                    },
-                )
-                .await;
-            match busy {
-                Err(status) if status.code() == tonic::Code::Aborted => Some(()),
-                Ok(m) => {
-                    let m = m.into_inner();
-                    let _ = client
-                        .cancel_modification(
-                            nephrite_proto::nephrite::data::v1::CancelModificationRequest {
-                                deployment_id: m.deployment_id,
-                                token: m.token,
-                            },
-                        )
-                        .await;
-                    None
-                }
-                Err(_) => None,
-            }
+            let page = client
+                .list_deployments(pb::ListDeploymentsRequest {
+                    parent_deployment_id: parent,
+                    window: Some(pb::Window {
+                        max_count: 1,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .ok()?
+                .into_inner();
+            (!page.deployments.is_empty()).then_some(())
         }
     })
     .await;
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
     drop(daemon);
+    let at_kill = stored_children(&store, &parent).await;
+    eprintln!("killed with {at_kill} of {SITES} children created");
+    assert!(
+        at_kill > 0 && at_kill < SITES,
+        "the kill landed mid-expansion ({at_kill} of {SITES} children)"
+    );
 
     let restarted = serve(&store, &["--lease", "1s"]).await;
     let endpoint: nephrite_runtime::Endpoint = restarted.server.parse().unwrap();
     let mut client = DataClient::new(nephrite_runtime::dial(&endpoint).await.unwrap());
+    eprintln!("restarted at {:?}", started.elapsed());
     wait_prepared(&mut client, &parent).await;
+    eprintln!("expansion finished at {:?}", started.elapsed());
     let kids = children(&mut client, &parent).await;
     assert_eq!(kids.len(), SITES, "exactly one child per site");
     let sites: std::collections::HashSet<_> = kids.iter().map(|k| k.site_id.clone()).collect();

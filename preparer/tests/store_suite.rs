@@ -360,6 +360,53 @@ async fn suite(store: Arc<dyn Store>) {
         "{backend}"
     );
     assert_eq!(store.changes_since(latest - 5, 100).await.unwrap().len(), 5);
+
+    // Prefix patterns over a wide range (more than 20,000 values: walked by id) and a narrow
+    // one (read from the metadata index): both page exactly like a brute-force filter.
+    let zones: Vec<_> = (0..20_100)
+        .map(|n| {
+            let zone = format!("z/{}", n % 3);
+            row(&format!("w{n:05}"), "", "", &[("Zone", zone.as_str())])
+        })
+        .collect();
+    store.create_deployments(zones).await.unwrap();
+    for (pattern, expected) in [
+        ("z/*", (0..20_100).collect::<Vec<u32>>()),
+        ("z/1*", (0..20_100).filter(|n| n % 3 == 1).collect()),
+    ] {
+        let filter = DeploymentFilter {
+            metadata: MetadataSelector::new([("Zone", pattern)]).unwrap(),
+            ..Default::default()
+        };
+        let (first, more) = store
+            .list_deployments(&filter, &Window::default())
+            .await
+            .unwrap();
+        let ids = |page: &[DeploymentInfo]| page.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
+        let want = |range: std::ops::Range<usize>| {
+            expected[range]
+                .iter()
+                .map(|n| format!("w{n:05}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&first), want(0..100), "{backend}: {pattern} first page");
+        assert!(more);
+        let (second, _) = store
+            .list_deployments(
+                &filter,
+                &Window {
+                    after_id: first[99].id.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&second),
+            want(100..200),
+            "{backend}: {pattern} second page"
+        );
+    }
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nephrite_bmm_provider::controller;
 use nephrite_bmm_provider::standalone::{self, Pace, State};
+use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +23,16 @@ struct Cli {
 enum Command {
     /// Print the provider's CRDs as multi-document YAML.
     Crds,
+    /// Write the clusterctl provider artefacts (`metadata.yaml`,
+    /// `infrastructure-components.yaml`, `templates/cluster-template.yaml`) under a directory.
+    Clusterctl {
+        /// The output directory.
+        #[arg(long, env = "BMM_CLUSTERCTL_OUT")]
+        out: PathBuf,
+        /// The release the artefacts are for (its major.minor goes into metadata.yaml).
+        #[arg(long, env = "BMM_CLUSTERCTL_VERSION", default_value = concat!("v", env!("CARGO_PKG_VERSION")))]
+        version: String,
+    },
     /// Run the NvidiaBMMCluster and NvidiaBMMMachine controllers against the Kubernetes cluster of the kubeconfig
     /// (or the in-cluster service account).
     Serve {
@@ -36,6 +48,12 @@ enum Command {
         /// Poll interval while waiting for another object.
         #[arg(long, env = "BMM_DEPENDENCY_POLL_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
         dependency_poll_interval: Duration,
+        /// Also run the node-lifecycle controller (labels, addresses and deletion of Nodes
+        /// with a `nvidia-bmm://` provider ID; needs --default-credentials).
+        #[arg(long, env = "BMM_NODE_LIFECYCLE")]
+        node_lifecycle: bool,
+        #[command(flatten)]
+        election: ElectionFlags,
     },
     /// Provision the NvidiaBMMClusters and NvidiaBMMMachines of a file, without a management
     /// cluster; waits until every machine is Ready.
@@ -63,6 +81,31 @@ enum Command {
         #[command(flatten)]
         pace: PaceFlags,
     },
+}
+
+#[derive(Args)]
+struct ElectionFlags {
+    /// Act only while holding the Lease (run several replicas; one acts).
+    #[arg(long, env = "BMM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (default: the client's namespace, in a pod its own).
+    #[arg(long, env = "BMM_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, env = "BMM_LEADER_ELECTION_ID", default_value = "bmm-provider")]
+    leader_election_id: String,
+    /// This replica's identity in the Lease (default: the pod or host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "bmm-provider".into())
 }
 
 #[derive(Args)]
@@ -149,25 +192,50 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 println!("---\n{}", serde_norway::to_string(&crd)?.trim_end());
             }
         }
+        Command::Clusterctl { out, version } => {
+            for path in nephrite_bmm_provider::clusterctl::write(&out, &version)? {
+                println!("{}", path.display());
+            }
+        }
         Command::Serve {
             namespace,
             default_credentials,
             poll_interval,
             dependency_poll_interval,
+            node_lifecycle,
+            election,
         } => {
             let client = kube::Client::try_default().await?;
-            let config = nephrite_bmm_provider::controller::ControllerConfig {
+            let config = controller::ControllerConfig {
                 namespace,
                 default_credentials,
                 poll: poll_interval,
                 dependency_poll: dependency_poll_interval,
+                node_lifecycle,
                 ..Default::default()
             };
+            if !election.leader_elect {
+                tokio::select! {
+                    _ = controller::run_controllers(client, config) => {}
+                    _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
+                }
+                return Ok(());
+            }
+            let lock = LeaseLock::new(
+                election
+                    .leader_election_namespace
+                    .unwrap_or_else(|| client.default_namespace().to_string()),
+                election.leader_election_id,
+                election.identity.unwrap_or_else(|| {
+                    format!("{}_{}", host_name(), uuid::Uuid::new_v4().simple())
+                }),
+            );
+            let election = LeaderElection::start(client.clone(), lock, LeaseTiming::default());
             tokio::select! {
-                _ = nephrite_bmm_provider::controller::run_cluster_controller(client.clone(), config.clone()) => {}
-                _ = nephrite_bmm_provider::controller::run_machine_controller(client, config) => {}
+                _ = controller::run_while_leading(client, config, election.changes()) => {}
                 _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
             }
+            election.step_down().await;
         }
         Command::Apply {
             file,

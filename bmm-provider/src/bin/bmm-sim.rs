@@ -1,6 +1,7 @@
 //! `bmm-sim`: the BMM API simulator, and `bmm-sim token` to mint a bearer token for it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -62,6 +63,12 @@ struct ServeFlags {
     /// Machines of the simulated instance type.
     #[arg(long, env = "BMM_SIM_MACHINES", default_value_t = 64)]
     machines: usize,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "BMM_SIM_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "BMM_SIM_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -93,18 +100,26 @@ async fn main() -> anyhow::Result<()> {
         latency: f.latency,
         machines: f.machines,
     });
+    let tls = match (&f.tls_cert, &f.tls_key) {
+        (Some(cert), Some(key)) => Some(nephrite_bmm_provider::sim::server_config(cert, key)?),
+        _ => None,
+    };
     let listener = tokio::net::TcpListener::bind(f.listen)
         .await
         .with_context(|| format!("binding {}", f.listen))?;
     eprintln!(
-        "bmm-sim listening on http://{} (site {}, instance type {})",
+        "bmm-sim listening on {}://{} (site {}, instance type {})",
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?,
         sim.site_id(),
         sim.instance_type_id()
     );
-    sim.serve(listener, async {
+    let interrupted = async {
         let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+    };
+    match tls {
+        Some(tls) => sim.serve_tls(listener, tls, interrupted).await?,
+        None => sim.serve(listener, interrupted).await?,
+    }
     Ok(())
 }

@@ -58,6 +58,9 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Retry policy for transient failures.
     pub retry: RetryPolicy,
+    /// PEM CA certificate(s) to trust instead of the system roots (a private endpoint, or
+    /// `bmm-sim --tls-cert`).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl ClientConfig {
@@ -69,6 +72,7 @@ impl ClientConfig {
             token,
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
+            ca_pem: None,
         }
     }
 }
@@ -97,9 +101,20 @@ impl BmmClient {
                 "org {org:?} is empty or contains '/'"
             )));
         }
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)));
+        if let Some(pem) = &config.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ApiError::Config(format!("CA certificate: {e}")))?;
+            if certs.is_empty() {
+                return Err(ApiError::Config(
+                    "CA certificate: no CERTIFICATE in the PEM".into(),
+                ));
+            }
+            builder = builder.tls_certs_only(certs);
+        }
+        let http = builder
             .build()
             .map_err(|e| ApiError::Config(format!("building the HTTP client: {e}")))?;
         Ok(BmmClient {

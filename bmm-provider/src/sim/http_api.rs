@@ -446,6 +446,7 @@ async fn guard(State(sim): State<Sim>, request: Request, next: Next) -> Response
             status: response.status().as_u16().to_string(),
         })
         .inc();
+    sim.metrics.answered.inc();
     response
 }
 

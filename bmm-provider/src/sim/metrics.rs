@@ -30,6 +30,8 @@ pub struct SimMetrics {
     pub requests: Family<RequestLabel, Counter>,
     /// Faults injected.
     pub faults: Counter,
+    /// Requests answered, all together.
+    pub answered: Counter,
 }
 
 impl SimMetrics {
@@ -55,6 +57,7 @@ impl SimMetrics {
             created,
             requests,
             faults,
+            answered: Counter::default(),
         }
     }
 

@@ -12,12 +12,14 @@
 pub mod auth;
 mod http_api;
 mod metrics;
+mod tls;
 pub mod world;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use http_api::router;
+pub use tls::{SimTlsError, server_config};
 pub use world::{Delays, INSTANCE_TYPE_ID, Kind, SITE_ID, World};
 
 /// How the simulator behaves.
@@ -118,6 +120,36 @@ impl Sim {
                 w.count(kind)
             })
             .unwrap_or(0)
+    }
+
+    /// Requests answered so far (faults included).
+    pub fn requests_answered(&self) -> u64 {
+        self.metrics.answered.get()
+    }
+
+    /// Faults injected so far.
+    pub fn faults_injected(&self) -> u64 {
+        self.metrics.faults.get()
+    }
+
+    /// The id of the live instance named `name`, if any.
+    pub fn instance_named(&self, name: &str) -> Option<String> {
+        let world = self.world.lock().ok()?;
+        world
+            .list(Kind::Instance)
+            .iter()
+            .find(|i| i["name"].as_str() == Some(name))
+            .and_then(|i| i["id"].as_str().map(str::to_string))
+    }
+
+    /// Out of band: puts an instance in `Error` (see [`World::fail_instance`]).
+    pub fn fail_instance(&self, id: &str) -> bool {
+        self.world.lock().is_ok_and(|mut w| w.fail_instance(id))
+    }
+
+    /// Out of band: removes an instance at once (see [`World::remove_instance`]).
+    pub fn remove_instance(&self, id: &str) -> bool {
+        self.world.lock().is_ok_and(|mut w| w.remove_instance(id))
     }
 
     /// Serves on a listener until `shutdown` resolves.

@@ -97,6 +97,8 @@ struct Record {
     created: Instant,
     deleted: Option<Instant>,
     delay: Duration,
+    /// Put in `Error` out of band: it no longer progresses (until deleted).
+    failed: bool,
 }
 
 /// Timing of the simulated platform.
@@ -212,7 +214,7 @@ impl World {
                 _ => true,
             });
             for r in records.iter_mut() {
-                if r.deleted.is_some() {
+                if r.deleted.is_some() || r.failed {
                     continue;
                 }
                 let age = now.duration_since(r.created);
@@ -308,6 +310,7 @@ impl World {
             created: Instant::now(),
             deleted: None,
             delay,
+            failed: false,
         });
         *self.created.entry(kind).or_default() += 1;
         value

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod capi;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +28,61 @@ pub struct Harness {
     pub url: String,
     pub violations: Arc<Mutex<Vec<String>>>,
     pub operations: Arc<Mutex<Vec<String>>>,
+    crash: Crash,
 }
+
+/// A contract-checking proxy in front of a simulator.
+pub struct Front {
+    /// Point clients here.
+    pub url: String,
+    pub violations: Arc<Mutex<Vec<String>>>,
+    pub operations: Arc<Mutex<Vec<String>>>,
+    crash: Crash,
+}
+
+impl Front {
+    async fn start(target: &str) -> Front {
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let operations = Arc::new(Mutex::new(Vec::new()));
+        let crash: Crash = Arc::new(Mutex::new(None));
+        let proxy = Proxy {
+            target: target.to_string(),
+            http: reqwest::Client::new(),
+            violations: violations.clone(),
+            operations: operations.clone(),
+            crash: crash.clone(),
+        };
+        let app = axum::Router::new()
+            .fallback(forward)
+            .with_state(Arc::new(proxy));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Front {
+            url,
+            violations,
+            operations,
+            crash,
+        }
+    }
+
+    /// Operations this proxy forwarded.
+    pub fn operations_seen(&self) -> Vec<String> {
+        self.operations.lock().expect("lock").clone()
+    }
+
+    /// Fails the test if a request or response through this proxy broke the contract.
+    pub fn assert_contract_held(&self) {
+        let v = self.violations.lock().expect("lock");
+        assert!(v.is_empty(), "contract violations:\n{}", v.join("\n"));
+    }
+}
+
+/// `(operation, signal)`: after the simulator has processed the next such operation, the signal
+/// fires and the answer never comes (the caller "crashed" before it saw it).
+type Crash = Arc<Mutex<Option<(String, tokio::sync::oneshot::Sender<()>)>>>;
 
 pub fn fast_config() -> SimConfig {
     SimConfig {
@@ -61,29 +117,29 @@ impl Harness {
             .expect("bind");
         let sim_url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(sim.clone().serve(listener, std::future::pending()));
-        let violations = Arc::new(Mutex::new(Vec::new()));
-        let operations = Arc::new(Mutex::new(Vec::new()));
-        let proxy = Proxy {
-            target: sim_url.clone(),
-            http: reqwest::Client::new(),
-            violations: violations.clone(),
-            operations: operations.clone(),
-        };
-        let app = axum::Router::new()
-            .fallback(forward)
-            .with_state(Arc::new(proxy));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let front = Front::start(&sim_url).await;
         Harness {
             sim,
             sim_url,
-            url,
-            violations,
-            operations,
+            url: front.url,
+            violations: front.violations,
+            operations: front.operations,
+            crash: front.crash,
         }
+    }
+
+    /// Another contract-checking proxy in front of the same simulator (to tell apart who
+    /// called); its violations are not part of [`Harness::assert_contract_held`].
+    pub async fn front(&self) -> Front {
+        Front::start(&self.sim_url).await
+    }
+
+    /// After the simulator processes the next `operation` (`"POST instance"`), the returned
+    /// signal fires and the answer is held back forever.
+    pub fn crash_after(&self, operation: &str) -> tokio::sync::oneshot::Receiver<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        *self.crash.lock().expect("lock") = Some((operation.to_string(), tx));
+        rx
     }
 
     pub fn client(&self) -> BmmClient {
@@ -106,6 +162,7 @@ struct Proxy {
     http: reqwest::Client,
     violations: Arc<Mutex<Vec<String>>>,
     operations: Arc<Mutex<Vec<String>>>,
+    crash: Crash,
 }
 
 /// Statuses the platform answers that the spec does not declare for an operation; their bodies
@@ -220,6 +277,20 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
         Ok(a) => a,
         Err(e) => return (http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
+    let crashed = {
+        let mut crash = proxy.crash.lock().expect("lock");
+        match (crash.take(), &template) {
+            (Some((op, tx)), Some(t)) if op == format!("{} {t}", method.as_str()) => Some(tx),
+            (other, _) => {
+                *crash = other;
+                None
+            }
+        }
+    };
+    if let Some(tx) = crashed {
+        let _ = tx.send(());
+        std::future::pending::<()>().await;
+    }
     let status = answer.status();
     let paging = answer.headers().get("X-Pagination").cloned();
     let bytes = answer.bytes().await.unwrap_or_default();

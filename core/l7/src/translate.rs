@@ -295,7 +295,8 @@ pub(crate) fn extra_rules(object: &Object) -> Result<Vec<Rule>, String> {
     Ok(rules)
 }
 
-fn describe(object: &Object) -> String {
+/// How reports name an object: `Ingress shop/web` (namespace `default` when absent).
+pub fn describe(object: &Object) -> String {
     format!(
         "{} {}/{}",
         object.kind,

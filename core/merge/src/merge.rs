@@ -21,7 +21,10 @@
 
 use std::collections::HashMap;
 
-use nephrite_krm::{Object, ObjectError, Package, keys};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use indexmap::IndexMap;
+use nephrite_krm::{Object, ObjectMeta, Package, ReservedKey, keys};
 use serde_json::Value;
 
 use crate::preparation::rewrite_annotations;
@@ -93,7 +96,7 @@ pub enum MergeError {
         /// The resource.
         resource: String,
         /// Why it is invalid.
-        source: ObjectError,
+        source: ReservedKey,
     },
 }
 
@@ -113,109 +116,283 @@ fn describe(object: &Object) -> String {
     )
 }
 
-/// Identity of a resource for merging: group, version, kind, name.
-type Identity = (String, String, String, String);
+/// Identity of a resource for merging: group, version, kind, name — borrowed from the object,
+/// so indexing a package allocates nothing.
+type Identity<'a> = (&'a str, &'a str, &'a str, &'a str);
 
-fn identity(object: &Object) -> Identity {
-    let gvk = object.gvk();
+fn identity(object: &Object) -> Identity<'_> {
+    // The group is everything before the last `/` of the apiVersion, as `Object::gvk` reads it.
+    let (group, version) = object
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", object.api_version.as_str()));
     (
-        gvk.group,
-        gvk.version,
-        gvk.kind,
-        object.name().unwrap_or_default().to_owned(),
+        group,
+        version,
+        object.kind.as_str(),
+        object.name().unwrap_or_default(),
     )
+}
+
+/// A hash map over identities. Identities are short strings from the packages themselves, so
+/// a simple multiplicative hash (FxHash's) serves better than SipHash's flood resistance.
+type IdentityMap<'a, V> = HashMap<Identity<'a>, V, BuildHasherDefault<IdentityHasher>>;
+
+/// FxHash's rotate-xor-multiply per word, finished with MurmurHash3's mixer so that the low
+/// bits hashbrown indexes by depend on every input bit.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let mut rest = [0u8; 8];
+        rest[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.add(u64::from_le_bytes(rest) ^ (bytes.len() as u64));
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+impl IdentityHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// `Override`: `over` deep-merged into a copy of `existing`, as [`deep_merge`] would merge
+/// their JSON forms — metadata field by field (labels, annotations and unlisted fields merge
+/// key by key, the rest replace when set), the body key by key — without the round trip
+/// through JSON.
+fn override_object(existing: &Object, over: &Object) -> Result<Object, MergeError> {
+    let mut merged = existing.clone();
+    merged.api_version.clone_from(&over.api_version);
+    merged.kind.clone_from(&over.kind);
+    override_metadata(&mut merged.metadata, &over.metadata);
+    for (key, value) in over.body.iter() {
+        match merged.body.get_mut(key) {
+            Some(existing) => deep_merge(existing, value.clone()),
+            None => {
+                merged
+                    .body
+                    .insert(key.clone(), value.clone())
+                    .map_err(|source| MergeError::Override {
+                        resource: describe(over),
+                        source,
+                    })?;
+            }
+        }
+    }
+    Ok(merged)
+}
+
+fn override_metadata(base: &mut ObjectMeta, over: &ObjectMeta) {
+    fn set<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
+        if over.is_some() {
+            base.clone_from(over);
+        }
+    }
+    fn merge_strings(
+        base: &mut Option<IndexMap<String, String>>,
+        over: &Option<IndexMap<String, String>>,
+    ) {
+        if let Some(over) = over {
+            let base = base.get_or_insert_with(IndexMap::new);
+            for (key, value) in over {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    // Destructured so that a field added to ObjectMeta cannot be forgotten here.
+    let ObjectMeta {
+        name,
+        generate_name,
+        namespace,
+        uid,
+        resource_version,
+        generation,
+        creation_timestamp,
+        deletion_timestamp,
+        labels,
+        annotations,
+        owner_references,
+        finalizers,
+        extra,
+    } = over;
+    set(&mut base.name, name);
+    set(&mut base.generate_name, generate_name);
+    set(&mut base.namespace, namespace);
+    set(&mut base.uid, uid);
+    set(&mut base.resource_version, resource_version);
+    set(&mut base.generation, generation);
+    set(&mut base.creation_timestamp, creation_timestamp);
+    set(&mut base.deletion_timestamp, deletion_timestamp);
+    merge_strings(&mut base.labels, labels);
+    merge_strings(&mut base.annotations, annotations);
+    set(&mut base.owner_references, owner_references);
+    set(&mut base.finalizers, finalizers);
+    for (key, value) in extra {
+        match base.extra.get_mut(key) {
+            Some(existing) => deep_merge(existing, value.clone()),
+            None => {
+                base.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Where a source resource's result goes.
+#[derive(Clone, Copy)]
+enum Slot {
+    /// Over the target's resource at this position.
+    Target(usize),
+    /// Appended, as the n-th new identity.
+    Append(usize),
+}
+
+/// The identity a source resource merges under: its own, with the name `nephio.org/rename`
+/// gives when present — borrowed from the source package.
+fn source_identity(original: &Object) -> Identity<'_> {
+    let (group, version, kind, name) = identity(original);
+    let name = original.annotation(keys::RENAME).unwrap_or(name);
+    (group, version, kind, name)
+}
+
+/// A source resource as it merges: renamed, `nephio.org/merge` dropped, modes rewritten.
+fn merged_form(original: &Object, index: usize) -> Result<Object, MergeError> {
+    let mut object = original.clone();
+    if let Some(name) = object.remove_annotation(keys::RENAME) {
+        object.set_name(name);
+    }
+    if object.name().is_none_or(str::is_empty) {
+        return Err(MergeError::Unnamed {
+            index,
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+        });
+    }
+    object.remove_annotation(keys::MERGE);
+    if object
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.is_empty())
+    {
+        object.metadata.annotations = None;
+    }
+    rewrite_annotations(&mut object);
+    Ok(object)
 }
 
 /// Merges `source` into `target` (see the module documentation). `is_preparable` tells whether
 /// a source resource is still preparable where it comes from (the guard); pass `|_| false` for
 /// a merge package that came from a user.
+///
+/// Linear in the size of both packages: one hash index over the target (keys borrowed, no
+/// allocation), one pass over the source that prepares and places each resource while it is
+/// hot in cache, and the target written once at the end — so an error at any point leaves the
+/// target untouched.
 pub fn merge_package(
     target: &mut Package,
     source: &Package,
     is_preparable: impl Fn(&Object) -> bool,
 ) -> Result<MergeReport, MergeError> {
-    // Check and prepare every source resource before touching the target.
-    let mut prepared = Vec::with_capacity(source.len());
-    for (index, original) in source.iter().enumerate() {
-        if is_preparable(original) {
-            return Err(MergeError::NotReady {
-                resource: describe(original),
-            });
+    let count = source.len();
+    // Each source resource in its merged form, with where it goes and, for an override, the
+    // combined result.
+    let mut prepared: Vec<(Object, Slot, Option<Box<Object>>)> = Vec::with_capacity(count);
+    let mut superseded = vec![false; count];
+    // Appended identities in first-appearance order: the source position of the last result.
+    let mut appends: Vec<usize> = Vec::new();
+    let mut report = MergeReport::default();
+    {
+        let mut index: IdentityMap<'_, usize> =
+            IdentityMap::with_capacity_and_hasher(target.len(), Default::default());
+        for (at, object) in target.iter().enumerate() {
+            index.entry(identity(object)).or_insert(at);
         }
-        let mode = MergeMode::of(original)?;
-        let mut object = original.clone();
-        if let Some(name) = object.remove_annotation(keys::RENAME) {
-            object.set_name(name);
+        // Identity → the latest source position with it; a later resource with the same
+        // identity combines with that one's result.
+        let mut latest: IdentityMap<'_, usize> =
+            IdentityMap::with_capacity_and_hasher(count, Default::default());
+        for (at, original) in source.iter().enumerate() {
+            if is_preparable(original) {
+                return Err(MergeError::NotReady {
+                    resource: describe(original),
+                });
+            }
+            let mode = MergeMode::of(original)?;
+            let object = merged_form(original, at)?;
+            let key = source_identity(original);
+            let (existing, slot) = match latest.get(&key) {
+                Some(&earlier) => {
+                    superseded[earlier] = true;
+                    let (object, slot, result) = &prepared[earlier];
+                    (Some(result.as_deref().unwrap_or(object)), *slot)
+                }
+                None => match index.get(&key) {
+                    Some(&position) => (Some(&target.objects()[position]), Slot::Target(position)),
+                    None => (None, Slot::Append(appends.len())),
+                },
+            };
+            let result = match (existing, mode) {
+                (None, _) => {
+                    report.appended += 1;
+                    appends.push(at);
+                    None
+                }
+                (Some(_), MergeMode::Replace) => {
+                    report.replaced += 1;
+                    None
+                }
+                (Some(existing), MergeMode::Override) => {
+                    report.overridden += 1;
+                    Some(Box::new(override_object(existing, &object)?))
+                }
+            };
+            if let Slot::Append(k) = slot {
+                appends[k] = at;
+            }
+            prepared.push((object, slot, result));
+            latest.insert(key, at);
         }
-        if object.name().is_none_or(str::is_empty) {
-            return Err(MergeError::Unnamed {
-                index,
-                api_version: object.api_version.clone(),
-                kind: object.kind.clone(),
-            });
-        }
-        object.remove_annotation(keys::MERGE);
-        if object
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.is_empty())
-        {
-            object.metadata.annotations = None;
-        }
-        rewrite_annotations(&mut object);
-        prepared.push((mode, object));
     }
 
-    // Compute every result before writing any, so an invalid override leaves `target` as it was.
-    let mut index: HashMap<Identity, usize> = HashMap::with_capacity(target.len());
-    for (at, object) in target.iter().enumerate() {
-        index.entry(identity(object)).or_insert(at);
-    }
-    let mut writes: Vec<(Option<usize>, Object)> = Vec::with_capacity(prepared.len());
-    // Pending results by target slot (or by position in `writes` for appended ones), so that a
-    // later source resource with the same identity combines with the earlier result.
-    let mut pending: HashMap<Identity, usize> = HashMap::new();
-    let mut report = MergeReport::default();
-    for (mode, object) in prepared {
-        let key = identity(&object);
-        let existing = match pending.get(&key) {
-            Some(&write) => Some(&writes[write].1),
-            None => index.get(&key).map(|&at| &target.objects()[at]),
-        };
-        let merged = match (existing, mode) {
-            (None, _) => {
-                report.appended += 1;
-                object
-            }
-            (Some(_), MergeMode::Replace) => {
-                report.replaced += 1;
-                object
-            }
-            (Some(existing), MergeMode::Override) => {
-                report.overridden += 1;
-                let mut base = existing.to_json();
-                deep_merge(&mut base, object.to_json());
-                Object::from_json(base).map_err(|source| MergeError::Override {
-                    resource: describe(&object),
-                    source,
-                })?
-            }
-        };
-        match pending.get(&key) {
-            Some(&write) => writes[write].1 = merged,
-            None => {
-                pending.insert(key.clone(), writes.len());
-                writes.push((index.get(&key).copied(), merged));
-            }
+    // Write each identity's last result: in place, or appended in first-appearance order.
+    let mut tail: Vec<Option<Object>> = Vec::new();
+    tail.resize_with(appends.len(), || None);
+    for (at, (object, slot, result)) in prepared.into_iter().enumerate() {
+        if superseded[at] {
+            continue;
         }
-    }
-    for (slot, object) in writes {
+        let object = match result {
+            Some(result) => *result,
+            None => object,
+        };
         match slot {
-            Some(at) => target.objects_mut()[at] = object,
-            None => target.push(object),
+            Slot::Target(position) => target.objects_mut()[position] = object,
+            Slot::Append(k) => tail[k] = Some(object),
         }
     }
+    let objects = target.objects_mut();
+    objects.reserve(tail.len());
+    objects.extend(tail.into_iter().flatten());
     Ok(report)
 }
 

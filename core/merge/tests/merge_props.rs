@@ -81,6 +81,50 @@ fn package(rename: bool) -> impl Strategy<Value = Package> {
     prop::collection::vec(object(rename), 0..8).prop_map(Package::from)
 }
 
+/// A `Tuning` named `x` with optional labels, annotations, an unlisted metadata field,
+/// finalizers, a spec and another body field — what an `Override` has to combine.
+fn rich_object() -> impl Strategy<Value = Object> {
+    // Annotations are never an empty mapping: the merge drops one it emptied.
+    let strings =
+        |least| prop::option::of(prop::collection::btree_map("[a-c]", "[a-z]{0,3}", least..3));
+    (
+        strings(0),
+        strings(1),
+        prop::option::of(value()),
+        prop::option::of(prop::collection::vec("[a-z]{1,3}", 0..2)),
+        value(),
+        prop::option::of(value()),
+    )
+        .prop_map(|(labels, annotations, extra, finalizers, spec, data)| {
+            let mut metadata = Map::new();
+            metadata.insert("name".into(), "x".into());
+            if let Some(labels) = labels {
+                metadata.insert("labels".into(), serde_json::to_value(labels).unwrap());
+            }
+            if let Some(annotations) = annotations {
+                metadata.insert(
+                    "annotations".into(),
+                    serde_json::to_value(annotations).unwrap(),
+                );
+            }
+            if let Some(extra) = extra {
+                metadata.insert("fieldManager".into(), extra);
+            }
+            if let Some(finalizers) = finalizers {
+                metadata.insert("finalizers".into(), finalizers.into());
+            }
+            let mut object = Map::new();
+            object.insert("apiVersion".into(), "example.org/v1".into());
+            object.insert("kind".into(), "Tuning".into());
+            object.insert("metadata".into(), Value::Object(metadata));
+            object.insert("spec".into(), spec);
+            if let Some(data) = data {
+                object.insert("data".into(), data);
+            }
+            Object::from_json(Value::Object(object)).expect("a valid object")
+        })
+}
+
 fn identity(object: &Object) -> (String, String, String) {
     (
         object.api_version.clone(),
@@ -153,6 +197,19 @@ proptest! {
                 prop_assert_eq!(result.annotation(keys::MERGE), None);
             }
         }
+    }
+
+    #[test]
+    fn override_equals_deep_merge_of_the_json_forms(base in rich_object(), over in rich_object()) {
+        // What Override means: the JSON forms deep-merged (mappings merge, the rest replaces).
+        let mut expected = base.to_json();
+        nephrite_merge::merge::deep_merge(&mut expected, over.to_json());
+        let expected = Object::from_json(expected).unwrap();
+        let mut target = Package::from(vec![base]);
+        let source = Package::from(vec![over.with_annotation(keys::MERGE, "Override")]);
+        let report = merge_package(&mut target, &source, |_| false).unwrap();
+        prop_assert_eq!(report.overridden, 1);
+        prop_assert_eq!(target.objects(), &[expected][..]);
     }
 
     #[test]

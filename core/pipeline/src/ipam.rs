@@ -171,6 +171,42 @@ impl Ipam {
         Ok(pool.subnet.with_addr(addr))
     }
 
+    /// Record that `owner` holds `address` on `network` (replaying a journal,
+    /// or an allocation another host of the fabric made), releasing what it
+    /// held there before.
+    ///
+    /// # Errors
+    /// Unknown network; the address is outside the pool, is the gateway, or
+    /// is held by someone else.
+    pub fn hold(&mut self, network: &str, address: Ipv4Addr, owner: &Owner) -> Result<(), Error> {
+        let pool = self
+            .pools
+            .get(network)
+            .ok_or_else(|| Error::UnknownNetwork(network.to_string()))?;
+        let bad = |why: &str| Error::InvalidAddress {
+            address: address.to_string(),
+            network: network.to_string(),
+            why: why.to_string(),
+        };
+        let (first, last) = pool.subnet.host_range().unwrap_or((1, 0));
+        if !(first..=last).contains(&u32::from(address)) {
+            return Err(bad("not a host address of the pool"));
+        }
+        if address == pool.gateway {
+            return Err(bad("is the gateway"));
+        }
+        match pool.held.get(&address) {
+            Some(o) if o == owner => return Ok(()),
+            Some(_) => return Err(bad("held by another container")),
+            None => {}
+        }
+        self.release(network, owner);
+        if let Some(pool) = self.pools.get_mut(network) {
+            pool.held.insert(address, owner.clone());
+        }
+        Ok(())
+    }
+
     /// Release whatever `owner` holds on `network`; returns the address released.
     pub fn release(&mut self, network: &str, owner: &Owner) -> Option<Ipv4Addr> {
         let pool = self.pools.get_mut(network)?;

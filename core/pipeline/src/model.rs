@@ -7,11 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::addr::Ipv4Cidr;
-use crate::build::{Rendered, build_network};
+use crate::build::{Rendered, build_network, port_pipeline};
 use crate::module::{Gate, Pipeline, Port, PortId, RenderFacts, port_id};
 use crate::network::{AclRule, MetaPipeline, NetworkSpec};
 use crate::plan::{RenderPlan, diff};
 
+mod incremental;
 #[cfg(test)]
 mod tests;
 
@@ -40,7 +41,15 @@ pub struct PortRequest {
 }
 
 /// Networks, meta pipelines and ports. Modules and pipelines are derived
-/// from them ([`Model::rendered`]); the model serializes as its inputs.
+/// from them on demand ([`Model::rendered`]); the model holds (and
+/// serializes as) its inputs only.
+///
+/// Adding, rendering or removing a port computes its render plan from the
+/// ports alone: that port's pipeline plus one gate and one FIB entry in every
+/// other pipeline of its network (O(n) for a network of n ports, which holds
+/// n² FIB entries). Changing networks, meta pipelines or ACL rules diffs two
+/// full derivations ([`diff`]), the oracle the incremental path is tested
+/// against.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Model {
     networks: BTreeMap<String, Network>,
@@ -85,7 +94,21 @@ impl Model {
 
     /// The pipeline of one port, derived.
     pub fn pipeline(&self, port: &str) -> Option<Pipeline> {
-        self.rendered().pipelines.remove(port)
+        let (net, p, others) = self.neighbourhood(port)?;
+        let live: Vec<&Port> = others.into_iter().filter(|q| q.is_live()).collect();
+        Some(port_pipeline(&net.spec, &net.meta, p, &live).1)
+    }
+
+    /// A port, its network and the other ports of that network.
+    fn neighbourhood(&self, port: &str) -> Option<(&Network, &Port, Vec<&Port>)> {
+        let p = self.ports.get(port)?;
+        let net = self.networks.get(&p.network)?;
+        let others = self
+            .ports
+            .values()
+            .filter(|q| q.network == p.network && q.id != port)
+            .collect();
+        Some((net, p, others))
     }
 
     /// Replace the set of networks with `specs` (the config file). New
@@ -210,11 +233,10 @@ impl Model {
         }
         let used: BTreeSet<Gate> = same_net.iter().map(|p| p.slot).collect();
         let slot = (0..).find(|s| !used.contains(s)).unwrap_or(0);
-        let before = self.clone();
         self.ports.insert(
             id.clone(),
             Port {
-                id,
+                id: id.clone(),
                 network: req.network,
                 container_id: req.container_id,
                 ifname: req.ifname,
@@ -224,7 +246,12 @@ impl Model {
                 facts: None,
             },
         );
-        Ok(diff(&before, self))
+        let mut plan = RenderPlan::default();
+        if let Some((net, p, others)) = self.neighbourhood(&id) {
+            incremental::attached(net, p, &others, &mut plan);
+        }
+        plan.normalize();
+        Ok(plan)
     }
 
     /// Store what the driver returned for a port (MAC, ifindex, module
@@ -234,14 +261,64 @@ impl Model {
     /// # Errors
     /// Unknown port.
     pub fn record_facts(&mut self, port: &str, facts: RenderFacts) -> Result<RenderPlan, Error> {
-        if !self.ports.contains_key(port) {
+        let Some(p) = self.ports.get_mut(port) else {
             return Err(Error::UnknownPort(port.to_string()));
+        };
+        let was = p.clone();
+        p.facts = Some(facts);
+        let mut plan = RenderPlan::default();
+        if let Some((net, p, others)) = self.neighbourhood(port) {
+            if was.is_live() {
+                incremental::rerendered(net, &was, p, &others, &mut plan);
+            } else {
+                incremental::went_live(net, p, &others, &mut plan);
+                incremental::facts_changed(net, &was, p, &mut plan);
+            }
         }
-        let before = self.clone();
-        if let Some(p) = self.ports.get_mut(port) {
-            p.facts = Some(facts);
+        plan.normalize();
+        Ok(plan)
+    }
+
+    /// Put back a port exactly as it was (slot and facts included): the
+    /// inverse of [`Model::remove_port`], for undoing a removal the data
+    /// plane refused and for ports that arrive already rendered (replayed
+    /// from a journal, or rendered by another host of the fabric).
+    ///
+    /// # Errors
+    /// Unknown network, the port exists, its slot or address is taken on
+    /// its network.
+    pub fn insert_port(&mut self, port: Port) -> Result<RenderPlan, Error> {
+        if !self.networks.contains_key(&port.network) {
+            return Err(Error::UnknownNetwork(port.network.clone()));
         }
-        Ok(diff(&before, self))
+        if let Some(existing) = self.ports.get(&port.id) {
+            return Err(Error::PortExists {
+                port: port.id.clone(),
+                network: existing.network.clone(),
+            });
+        }
+        let clash = self.ports.values().find(|q| {
+            q.network == port.network
+                && (q.slot == port.slot || q.address.addr == port.address.addr)
+        });
+        if let Some(q) = clash {
+            return Err(Error::InvalidAddress {
+                address: port.address.to_string(),
+                network: port.network.clone(),
+                why: format!("slot or address held by port {}", q.id),
+            });
+        }
+        let id = port.id.clone();
+        self.ports.insert(id.clone(), port);
+        let mut plan = RenderPlan::default();
+        if let Some((net, p, others)) = self.neighbourhood(&id) {
+            incremental::attached(net, p, &others, &mut plan);
+            if p.is_live() {
+                incremental::went_live(net, p, &others, &mut plan);
+            }
+        }
+        plan.normalize();
+        Ok(plan)
     }
 
     /// Remove a port, its pipeline and its egress from every other pipeline.
@@ -249,11 +326,17 @@ impl Model {
     /// # Errors
     /// Unknown port.
     pub fn remove_port(&mut self, port: &str) -> Result<RenderPlan, Error> {
-        if !self.ports.contains_key(port) {
+        let mut plan = RenderPlan::default();
+        if let Some((net, p, others)) = self.neighbourhood(port) {
+            if p.is_live() {
+                incremental::went_dead(net, p, &others, &mut plan);
+            }
+            incremental::detached(net, p, &others, &mut plan);
+        }
+        if self.ports.remove(port).is_none() {
             return Err(Error::UnknownPort(port.to_string()));
         }
-        let before = self.clone();
-        self.ports.remove(port);
-        Ok(diff(&before, self))
+        plan.normalize();
+        Ok(plan)
     }
 }

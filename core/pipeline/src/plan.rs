@@ -48,13 +48,83 @@ pub struct FibEntry {
     pub egress_port: PortId,
 }
 
-/// A module whose gates, tables or facts changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A module whose gates, tables or facts changed, as the change itself: a
+/// forwarder of a network of n ports holds n gates and n FIB entries, so
+/// carrying whole modules would make every port change cost n².
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleUpdate {
-    /// As it was.
-    pub before: Module,
-    /// As it is now.
-    pub after: Module,
+    /// The module.
+    pub id: ModuleId,
+    /// The port whose pipeline holds it (for an egress port: its own port).
+    pub port: PortId,
+    /// Meta key.
+    pub network: String,
+    /// Egress gates that now lead somewhere new (gate → module).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub egress_added: BTreeMap<Gate, ModuleId>,
+    /// Egress gates that no longer lead where they did (gate → old module).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub egress_removed: BTreeMap<Gate, ModuleId>,
+    /// Ingress gates that are now fed by a new module.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ingress_added: BTreeMap<Gate, ModuleId>,
+    /// Ingress gates no longer fed by the module they were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ingress_removed: BTreeMap<Gate, ModuleId>,
+    /// The module's table changed (FIB entries: see the plan's `fib_added`
+    /// and `fib_removed`; ACL rules: see `acl_changed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_changed: bool,
+    /// The module's new facts, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<BTreeMap<String, String>>,
+}
+
+/// What changed in a gate map: (added or re-pointed, removed or re-pointed away).
+type GateDelta = (BTreeMap<Gate, ModuleId>, BTreeMap<Gate, ModuleId>);
+
+fn gate_delta(before: &BTreeMap<Gate, ModuleId>, after: &BTreeMap<Gate, ModuleId>) -> GateDelta {
+    let added = after
+        .iter()
+        .filter(|(g, m)| before.get(g) != Some(m))
+        .map(|(g, m)| (*g, m.clone()))
+        .collect();
+    let removed = before
+        .iter()
+        .filter(|(g, m)| after.get(g) != Some(m))
+        .map(|(g, m)| (*g, m.clone()))
+        .collect();
+    (added, removed)
+}
+
+impl ModuleUpdate {
+    /// An update of `m` that changes nothing yet.
+    pub fn of(m: &Module) -> Self {
+        ModuleUpdate {
+            id: m.id.clone(),
+            port: m.port.clone(),
+            network: m.network.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// The update that turns `before` into `after`; `None` when they are equal.
+    pub fn between(before: &Module, after: &Module) -> Option<Self> {
+        if before == after {
+            return None;
+        }
+        let (egress_added, egress_removed) = gate_delta(&before.egress, &after.egress);
+        let (ingress_added, ingress_removed) = gate_delta(&before.ingress, &after.ingress);
+        Some(ModuleUpdate {
+            egress_added,
+            egress_removed,
+            ingress_added,
+            ingress_removed,
+            table_changed: before.kind != after.kind,
+            facts: (before.facts != after.facts).then(|| after.facts.clone()),
+            ..ModuleUpdate::of(after)
+        })
+    }
 }
 
 /// New ACL rules of an ACL module.
@@ -104,6 +174,19 @@ impl RenderPlan {
         *self == RenderPlan::default()
     }
 
+    /// Put every list in its canonical order (by id), so two plans of the
+    /// same change compare equal however they were computed.
+    pub fn normalize(&mut self) {
+        self.ports_added.sort_by(|a, b| a.id.cmp(&b.id));
+        self.ports_removed.sort_by(|a, b| a.id.cmp(&b.id));
+        self.modules_created.sort_by(|a, b| a.id.cmp(&b.id));
+        self.modules_updated.sort_by(|a, b| a.id.cmp(&b.id));
+        self.modules_deleted.sort_by(|a, b| a.id.cmp(&b.id));
+        self.acl_changed.sort_by(|a, b| a.module.cmp(&b.module));
+        self.fib_added.sort();
+        self.fib_removed.sort();
+    }
+
     /// One line per step, for logs and `--dry-run` style output.
     pub fn summary(&self) -> String {
         let mut lines = Vec::new();
@@ -126,7 +209,7 @@ impl RenderPlan {
         lines.extend(
             self.modules_updated
                 .iter()
-                .map(|m| format!("~module {}", m.after.id)),
+                .map(|m| format!("~module {}", m.id)),
         );
         lines.extend(
             self.fib_added
@@ -223,9 +306,9 @@ pub fn diff(before: &Model, after: &Model) -> RenderPlan {
         }
     }
 
-    let old = before.rendered().modules;
-    let new = after.rendered().modules;
-    for (id, m) in &new {
+    let old = &before.rendered().modules;
+    let new = &after.rendered().modules;
+    for (id, m) in new {
         match old.get(id) {
             None => {
                 plan.modules_created.push(m.clone());
@@ -245,31 +328,27 @@ pub fn diff(before: &Model, after: &Model) -> RenderPlan {
                         rules: rules.clone(),
                     });
                 }
-                plan.modules_updated.push(ModuleUpdate {
-                    before: o.clone(),
-                    after: m.clone(),
-                });
+                plan.modules_updated.extend(ModuleUpdate::between(o, m));
             }
             _ => {}
         }
     }
-    for (id, m) in &old {
+    for (id, m) in old {
         if !new.contains_key(id) {
             plan.modules_deleted.push(m.clone());
         }
     }
     // FIB differences module by module: only the entries that changed are
     // materialized (a network of n ports holds n² entries).
-    for (id, m) in &new {
+    for (id, m) in new {
         let before = old.get(id);
-        plan.fib_added.extend(fib_difference(m, &new, before));
+        plan.fib_added.extend(fib_difference(m, new, before));
     }
-    for (id, m) in &old {
+    for (id, m) in old {
         let after = new.get(id);
-        plan.fib_removed.extend(fib_difference(m, &old, after));
+        plan.fib_removed.extend(fib_difference(m, old, after));
     }
-    plan.fib_added.sort();
-    plan.fib_removed.sort();
+    plan.normalize();
     plan
 }
 
@@ -305,7 +384,7 @@ fn egress_port_of(m: &Module, gate: Gate, modules: &BTreeMap<ModuleId, Module>) 
 
 /// Entries of `m` (in `modules`) that `other` does not hold with the same
 /// gate leading to the same egress module.
-fn fib_difference(
+pub(crate) fn fib_difference(
     m: &Module,
     modules: &BTreeMap<ModuleId, Module>,
     other: Option<&Module>,

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use nephrite_pipeline::{
     AclAction, AclRule, Ipam, Mac, Model, ModuleKind, NetworkSpec, Owner, PortRequest, RenderFacts,
-    egress_id, port_id, violations,
+    RenderPlan, diff, egress_id, port_id, violations,
 };
 use proptest::prelude::*;
 
@@ -48,12 +48,12 @@ fn owner(c: u8) -> Owner {
     }
 }
 
-fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) {
-    match *op {
+fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) -> Option<RenderPlan> {
+    let plan = match *op {
         Op::Add { container, network } => {
             let net = NETS[network as usize];
             if model.port_of(&format!("c{container}"), "eth0").is_some() {
-                return;
+                return None;
             }
             let address = ipam.allocate(net, &owner(container)).expect("address");
             model
@@ -64,25 +64,30 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) {
                     network: net.into(),
                     address,
                 })
-                .expect("add");
+                .expect("add")
         }
         Op::Render { container } => {
             let id = port_id(&format!("c{container}"), "eth0");
-            if model.port(&id).is_some() {
-                let facts = RenderFacts {
-                    mac: Mac([2, 0, 0, 0, 0, container]),
-                    ifindex: u32::from(container),
-                    modules: Default::default(),
-                };
-                model.record_facts(&id, facts).expect("facts");
-            }
+            model.port(&id)?;
+            // a re-render may report a new MAC and per-module facts
+            let again = model.port(&id).is_some_and(|p| p.is_live());
+            let facts = RenderFacts {
+                mac: Mac([2, 0, 0, 0, u8::from(again), container]),
+                ifindex: u32::from(container),
+                modules: [(
+                    egress_id(&id),
+                    [("object".to_string(), format!("veth {id}"))].into(),
+                )]
+                .into(),
+            };
+            model.record_facts(&id, facts).expect("facts")
         }
         Op::Remove { container } => {
             let id = port_id(&format!("c{container}"), "eth0");
-            if let Some(p) = model.port(&id).cloned() {
-                model.remove_port(&id).expect("remove");
-                ipam.release(&p.network, &owner(container));
-            }
+            let p = model.port(&id).cloned()?;
+            let plan = model.remove_port(&id).expect("remove");
+            ipam.release(&p.network, &owner(container));
+            plan
         }
         Op::Acl { network, deny } => {
             let rules = if deny {
@@ -96,9 +101,10 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) {
             } else {
                 Vec::new()
             };
-            model.set_acl(NETS[network as usize], rules).expect("acl");
+            model.set_acl(NETS[network as usize], rules).expect("acl")
         }
-    }
+    };
+    Some(plan)
 }
 
 proptest! {
@@ -130,6 +136,40 @@ proptest! {
         for pool in ipam.pools().values() {
             prop_assert!(!pool.held.contains_key(&pool.gateway));
         }
+    }
+
+    /// Every plan (computed incrementally for port changes) equals the
+    /// difference of the two full derivations before and after the step.
+    #[test]
+    fn incremental_plans_equal_the_full_difference(ops in prop::collection::vec(op(), 1..40)) {
+        let (mut model, mut ipam) = base();
+        for op in &ops {
+            let before = model.clone();
+            let Some(plan) = apply(&mut model, &mut ipam, op) else { continue };
+            prop_assert_eq!(plan, diff(&before, &model), "plan of {:?}", op);
+        }
+    }
+
+    /// Removing any port and inserting it back as it was (slot, facts)
+    /// returns the model and its derivation to where they were, and the
+    /// two plans mirror each other.
+    #[test]
+    fn remove_then_insert_is_identity(ops in prop::collection::vec(op(), 1..30), pick in any::<prop::sample::Index>()) {
+        let (mut model, mut ipam) = base();
+        for op in &ops {
+            apply(&mut model, &mut ipam, op);
+        }
+        let ids: Vec<String> = model.ports().keys().cloned().collect();
+        prop_assume!(!ids.is_empty());
+        let port = model.ports()[pick.get(&ids)].clone();
+        let before = model.clone();
+        let before_rendered = model.rendered();
+        let removed = model.remove_port(&port.id).expect("remove");
+        let inserted = model.insert_port(port.clone()).expect("insert");
+        prop_assert_eq!(&model, &before);
+        prop_assert_eq!(model.rendered(), before_rendered);
+        prop_assert_eq!(removed.fib_removed, inserted.fib_added);
+        prop_assert!(model.insert_port(port).is_err(), "a port is inserted once");
     }
 
     /// Adding, rendering and removing a port returns the model (and the

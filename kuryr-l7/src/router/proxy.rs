@@ -12,10 +12,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
@@ -23,10 +22,10 @@ use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
 
-use super::Router;
-
-/// The body of every answer.
-pub(crate) type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+use super::upstream::body::ProxyBody;
+use super::upstream::head::{Forwarding, strip_hop_by_hop, write_request_head};
+use super::upstream::request_framing;
+use super::{HttpsClient, Router};
 
 struct HeaderView<'a>(&'a HeaderMap);
 
@@ -37,11 +36,7 @@ impl Headers for HeaderView<'_> {
 }
 
 fn answer(status: StatusCode, text: &'static str) -> Response<ProxyBody> {
-    let mut response = Response::new(
-        Full::new(Bytes::from_static(text.as_bytes()))
-            .map_err(|never: Infallible| match never {})
-            .boxed_unsync(),
-    );
+    let mut response = Response::new(ProxyBody::fixed(Bytes::from_static(text.as_bytes())));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -61,6 +56,8 @@ where
     builder
         .http1()
         .keep_alive(true)
+        // Answers are small: one flattened buffer and one send() beat writev of head and body.
+        .writev(false)
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(std::time::Duration::from_secs(30));
     if let Err(err) = builder.serve_connection(io, service).await {
@@ -68,43 +65,15 @@ where
     }
 }
 
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
-    }
-}
-
 /// The host the request is for, as sent (with port), or why it is refused.
-fn request_host(request: &Request<Incoming>) -> Result<Option<String>, &'static str> {
-    let mut hosts = request.headers().get_all(header::HOST).iter();
+fn request_host(request: &http::request::Parts) -> Result<Option<&str>, &'static str> {
+    let mut hosts = request.headers.get_all(header::HOST).iter();
     let header = hosts.next();
     if hosts.next().is_some() {
         return Err("several Host headers\n");
     }
-    if let Some(authority) = request.uri().authority() {
-        return Ok(Some(authority.as_str().to_owned()));
+    if let Some(authority) = request.uri.authority() {
+        return Ok(Some(authority.as_str()));
     }
     match header {
         Some(value) => {
@@ -116,9 +85,9 @@ fn request_host(request: &Request<Incoming>) -> Result<Option<String>, &'static 
             {
                 return Err("invalid Host\n");
             }
-            Ok(Some(text.to_owned()))
+            Ok(Some(text))
         }
-        None if request.version() == Version::HTTP_11 => Err("HTTP/1.1 request without Host\n"),
+        None if request.version == Version::HTTP_11 => Err("HTTP/1.1 request without Host\n"),
         None => Ok(None),
     }
 }
@@ -139,27 +108,20 @@ pub(crate) async fn handle(
     client: SocketAddr,
     https: bool,
 ) -> Response<ProxyBody> {
-    let raw_host = match request_host(&request) {
+    let (parts, body) = request.into_parts();
+    let raw_host = match request_host(&parts) {
         Ok(host) => host,
         Err(why) => return answer(StatusCode::BAD_REQUEST, why),
     };
-    let host = raw_host
-        .as_deref()
-        .and_then(normalize_host)
-        .map(|h| h.into_owned())
-        .unwrap_or_default();
-    let target = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_owned();
-    if !valid_escapes(&target) {
+    let host = raw_host.and_then(normalize_host).unwrap_or_default();
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    if !valid_escapes(target) {
         return answer(
             StatusCode::BAD_REQUEST,
             "bad percent-encoding in the request target\n",
         );
     }
-    let path = normalize_path(&target);
+    let path = normalize_path(target);
     let state = router.state();
     let listener = if https {
         &state.table.https
@@ -167,16 +129,16 @@ pub(crate) async fn handle(
         &state.table.http
     };
     let outcome = {
-        let headers = HeaderView(request.headers());
+        let headers = HeaderView(&parts.headers);
         let l7_request = nephrite_l7::Request {
             host: &host,
             path: &path,
-            target: &target,
+            target,
             headers: &headers,
             client_cert: None,
         };
         match listener.lookup(&l7_request) {
-            Outcome::Pool(pool) => Ok(pool.to_owned()),
+            Outcome::Pool(pool) => Ok(pool),
             Outcome::Reject => Err(Outcome::Reject),
             Outcome::Redirect { code, location } => Err(Outcome::Redirect { code, location }),
             Outcome::Status(status) => Err(Outcome::Status(status)),
@@ -204,22 +166,88 @@ pub(crate) async fn handle(
             );
         }
     };
-    let Some(balancer) = state.balancers.get(&pool_id) else {
+    let Some(balancer) = state.balancers.get(pool_id) else {
         return answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n");
     };
     let Some(member) = balancer.pick() else {
         return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
     };
-    let https_client = state.https_clients.get(&pool_id).cloned();
-    drop(state);
+    let forwarding = Forwarding {
+        client: client.ip(),
+        https,
+        host: raw_host,
+    };
+    if let Some(https_client) = state.https_clients.get(pool_id) {
+        let (target, host) = (target.to_owned(), raw_host.map(str::to_owned));
+        let forwarding = Forwarding {
+            host: host.as_deref(),
+            ..forwarding
+        };
+        return forward_tls(https_client, parts, body, &forwarding, &target, member)
+            .await
+            .map_or_else(
+                |err| {
+                    balancer.failure(member);
+                    tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
+                    answer(StatusCode::BAD_GATEWAY, "member failed\n")
+                },
+                |response| {
+                    balancer.success(member);
+                    response
+                },
+            );
+    }
+    let Some(connections) = state.connections.get(&member) else {
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
+    };
+    let framing = request_framing(&parts.headers, &body);
+    let mut head = Vec::with_capacity(512);
+    write_request_head(
+        &mut head,
+        &parts.method,
+        target,
+        &parts.headers,
+        &forwarding,
+        framing,
+    );
+    match connections
+        .exchange(&parts.method, &head, body, framing)
+        .await
+    {
+        Ok(response) => {
+            balancer.success(member);
+            let (mut response_parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut response_parts.headers);
+            // The client's connection keeps its own version and keep-alive, whatever the
+            // member spoke (an HTTP/1.0 member closes after every answer).
+            response_parts.version = parts.version;
+            Response::from_parts(response_parts, ProxyBody::Upstream(body))
+        }
+        Err(err) if err.is_client_side() => {
+            tracing::debug!(%member, pool = %pool_id, "{err}");
+            answer(StatusCode::BAD_REQUEST, "request body failed\n")
+        }
+        Err(err) => {
+            balancer.failure(member);
+            tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
+            answer(StatusCode::BAD_GATEWAY, "member failed\n")
+        }
+    }
+}
 
-    let (mut parts, body) = request.into_parts();
+/// Forwards a request to a reencrypt (HTTPS) member through hyper's pooled TLS client.
+async fn forward_tls(
+    client: &HttpsClient,
+    mut parts: http::request::Parts,
+    body: Incoming,
+    forwarding: &Forwarding<'_>,
+    target: &str,
+    member: std::net::SocketAddr,
+) -> Result<Response<ProxyBody>, String> {
     let client_version = parts.version;
     strip_hop_by_hop(&mut parts.headers);
     if !parts.headers.contains_key(header::HOST)
-        && let Some(value) = raw_host
-            .as_deref()
-            .and_then(|h| HeaderValue::from_str(h).ok())
+        && let Some(value) = forwarding.host.and_then(|h| HeaderValue::from_str(h).ok())
     {
         parts.headers.insert(header::HOST, value);
     }
@@ -228,57 +256,31 @@ pub(crate) async fn handle(
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
     {
-        Some(previous) => format!("{previous}, {}", client.ip()),
-        None => client.ip().to_string(),
+        Some(previous) => format!("{previous}, {}", forwarding.client),
+        None => forwarding.client.to_string(),
     };
     if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
         parts.headers.insert("x-forwarded-for", value);
     }
     parts.headers.insert(
         "x-forwarded-proto",
-        HeaderValue::from_static(if https { "https" } else { "http" }),
+        HeaderValue::from_static(if forwarding.https { "https" } else { "http" }),
     );
-    if let Some(value) = raw_host
-        .as_deref()
-        .and_then(|h| HeaderValue::from_str(h).ok())
-    {
+    if let Some(value) = forwarding.host.and_then(|h| HeaderValue::from_str(h).ok()) {
         parts.headers.insert("x-forwarded-host", value);
     }
-    let scheme = if https_client.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    parts.uri = match Uri::try_from(format!("{scheme}://{member}{target}")) {
-        Ok(uri) => uri,
-        Err(_) => return answer(StatusCode::BAD_REQUEST, "bad request target\n"),
-    };
+    parts.uri = Uri::try_from(format!("https://{member}{target}"))
+        .map_err(|e| format!("bad request target: {e}"))?;
     parts.version = Version::HTTP_11;
-    let upstream = Request::from_parts(parts, body);
-    let result = match https_client {
-        Some(client) => client.request(upstream).await,
-        None => router.client.request(upstream).await,
-    };
-    let state = router.state();
-    let balancer = state.balancers.get(&pool_id);
-    match result {
-        Ok(response) => {
-            if let Some(b) = balancer {
-                b.success(member);
-            }
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            // The client's connection keeps its own version and keep-alive, whatever the
-            // member spoke (an HTTP/1.0 member closes after every answer).
-            parts.version = client_version;
-            Response::from_parts(parts, body.boxed_unsync())
-        }
-        Err(err) => {
-            if let Some(b) = balancer {
-                b.failure(member);
-            }
-            tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
-            answer(StatusCode::BAD_GATEWAY, "member failed\n")
-        }
-    }
+    let response = client
+        .request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.version = client_version;
+    Ok(Response::from_parts(
+        parts,
+        ProxyBody::Boxed(body.map_err(Into::into).boxed_unsync()),
+    ))
 }

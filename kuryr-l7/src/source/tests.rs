@@ -3,17 +3,18 @@ use std::path::Path;
 use super::*;
 
 #[test]
-fn source_spec_parses_dir_only() {
+fn source_spec_parses_dir_and_kube() {
     assert_eq!(
         "dir:/etc/l7".parse::<SourceSpec>().unwrap(),
         SourceSpec::Dir("/etc/l7".into())
     );
+    assert_eq!("kube".parse::<SourceSpec>().unwrap(), SourceSpec::Kube);
     assert!(
-        "kube"
+        "etcd:x"
             .parse::<SourceSpec>()
             .unwrap_err()
             .to_string()
-            .contains("expected dir:PATH")
+            .contains("expected dir:PATH or kube")
     );
     assert!("dir:".parse::<SourceSpec>().is_err());
 }

@@ -1,6 +1,8 @@
 //! Test support: echo backends on loopback, an in-process router, and HTTP clients.
 #![allow(dead_code)]
 
+pub mod conformance;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -214,4 +216,30 @@ pub fn certificate(hosts: &[&str]) -> (String, String) {
 
 pub fn executor() -> TokioExecutor {
     TokioExecutor::new()
+}
+
+/// Polls `router` until its answer to `host` + `path` satisfies `want` (15 s at most); the time
+/// it took.
+pub async fn wait_for_answer(
+    router: SocketAddr,
+    host: &str,
+    path: &str,
+    want: impl Fn(&Reply) -> bool,
+) -> Duration {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(router)).await
+        {
+            drop(stream);
+            if want(&get(router, host, path).await) {
+                return start.elapsed();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "router {router} never answered {host}{path} as wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

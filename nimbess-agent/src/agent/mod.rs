@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::driver::{Driver, DriverError};
 use crate::plugin::{CniFailure, code, valid_ifname};
-use crate::state::{PersistedState, StateError, StateStore};
+use crate::state::{PersistedState, Record, StateError, StateStore};
 
 #[cfg(test)]
 mod tests;
@@ -89,7 +89,7 @@ impl Agent {
         for (port, facts) in driver.reconcile(&model).await? {
             model.record_facts(&port, facts)?;
         }
-        let state = AgentState {
+        let mut state = AgentState {
             model,
             ipam,
             driver,
@@ -170,7 +170,6 @@ impl Agent {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
         };
-        let saved = (st.model.clone(), st.ipam.clone());
         let address = st
             .ipam
             .allocate(&req.network, &owner)
@@ -188,7 +187,7 @@ impl Agent {
         }) {
             Ok(plan) => plan,
             Err(e) => {
-                (st.model, st.ipam) = saved;
+                st.ipam.release(&req.network, &owner);
                 return Err(CniFailure::new(code::INVALID_CONFIG, e.to_string()));
             }
         };
@@ -196,25 +195,25 @@ impl Agent {
         let specs = st.specs();
         let rendered = match st.driver.apply(&plan, &specs).await {
             Ok(facts) => facts,
-            Err(e) => return Err(st.roll_back(saved, &plan, &e).await),
+            Err(e) => return Err(st.roll_back(&owner, &req.network, &plan, &e).await),
         };
         for (port, facts) in rendered {
             match st.model.record_facts(&port, facts) {
                 Ok(more) => {
                     if let Err(e) = st.driver.apply(&more, &specs).await {
-                        return Err(st.roll_back(saved, &plan, &e).await);
+                        return Err(st.roll_back(&owner, &req.network, &plan, &e).await);
                     }
                 }
                 Err(e) => {
                     let e = DriverError::State(e.to_string());
-                    return Err(st.roll_back(saved, &plan, &e).await);
+                    return Err(st.roll_back(&owner, &req.network, &plan, &e).await);
                 }
             }
         }
-        if let Err(e) = st.persist() {
+        if let Err(e) = st.persist_port(&id) {
             let failure = store_failure(&e);
             let e = DriverError::State(e.to_string());
-            st.roll_back(saved, &plan, &e).await;
+            st.roll_back(&owner, &req.network, &plan, &e).await;
             return Err(failure);
         }
         let port = st
@@ -364,25 +363,48 @@ impl AgentState {
             .collect()
     }
 
-    fn persist(&self) -> Result<(), StateError> {
-        self.store.save(&PersistedState {
-            model: self.model.clone(),
-            ipam: self.ipam.clone(),
-        })
+    /// Write a full snapshot (start, reload, GC).
+    fn persist(&mut self) -> Result<(), StateError> {
+        self.store.save(&self.model, &self.ipam)
+    }
+
+    /// Journal a port as it now is, with its address.
+    fn persist_port(&mut self, id: &str) -> Result<(), StateError> {
+        let Some(port) = self.model.port(id) else {
+            return Ok(());
+        };
+        let records = [
+            Record::Held {
+                network: port.network.clone(),
+                address: port.address.addr,
+                owner: Owner {
+                    container_id: port.container_id.clone(),
+                    ifname: port.ifname.clone(),
+                },
+            },
+            Record::PortPut { port: port.clone() },
+        ];
+        self.store.append(&records, &self.model, &self.ipam)
     }
 
     /// Undo a failed ADD: the data plane objects of the new port, the model
     /// entry and the address.
     async fn roll_back(
         &mut self,
-        saved: (Model, Ipam),
+        owner: &Owner,
+        network: &str,
         plan: &RenderPlan,
         error: &DriverError,
     ) -> CniFailure {
         for port in &plan.ports_added {
             self.driver.discard_port(port).await;
+            if self.model.port(&port.id).is_some()
+                && let Err(e) = self.model.remove_port(&port.id)
+            {
+                tracing::warn!(port = %port.id, error = %e, "rollback could not remove the port");
+            }
         }
-        (self.model, self.ipam) = saved;
+        self.ipam.release(network, owner);
         // Re-render what the rollback touched (other pipelines' FIBs) from the restored model.
         if let Err(e) = self.driver.reconcile(&self.model).await {
             tracing::warn!(error = %e, "reconcile after rollback failed");
@@ -396,15 +418,20 @@ impl AgentState {
             ifname: ifname.to_string(),
         };
         let id = port_id(container, ifname);
-        let saved = (self.model.clone(), self.ipam.clone());
-        let released = if self.model.port(&id).is_some() {
+        let released = if let Some(port) = self.model.port(&id).cloned() {
             let plan = self
                 .model
                 .remove_port(&id)
                 .map_err(|e| CniFailure::new(code::DRIVER_FAILURE, e.to_string()))?;
             let specs = self.specs();
             if let Err(e) = self.driver.apply(&plan, &specs).await {
-                (self.model, self.ipam) = saved;
+                // put the port back as it was and bring the data plane in line with it
+                if let Err(e) = self.model.insert_port(port) {
+                    tracing::warn!(port = %id, error = %e, "could not restore the port");
+                }
+                if let Err(e) = self.driver.reconcile(&self.model).await {
+                    tracing::warn!(error = %e, "reconcile after a failed DEL failed");
+                }
                 return Err(CniFailure {
                     code: code::DRIVER_FAILURE,
                     msg: format!("could not remove port {id}"),
@@ -417,7 +444,10 @@ impl AgentState {
             !self.ipam.release_everywhere(&owner).is_empty()
         };
         if released {
-            self.persist().map_err(|e| store_failure(&e))?;
+            let records = [Record::PortGone { port: id }, Record::Released { owner }];
+            self.store
+                .append(&records, &self.model, &self.ipam)
+                .map_err(|e| store_failure(&e))?;
         }
         Ok(())
     }

@@ -147,6 +147,10 @@ impl Drop for AgentProcess {
                     .args(["link", "del", &nimbess_agent::naming::bridge_name(net)])
                     .stderr(Stdio::null())
                     .status();
+                let _ = Command::new("ip")
+                    .args(["link", "del", &nimbess_agent::naming::miss_sink_name(net)])
+                    .stderr(Stdio::null())
+                    .status();
             }
         }
     }
@@ -182,6 +186,30 @@ pub fn run_plugin(env: &BTreeMap<&str, String>, stdin: &str) -> (i32, Value) {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"))
     };
     (status.code().unwrap_or(-1), value)
+}
+
+/// Where Debian's containernetworking-plugins install `bridge` and `host-local`.
+pub const BRIDGE_PLUGIN_DIR: &str = "/usr/lib/cni";
+
+/// Execute the `bridge` plugin (from [`BRIDGE_PLUGIN_DIR`]) with exactly
+/// `env` and `conf`; returns (exit code, stdout JSON).
+pub fn run_bridge_plugin(env: &BTreeMap<&str, String>, conf: &str) -> (i32, Value) {
+    let mut child = Command::new(Path::new(BRIDGE_PLUGIN_DIR).join("bridge"))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("bridge plugin");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(conf.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), value)
 }
 
 /// A named network namespace (`ip netns add`), deleted on drop.

@@ -2,8 +2,10 @@
 //! `C` collation so ids sort bytewise, as in SQLite (keyset paging and prefix ranges rely on
 //! it). Several daemons may share one database: see [`super::sql`] for how they share work.
 
+use std::collections::HashMap;
+
 use postgres::types::{ToSql, Type};
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, Statement};
 
 use super::StoreError;
 use super::sql::{Connection, Row, SqlStore, SqlValue, Tx};
@@ -37,17 +39,40 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
 "#;
 
-/// One PostgreSQL connection.
-pub struct PostgresConnection(Option<Client>);
+/// Touches every table and index once (plans only; no rows are read).
+const WARM_UP: &str = "
+EXPLAIN SELECT * FROM templates WHERE id = '';
+EXPLAIN SELECT * FROM sites WHERE id = '';
+EXPLAIN SELECT * FROM plugins WHERE id = '';
+EXPLAIN SELECT * FROM deployments WHERE id = '' OR parent_id = '' OR prepared = 0;
+EXPLAIN SELECT * FROM deployment_metadata WHERE deployment_id = '' OR key = '';
+EXPLAIN SELECT * FROM changes WHERE revision = 0;
+EXPLAIN SELECT * FROM store_meta WHERE key = '';
+";
+
+/// Prepared statements kept per connection; beyond this many distinct SQL texts (listings
+/// build their SQL from the filters) the cache starts over.
+const STATEMENT_CACHE: usize = 256;
+
+/// One PostgreSQL connection, with its prepared statements: each SQL text is parsed and
+/// planned once per connection, so a statement costs one round trip instead of two.
+pub struct PostgresConnection {
+    client: Option<Client>,
+    statements: HashMap<String, Statement>,
+}
 
 impl Drop for PostgresConnection {
     /// The synchronous client blocks while closing, which must not happen on an async thread
     /// (the last store handle may be dropped anywhere): close it on a thread of its own.
     fn drop(&mut self) {
-        if let Some(client) = self.0.take() {
+        let statements = std::mem::take(&mut self.statements);
+        if let Some(client) = self.client.take() {
             let _ = std::thread::Builder::new()
                 .name("postgres-close".into())
-                .spawn(move || drop(client));
+                .spawn(move || {
+                    drop(statements);
+                    drop(client)
+                });
         }
     }
 }
@@ -80,10 +105,18 @@ pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection
         .batch_execute("SELECT pg_advisory_unlock(7207)")
         .map_err(backend)?;
     migrated?;
+    // A backend loads a table's catalog entries the first time it touches the table: do that
+    // now for every connection, not inside the first requests.
+    for client in &mut clients {
+        client.batch_execute(WARM_UP).map_err(backend)?;
+    }
     Ok(SqlStore::new(
         clients
             .into_iter()
-            .map(|c| PostgresConnection(Some(c)))
+            .map(|client| PostgresConnection {
+                client: Some(client),
+                statements: HashMap::new(),
+            })
             .collect(),
     ))
 }
@@ -116,19 +149,57 @@ fn bind(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync>> {
         .collect()
 }
 
-struct PostgresTx<'a, 'b>(&'a mut postgres::Transaction<'b>);
+struct PostgresTx<'a, 'b> {
+    transaction: &'a mut postgres::Transaction<'b>,
+    statements: &'a mut HashMap<String, Statement>,
+}
+
+impl PostgresTx<'_, '_> {
+    /// The prepared statement of `sql` (`?` placeholders), prepared on first use.
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.transaction.prepare(&numbered(sql)).map_err(backend)?;
+        if self.statements.len() >= STATEMENT_CACHE {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// A failed statement is prepared afresh next time (its plan may be what failed).
+    fn forget_on_error<T>(
+        &mut self,
+        sql: &str,
+        result: Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        if result.is_err() {
+            self.statements.remove(sql);
+        }
+        result.map_err(backend)
+    }
+}
 
 impl Tx for PostgresTx<'_, '_> {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
         let bound = bind(params);
         let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
-        self.0.execute(&numbered(sql), &refs).map_err(backend)
+        let result = self.transaction.execute(&statement, &refs);
+        self.forget_on_error(sql, result)
     }
 
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError> {
+        let statement = self.statement(sql)?;
         let bound = bind(params);
         let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
-        let rows = self.0.query(&numbered(sql), &refs).map_err(backend)?;
+        let result = self.transaction.query(&statement, &refs);
+        let rows = self.forget_on_error(sql, result)?;
         rows.iter()
             .map(|row| {
                 (0..row.len())
@@ -162,12 +233,15 @@ impl Connection for PostgresConnection {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let client = self.0.as_mut().ok_or_else(|| StoreError::Backend {
+        let client = self.client.as_mut().ok_or_else(|| StoreError::Backend {
             backend: "postgres",
             message: "the connection is closed".to_owned(),
         })?;
         let mut transaction = client.transaction().map_err(backend)?;
-        let result = work(&mut PostgresTx(&mut transaction));
+        let result = work(&mut PostgresTx {
+            transaction: &mut transaction,
+            statements: &mut self.statements,
+        });
         match result {
             Ok(value) => {
                 transaction.commit().map_err(backend)?;

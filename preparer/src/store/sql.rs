@@ -65,6 +65,8 @@ pub type Row = Vec<SqlValue>;
 
 /// Statements inside one transaction. SQL uses `?` placeholders.
 pub trait Tx {
+    /// `sqlite` or `postgres`: where the backends' planners differ, the SQL may too.
+    fn backend(&self) -> &'static str;
     /// Runs a statement; the number of rows changed.
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError>;
     /// Runs a query; its rows.
@@ -114,12 +116,16 @@ impl<C: Connection> SqlStore<C> {
         let store = self.clone();
         let mut work = work;
         tokio::task::spawn_blocking(move || {
+            // The first free connection, lowest first: work stays on few connections, whose
+            // prepared statements are then already there. When all are busy, wait in turn.
             let count = store.connections.len().max(1);
-            let start = store.next.fetch_add(1, Ordering::Relaxed);
             let guard = (0..count)
-                .find_map(|i| store.connections[(start + i) % count].try_lock().ok())
+                .find_map(|i| store.connections[i].try_lock().ok())
                 .map(Ok)
-                .unwrap_or_else(|| store.connections[start % count].lock());
+                .unwrap_or_else(|| {
+                    let start = store.next.fetch_add(1, Ordering::Relaxed);
+                    store.connections[start % count].lock()
+                });
             let mut connection = guard.map_err(|_| StoreError::Backend {
                 backend: C::BACKEND,
                 message: "a connection was poisoned by a panic".to_owned(),
@@ -183,6 +189,27 @@ pub(crate) fn log_change(
             (if deleted { "delete" } else { "put" }).into(),
         ],
     )?;
+    Ok(())
+}
+
+/// Appends a change per id to the log, in order, a few hundred per statement.
+pub(crate) fn log_changes<'a>(
+    tx: &mut dyn Tx,
+    kind: EntityKind,
+    ids: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let ids: Vec<&str> = ids.collect();
+    for batch in ids.chunks(300) {
+        let values = vec!["(?, ?, 'put')"; batch.len()].join(", ");
+        let params: Vec<SqlValue> = batch
+            .iter()
+            .flat_map(|id| [kind.as_str().into(), (*id).into()])
+            .collect();
+        tx.execute(
+            &format!("INSERT INTO changes (kind, entity_id, op) VALUES {values}"),
+            &params,
+        )?;
+    }
     Ok(())
 }
 

@@ -81,6 +81,10 @@ fn bind(value: &SqlValue) -> Sqlite {
 struct SqliteTx<'a>(&'a rusqlite::Transaction<'a>);
 
 impl Tx for SqliteTx<'_> {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
         let mut statement = self.0.prepare_cached(sql).map_err(backend)?;
         let bound: Vec<Sqlite> = params.iter().map(bind).collect();

@@ -169,6 +169,41 @@ impl World {
         Ok(self.insert(Kind::Instance, body))
     }
 
+    /// Out of band (for tests): the instance goes to `Error` and stays there until deleted.
+    /// Returns whether it exists.
+    pub fn fail_instance(&mut self, id: &str) -> bool {
+        let Some(r) = self.record_mut(Kind::Instance, id) else {
+            return false;
+        };
+        r.failed = true;
+        r.body.insert("status".into(), json!("Error"));
+        r.body.insert("updated".into(), json!(now_text()));
+        if let Some(Value::Array(h)) = r.body.get_mut("statusHistory") {
+            h.insert(0, super::history("Error", "Instance failed"));
+        }
+        true
+    }
+
+    /// Out of band (for tests): the instance is gone at once (it answers 404) and its machine
+    /// returns to the pool. Returns whether it existed.
+    pub fn remove_instance(&mut self, id: &str) -> bool {
+        let Some(records) = self.records.get_mut(&Kind::Instance) else {
+            return false;
+        };
+        let before = records.len();
+        records.retain(|r| str_field(&r.body, "id") != Some(id));
+        let removed = records.len() != before;
+        for m in self
+            .machines
+            .iter_mut()
+            .filter(|m| str_field(m, "instanceId") == Some(id))
+        {
+            m.insert("instanceId".into(), Value::Null);
+            m.insert("status".into(), json!("Ready"));
+        }
+        removed
+    }
+
     pub(super) fn fill_instance_addresses(&mut self) {
         let subnets: BTreeMap<String, String> = self
             .records

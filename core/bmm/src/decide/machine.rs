@@ -136,6 +136,23 @@ pub struct MachineDecision {
     pub wait: Wait,
 }
 
+/// An instance's addresses as Cluster API and Kubernetes Nodes list them: each interface
+/// address as `InternalIP`, then the instance name as `Hostname`.
+pub fn instance_addresses(instance: &CloudInstance) -> Vec<MachineAddress> {
+    instance
+        .addresses
+        .iter()
+        .map(|a| MachineAddress {
+            type_: MachineAddressType::InternalIP,
+            address: a.clone(),
+        })
+        .chain(std::iter::once(MachineAddress {
+            type_: MachineAddressType::Hostname,
+            address: instance.name.clone(),
+        }))
+        .collect()
+}
+
 fn cond(status: ConditionStatus, type_: &str, why: &str, message: impl Into<String>) -> Condition {
     Condition::new(type_, status)
         .with_reason(why)
@@ -422,18 +439,7 @@ pub fn decide_machine(ctx: &MachineContext<'_>, instances: &[CloudInstance]) -> 
     );
     let wait = match Lifecycle::of(&instance.status) {
         Lifecycle::Ready => {
-            status.addresses = instance
-                .addresses
-                .iter()
-                .map(|a| MachineAddress {
-                    type_: MachineAddressType::InternalIP,
-                    address: a.clone(),
-                })
-                .chain(std::iter::once(MachineAddress {
-                    type_: MachineAddressType::Hostname,
-                    address: instance.name.clone(),
-                }))
-                .collect();
+            status.addresses = instance_addresses(instance);
             let configured = !instance.addresses.is_empty();
             set_condition(
                 &mut status.conditions,

@@ -9,6 +9,7 @@
 
 mod cluster;
 mod machine;
+mod node;
 
 pub use cluster::{
     ClusterAction, ClusterContext, ClusterDecision, ClusterObservation, EndpointSource,
@@ -17,7 +18,10 @@ pub use cluster::{
 };
 pub use machine::{
     Bootstrap, ClusterView, InstanceCreate, InterfaceCreate, MachineAction, MachineContext,
-    MachineDecision, decide_machine,
+    MachineDecision, decide_machine, instance_addresses,
+};
+pub use node::{
+    INSTANCE_TYPE_LABEL, InstanceLookup, NodeAction, REGION_LABEL, ZONE_LABEL, decide_node,
 };
 
 /// What the caller should do after performing the actions.

@@ -74,3 +74,30 @@ fn pools_with_holders_survive_and_round_trip() {
         Err(Error::UnknownNetwork("zzz".into()))
     );
 }
+
+#[test]
+fn hold_records_a_given_address_once() {
+    let mut i = ipam("10.0.0.0/29");
+    let gw: Ipv4Addr = "10.0.0.1".parse().expect("ip");
+    let five: Ipv4Addr = "10.0.0.5".parse().expect("ip");
+    i.hold("n", five, &owner("a")).expect("hold");
+    i.hold("n", five, &owner("a")).expect("idempotent");
+    assert_eq!(i.held_by("n", &owner("a")).map(|c| c.addr), Some(five));
+    assert!(i.hold("n", five, &owner("b")).is_err(), "held by a");
+    assert!(i.hold("n", gw, &owner("b")).is_err(), "gateway");
+    assert!(
+        i.hold("n", "10.0.0.7".parse().expect("ip"), &owner("b"))
+            .is_err(),
+        "broadcast"
+    );
+    assert!(i.hold("x", five, &owner("b")).is_err(), "unknown network");
+    // moving a holder releases its old address
+    i.hold("n", "10.0.0.6".parse().expect("ip"), &owner("a"))
+        .expect("move");
+    assert_eq!(i.pool("n").expect("pool").held.len(), 1);
+    // allocation skips held addresses
+    assert_eq!(
+        i.allocate("n", &owner("c")).expect("c").to_string(),
+        "10.0.0.2/29"
+    );
+}

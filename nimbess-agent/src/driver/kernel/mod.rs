@@ -10,20 +10,22 @@
 //! | `acl.<port>` | nftables `netdev` table named like the host veth, chain `acl` on its ingress hook, one rule (with counter) per ACL rule (no table when the network has no rules) |
 //! | `switch.<port>` | the port's bridge port on the network's bridge (`nb…`): learning off, unicast and multicast flooding off, broadcast on (ARP), hairpin off |
 //! | FIB entry MAC → egress of Q | a static FDB entry (MAC on Q's host veth), shared by every switch copy that holds it |
+//! | `router.<port>` (`kind: l3`) | the rule `iif <host veth> lookup <network's table>`: see [`routed`] (a VRF = a routing table + ip rules) |
+//! | FIB entry IP → egress of Q (`kind: l3`) | the route `IP/32 dev <Q's veth>` in the network's table + a permanent neighbour entry |
 //!
 //! A frame to a MAC in no FIB reaches no pod: the bridge neither learns nor
 //! floods unknown unicast, and the drop shows in the bridge's counters.
 //! Bridges carry no address, so pods of different networks stay isolated
 //! whatever `net.ipv4.ip_forward` says (the agent never touches it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    FibKey, Mac, Model, ModuleId, ModuleKind, NetworkKind, NetworkSpec, Port, PortId, RenderFacts,
-    RenderPlan, fib_entries,
+    FibKey, Mac, Model, NetworkKind, NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
+    fib_entries,
 };
 use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
@@ -32,11 +34,13 @@ use netlink_packet_route::link::{
 use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourMessage, NeighbourState};
 use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth};
 
-use super::{DriverError, ModuleObject};
-use crate::naming::{bridge_name, host_veth_name};
+use super::DriverError;
+use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name};
 
 pub mod acl;
+mod inspect;
 pub mod netns;
+pub mod routed;
 
 use netns::in_netns;
 
@@ -129,6 +133,10 @@ pub struct KernelDriver {
     handle: Handle,
     /// FIB references: (MAC, egress port) → how many switch copies hold it.
     fdb_refs: BTreeMap<(Mac, PortId), usize>,
+    /// FIB references of routers: (address, egress port) → how many hold it.
+    route_refs: BTreeMap<(std::net::Ipv4Addr, PortId), usize>,
+    /// What the driver rendered of each port: its network and MAC.
+    rendered: BTreeMap<PortId, (String, Mac)>,
 }
 
 impl KernelDriver {
@@ -146,16 +154,22 @@ impl KernelDriver {
         Ok(KernelDriver {
             handle,
             fdb_refs: BTreeMap::new(),
+            route_refs: BTreeMap::new(),
+            rendered: BTreeMap::new(),
         })
     }
 
-    async fn ensure_bridge(&self, spec: &NetworkSpec) -> Result<u32, DriverError> {
+    /// The network's shared object: its bridge (L2, `Some(ifindex)`) or its
+    /// routing table (L3, `None`).
+    async fn ensure_network(&self, spec: &NetworkSpec) -> Result<Option<u32>, DriverError> {
         if spec.kind == NetworkKind::L3 {
-            return Err(DriverError::State(format!(
-                "network {}: kind l3 is not rendered by the kernel driver yet (use l2, or the sim driver)",
-                spec.name
-            )));
+            routed::ensure_table(&self.handle, spec).await?;
+            return Ok(None);
         }
+        self.ensure_bridge(spec).await.map(Some)
+    }
+
+    async fn ensure_bridge(&self, spec: &NetworkSpec) -> Result<u32, DriverError> {
         let name = bridge_name(&spec.name);
         if let Some(link) = find_link(&self.handle, &name).await? {
             return Ok(link.index);
@@ -175,7 +189,46 @@ impl KernelDriver {
         let link = find_link(&self.handle, &name)
             .await?
             .ok_or_else(|| DriverError::State(format!("bridge {name} vanished after creation")))?;
+        self.ensure_miss_sink(spec, link.index).await?;
         Ok(link.index)
+    }
+
+    /// The network's FIB-miss sink: a veth end on the bridge, the only
+    /// port with unicast flooding on (broadcast and multicast off), so what
+    /// no FIB knows is flooded there alone and counted as its TX.
+    async fn ensure_miss_sink(&self, spec: &NetworkSpec, bridge: u32) -> Result<(), DriverError> {
+        let name = miss_sink_name(&spec.name);
+        let link = match find_link(&self.handle, &name).await? {
+            Some(link) => link,
+            None => {
+                let peer = miss_sink_peer_name(&spec.name);
+                let msg = LinkVeth::new(&name, &peer).build();
+                self.handle
+                    .link()
+                    .add(msg)
+                    .execute()
+                    .await
+                    .map_err(nl(format!("create FIB-miss sink {name}")))?;
+                let peer_link = find_link(&self.handle, &peer)
+                    .await?
+                    .ok_or_else(|| DriverError::State(format!("veth {peer} vanished")))?;
+                no_ipv6_autoconf(&self.handle, peer_link.index).await;
+                self.handle
+                    .link()
+                    .set(LinkUnspec::new_with_index(peer_link.index).up().build())
+                    .execute()
+                    .await
+                    .map_err(nl(format!("set {peer} up")))?;
+                find_link(&self.handle, &name)
+                    .await?
+                    .ok_or_else(|| DriverError::State(format!("veth {name} vanished")))?
+            }
+        };
+        if link.controller == Some(bridge) {
+            return Ok(());
+        }
+        no_ipv6_autoconf(&self.handle, link.index).await;
+        self.set_bridge_port(link.index, bridge, &name, true).await
     }
 
     async fn delete_link(&self, name: &str) -> Result<(), DriverError> {
@@ -189,11 +242,14 @@ impl KernelDriver {
         Ok(())
     }
 
+    /// Enslave `name` to `bridge` without learning: a pod's port floods
+    /// broadcast only (ARP); the FIB-miss sink (`sink`) unknown unicast only.
     async fn set_bridge_port(
         &self,
         host_index: u32,
         bridge: u32,
         name: &str,
+        sink: bool,
     ) -> Result<(), DriverError> {
         let msg = LinkUnspec::new_with_index(host_index)
             .controller(bridge)
@@ -207,9 +263,9 @@ impl KernelDriver {
             .map_err(nl(format!("attach {name} to its bridge")))?;
         let port = LinkBridgePort::new(host_index)
             .learning(false)
-            .flood(false)
+            .flood(sink)
             .mcast_flood(false)
-            .bcast_flood(true)
+            .bcast_flood(!sink)
             .hairpin(false)
             .build();
         self.handle
@@ -217,7 +273,9 @@ impl KernelDriver {
             .set_port(port)
             .execute()
             .await
-            .map_err(nl(format!("turn learning and flooding off on {name}")))
+            .map_err(nl(format!(
+                "set learning and flooding on bridge port {name}"
+            )))
     }
 
     async fn create_port(
@@ -225,7 +283,7 @@ impl KernelDriver {
         port: &Port,
         spec: &NetworkSpec,
     ) -> Result<RenderFacts, DriverError> {
-        let bridge = self.ensure_bridge(spec).await?;
+        let bridge = self.ensure_network(spec).await?;
         let host = host_veth_name(&port.id);
         // A leftover of an ADD that crashed half-way is ours to replace.
         self.delete_link(&host).await?;
@@ -257,7 +315,25 @@ impl KernelDriver {
             .await?
             .ok_or_else(|| DriverError::State(format!("veth {host} vanished after creation")))?;
         no_ipv6_autoconf(&self.handle, link.index).await;
-        self.set_bridge_port(link.index, bridge, &host).await?;
+        match bridge {
+            Some(bridge) => {
+                self.set_bridge_port(link.index, bridge, &host, false)
+                    .await?
+            }
+            None => {
+                routed::attach(&self.handle, &host, spec).await?;
+                self.handle
+                    .link()
+                    .set(LinkUnspec::new_with_index(link.index).up().build())
+                    .execute()
+                    .await
+                    .map_err(nl(format!("set {host} up")))?;
+            }
+        }
+        let host_mac = link
+            .mac
+            .ok_or_else(|| DriverError::State(format!("veth {host} has no MAC")))?;
+        let routed_spec = (spec.kind == NetworkKind::L3).then(|| spec.clone());
 
         let ifname = port.ifname.clone();
         let address = port.address;
@@ -269,16 +345,21 @@ impl KernelDriver {
                         DriverError::State(format!("{ifname} missing in the pod"))
                     })?;
                     no_ipv6_autoconf(&h, inner.index).await;
-                    h.address()
-                        .add(inner.index, IpAddr::V4(address.addr), address.prefix)
-                        .execute()
-                        .await
-                        .map_err(nl(format!("address {address} on {ifname}")))?;
-                    h.link()
-                        .set(LinkUnspec::new_with_index(inner.index).up().build())
-                        .execute()
-                        .await
-                        .map_err(nl(format!("set {ifname} up")))?;
+                    if let Some(spec) = &routed_spec {
+                        routed::configure_pod(&h, inner.index, &ifname, address, spec, host_mac)
+                            .await?;
+                    } else {
+                        h.address()
+                            .add(inner.index, IpAddr::V4(address.addr), address.prefix)
+                            .execute()
+                            .await
+                            .map_err(nl(format!("address {address} on {ifname}")))?;
+                        h.link()
+                            .set(LinkUnspec::new_with_index(inner.index).up().build())
+                            .execute()
+                            .await
+                            .map_err(nl(format!("set {ifname} up")))?;
+                    }
                     if let Some(lo) = find_link(&h, "lo").await? {
                         h.link()
                             .set(LinkUnspec::new_with_index(lo.index).up().build())
@@ -294,7 +375,17 @@ impl KernelDriver {
         )
         .await?;
 
-        let bridge_object = format!("bridge {} port {host}", bridge_name(&spec.name));
+        let forwarder_object = match bridge {
+            Some(_) => format!("bridge {} port {host}", bridge_name(&spec.name)),
+            None => format!(
+                "rule iif {host} lookup table {}",
+                routed::route_table(&spec.name)
+            ),
+        };
+        let forwarder = match spec.kind {
+            NetworkKind::L2 => "switch",
+            NetworkKind::L3 => "router",
+        };
         let mut modules = BTreeMap::new();
         for (id, object) in [
             (
@@ -306,8 +397,8 @@ impl KernelDriver {
                 format!("veth {host} tx"),
             ),
             (
-                nephrite_pipeline::copy_id("switch", &port.id),
-                bridge_object,
+                nephrite_pipeline::copy_id(forwarder, &port.id),
+                forwarder_object,
             ),
             (
                 nephrite_pipeline::copy_id("acl", &port.id),
@@ -357,6 +448,39 @@ impl KernelDriver {
         }
     }
 
+    /// Install or withdraw a router FIB entry: `ip` behind `egress_port`'s veth.
+    async fn route(
+        &self,
+        ip: std::net::Ipv4Addr,
+        egress_port: &str,
+        add: bool,
+    ) -> Result<(), DriverError> {
+        let host = host_veth_name(egress_port);
+        let (Some(link), Some((network, mac))) = (
+            find_link(&self.handle, &host).await?,
+            self.rendered.get(egress_port),
+        ) else {
+            return if add {
+                Err(DriverError::State(format!(
+                    "FIB entry {ip}: veth {host} of {egress_port} is missing"
+                )))
+            } else {
+                Ok(())
+            };
+        };
+        routed::fib(&self.handle, network, ip, Some(*mac), link.index, add).await
+    }
+
+    fn desired_routes(model: &Model) -> BTreeMap<(std::net::Ipv4Addr, PortId), usize> {
+        let mut refs = BTreeMap::new();
+        for e in fib_entries(&model.rendered().modules) {
+            if let FibKey::Ip(ip) = e.key {
+                *refs.entry((ip, e.egress_port)).or_default() += 1;
+            }
+        }
+        refs
+    }
+
     fn desired_fdb(model: &Model) -> BTreeMap<(Mac, PortId), usize> {
         let mut refs = BTreeMap::new();
         for e in fib_entries(&model.rendered().modules) {
@@ -373,7 +497,10 @@ impl KernelDriver {
     ) -> Result<Vec<(PortId, RenderFacts)>, DriverError> {
         let mut bridges = BTreeMap::new();
         for net in model.networks().values() {
-            bridges.insert(net.spec.name.clone(), self.ensure_bridge(&net.spec).await?);
+            if let Some(bridge) = self.ensure_network(&net.spec).await? {
+                self.ensure_miss_sink(&net.spec, bridge).await?;
+                bridges.insert(net.spec.name.clone(), bridge);
+            }
         }
         let mut out = Vec::new();
         for port in model.ports().values() {
@@ -387,10 +514,16 @@ impl KernelDriver {
                     if let Some(bridge) = bridges.get(&port.network)
                         && link.controller != Some(*bridge)
                     {
-                        self.set_bridge_port(link.index, *bridge, &host).await?;
+                        self.set_bridge_port(link.index, *bridge, &host, false)
+                            .await?;
+                    }
+                    if spec.kind == NetworkKind::L3 {
+                        routed::attach(&self.handle, &host, spec).await?;
                     }
                     if let Some(mut facts) = port.facts.clone() {
                         facts.ifindex = link.index;
+                        self.rendered
+                            .insert(port.id.clone(), (port.network.clone(), facts.mac));
                         out.push((port.id.clone(), facts));
                     }
                 }
@@ -398,6 +531,8 @@ impl KernelDriver {
                     tracing::warn!(port = %port.id, "veth missing, rendering the port again");
                     let facts = self.create_port(port, spec).await?;
                     acl::render(&host, &spec.acl)?;
+                    self.rendered
+                        .insert(port.id.clone(), (port.network.clone(), facts.mac));
                     out.push((port.id.clone(), facts));
                 }
                 None => {
@@ -415,6 +550,11 @@ impl KernelDriver {
             }
         }
         self.fdb_refs = refs;
+        let routes = Self::desired_routes(model);
+        for (ip, egress) in routes.keys() {
+            self.route(*ip, egress, true).await?;
+        }
+        self.route_refs = routes;
         Ok(out)
     }
 
@@ -424,7 +564,7 @@ impl KernelDriver {
         networks: &BTreeMap<String, NetworkSpec>,
     ) -> Result<Vec<(PortId, RenderFacts)>, DriverError> {
         for spec in plan.networks_added.iter().chain(&plan.networks_changed) {
-            self.ensure_bridge(spec).await?;
+            self.ensure_network(spec).await?;
         }
         let mut facts = Vec::new();
         for port in &plan.ports_added {
@@ -434,7 +574,10 @@ impl KernelDriver {
                     port.id, port.network
                 ))
             })?;
-            facts.push((port.id.clone(), self.create_port(port, spec).await?));
+            let rendered = self.create_port(port, spec).await?;
+            self.rendered
+                .insert(port.id.clone(), (port.network.clone(), rendered.mac));
+            facts.push((port.id.clone(), rendered));
         }
         for change in &plan.acl_changed {
             let host = host_veth_name(&change.port);
@@ -447,6 +590,16 @@ impl KernelDriver {
             }
         }
         for e in &plan.fib_added {
+            if let FibKey::Ip(ip) = e.key {
+                let refs = self
+                    .route_refs
+                    .entry((ip, e.egress_port.clone()))
+                    .or_default();
+                *refs += 1;
+                if *refs == 1 {
+                    self.route(ip, &e.egress_port, true).await?;
+                }
+            }
             if let FibKey::Mac(mac) = e.key {
                 let refs = self
                     .fdb_refs
@@ -459,6 +612,17 @@ impl KernelDriver {
             }
         }
         for e in &plan.fib_removed {
+            if let FibKey::Ip(ip) = e.key {
+                let key = (ip, e.egress_port.clone());
+                let left = self.route_refs.get_mut(&key).map_or(0, |n| {
+                    *n = n.saturating_sub(1);
+                    *n
+                });
+                if left == 0 {
+                    self.route_refs.remove(&key);
+                    self.route(ip, &e.egress_port, false).await?;
+                }
+            }
             if let FibKey::Mac(mac) = e.key {
                 let key = (mac, e.egress_port.clone());
                 let left = match self.fdb_refs.get_mut(&key) {
@@ -478,9 +642,17 @@ impl KernelDriver {
             let host = host_veth_name(&port.id);
             acl::remove(&host)?;
             self.delete_link(&host).await?;
+            let routed = networks
+                .get(&port.network)
+                .is_some_and(|n| n.kind == NetworkKind::L3);
+            if routed {
+                routed::detach(&self.handle, &host, &port.network).await?;
+            }
+            self.rendered.remove(&port.id);
         }
         for spec in &plan.networks_removed {
             self.delete_link(&bridge_name(&spec.name)).await?;
+            self.delete_link(&miss_sink_name(&spec.name)).await?;
         }
         Ok(facts)
     }
@@ -493,6 +665,12 @@ impl KernelDriver {
             tracing::warn!(port = %port.id, error = %e, "rollback could not delete the veth");
         }
         self.fdb_refs.retain(|(_, egress), _| egress != &port.id);
+        self.route_refs.retain(|(_, egress), _| egress != &port.id);
+        if let Err(e) = routed::detach(&self.handle, &host_veth_name(&port.id), &port.network).await
+        {
+            tracing::warn!(port = %port.id, error = %e, "rollback could not remove the ip rule");
+        }
+        self.rendered.remove(&port.id);
     }
 
     pub(crate) async fn check(&self, port: &Port) -> Result<(), DriverError> {
@@ -530,154 +708,5 @@ impl KernelDriver {
             }),
         )
         .await
-    }
-
-    async fn fdb_dump(&self) -> Result<BTreeSet<(Mac, u32, bool)>, DriverError> {
-        let mut out = BTreeSet::new();
-        let mut entries = self
-            .handle
-            .neighbours()
-            .get()
-            .set_address_family(AddressFamily::Bridge)
-            .execute();
-        while let Some(msg) = entries.try_next().await.map_err(nl("dump the FDB"))? {
-            let mac = msg.attributes.iter().find_map(|a| match a {
-                NeighbourAttribute::LinkLayerAddress(l) if l.len() == 6 => {
-                    let mut m = [0u8; 6];
-                    m.copy_from_slice(l);
-                    Some(Mac(m))
-                }
-                _ => None,
-            });
-            if let Some(mac) = mac {
-                let is_static = msg.header.state == NeighbourState::Noarp;
-                out.insert((mac, msg.header.ifindex, is_static));
-            }
-        }
-        Ok(out)
-    }
-
-    pub(crate) async fn verify(&self, model: &Model) -> Result<Vec<String>, DriverError> {
-        let mut drift = Vec::new();
-        let mut bridges = BTreeMap::new();
-        for net in model.networks().values() {
-            let name = bridge_name(&net.spec.name);
-            match find_link(&self.handle, &name).await? {
-                Some(l) => {
-                    bridges.insert(net.spec.name.clone(), l.index);
-                }
-                None => drift.push(format!(
-                    "network {}: bridge {name} is missing",
-                    net.spec.name
-                )),
-            }
-        }
-        let mut veths: BTreeMap<PortId, u32> = BTreeMap::new();
-        for port in model.ports().values() {
-            let host = host_veth_name(&port.id);
-            match find_link(&self.handle, &host).await? {
-                None => drift.push(format!("port {}: veth {host} is missing", port.id)),
-                Some(l) => {
-                    if l.controller != bridges.get(&port.network).copied() {
-                        drift.push(format!(
-                            "port {}: veth {host} is not on bridge {}",
-                            port.id,
-                            bridge_name(&port.network)
-                        ));
-                    }
-                    let want = model
-                        .networks()
-                        .get(&port.network)
-                        .map_or(0, |n| n.spec.acl.len());
-                    let have = acl::rendered_rules(&host)?;
-                    if have != want {
-                        drift.push(format!(
-                            "port {}: {have} ACL rules on {host}, the model has {want}",
-                            port.id
-                        ));
-                    }
-                    veths.insert(port.id.clone(), l.index);
-                }
-            }
-        }
-        let fdb = self.fdb_dump().await?;
-        let desired = Self::desired_fdb(model);
-        let mut wanted = BTreeSet::new();
-        for (mac, egress) in desired.keys() {
-            let Some(index) = veths.get(egress) else {
-                continue;
-            };
-            wanted.insert((*mac, *index));
-            if !fdb.contains(&(*mac, *index, true)) {
-                drift.push(format!(
-                    "FIB entry {mac} -> {egress}: static FDB entry on {} is missing",
-                    host_veth_name(egress)
-                ));
-            }
-        }
-        let ours: BTreeSet<u32> = veths.values().copied().collect();
-        for (mac, index, is_static) in &fdb {
-            if *is_static && ours.contains(index) && !wanted.contains(&(*mac, *index)) {
-                drift.push(format!(
-                    "FDB entry {mac} on ifindex {index} is in no FIB of the model"
-                ));
-            }
-        }
-        Ok(drift)
-    }
-
-    pub(crate) async fn objects(&self, model: &Model) -> BTreeMap<ModuleId, ModuleObject> {
-        let mut out = BTreeMap::new();
-        for m in model.rendered().modules.values() {
-            let port = &m.port;
-            let host = host_veth_name(port);
-            let link = find_link(&self.handle, &host).await.ok().flatten();
-            let stats = link.clone().unwrap_or_default();
-            let (object, packets, dropped) = match &m.kind {
-                ModuleKind::IngressPort { .. } => {
-                    (format!("veth {host} rx"), stats.rx_packets, stats.dropped)
-                }
-                ModuleKind::EgressPort { .. } => {
-                    (format!("veth {host} tx"), stats.tx_packets, stats.dropped)
-                }
-                ModuleKind::Acl { rules } => (
-                    format!("veth {host} ingress filters ({} rules)", rules.len()),
-                    stats.rx_packets,
-                    0,
-                ),
-                ModuleKind::L2Switch { fib } => (
-                    format!(
-                        "bridge {} port {host}, {} static FDB entries",
-                        bridge_name(&m.network),
-                        fib.len()
-                    ),
-                    stats.rx_packets,
-                    stats.dropped,
-                ),
-                ModuleKind::L3Router { fib } => (
-                    format!(
-                        "bridge {} port {host}, {} routes",
-                        bridge_name(&m.network),
-                        fib.len()
-                    ),
-                    stats.rx_packets,
-                    stats.dropped,
-                ),
-            };
-            let object = if link.is_some() {
-                object
-            } else {
-                format!("{object} (missing)")
-            };
-            out.insert(
-                m.id.clone(),
-                ModuleObject {
-                    object,
-                    packets,
-                    dropped,
-                },
-            );
-        }
-        out
     }
 }

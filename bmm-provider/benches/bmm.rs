@@ -1,0 +1,379 @@
+//! `cargo xtask bench bmm`: 10 clusters × 100 machines provisioned by `bmm-provider serve`'s
+//! controllers against bmm-sim (100 ms latency, 5% injected 5xx/429, network objects 2 s,
+//! instances 60 s) and the in-memory API server; then everything deleted.
+//!
+//! Prints: time until every machine is Ready against the critical path the simulator imposes
+//! (network delay + instance delay) and the latency budget; instances created (the simulator's
+//! counter; duplicates = created − machines); API calls per machine against the budget (the
+//! create, the polls the instance delay needs, retries of injected faults); what is left in
+//! the simulator after deleting all clusters.
+//!
+//! Scale it down while iterating: `BMM_BENCH_CLUSTERS`, `BMM_BENCH_MACHINES`,
+//! `BMM_BENCH_INSTANCE_DELAY`, `BMM_BENCH_NETWORK_DELAY`, `BMM_BENCH_LATENCY`,
+//! `BMM_BENCH_FAULT_RATE`, `BMM_BENCH_POLL` (durations like `60s`, `500ms`).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
+use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMMachine, all_crds};
+use nephrite_bmm_provider::controller::{ControllerConfig, run_controllers};
+use nephrite_bmm_provider::sim::{INSTANCE_TYPE_ID, Kind, Sim, SimConfig, auth};
+use nephrite_test_apiserver::TestApiServer;
+use serde_json::json;
+
+const NS: &str = "default";
+const ORG: &str = "bench";
+const SECRET: &str = "bench-secret";
+
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_duration(name: &str, default: Duration) -> Duration {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .unwrap_or(default)
+}
+
+fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn capi(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind),
+            plural,
+        ),
+    )
+}
+
+async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut all = all_crds();
+    for (kind, plural) in [("Cluster", "clusters"), ("Machine", "machines")] {
+        all.push(serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.cluster.x-k8s.io")},
+            "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+                     "versions": [{"name": "v1beta2", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))?);
+    }
+    for crd in all {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok(())
+}
+
+async fn create_cluster(client: &kube::Client, c: usize) -> anyhow::Result<()> {
+    let name = format!("bench-{c}");
+    let owner: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": NS}, "spec": {}
+    }))?;
+    let owner = capi(client, "Cluster", "clusters")
+        .create(&PostParams::default(), &owner)
+        .await?;
+    let infra: NvidiaBMMCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "NvidiaBMMCluster",
+        "metadata": {"name": name, "namespace": NS,
+                     "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": name, "uid": owner.metadata.uid}]},
+        "spec": {
+            "siteRef": {"name": "sim-site"},
+            "vpc": {"name": format!("{name}-vpc"), "networkSecurityGroup": {"name": format!("{name}-nsg"), "rules": [
+                {"name": "api", "direction": "INGRESS", "protocol": "TCP", "action": "PERMIT", "portRange": "6443"}]}},
+            "subnets": [{"name": "nodes", "cidr": format!("10.{c}.0.0/22"), "role": "worker"}],
+            "controlPlaneEndpoint": {"host": format!("api.{name}.test"), "port": 6443},
+            "authentication": {"secretRef": {"name": "bmm-credentials"}}
+        }
+    }))?;
+    Api::<NvidiaBMMCluster>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &infra)
+        .await?;
+    Ok(())
+}
+
+async fn create_machine(client: &kube::Client, c: usize, m: usize) -> anyhow::Result<()> {
+    let (cluster, name) = (format!("bench-{c}"), format!("bench-{c}-m{m}"));
+    let bootstrap = secret(
+        &format!("{name}-bootstrap"),
+        &[
+            (
+                "value",
+                "#cloud-config
+",
+            ),
+            ("format", "cloud-config"),
+        ],
+    );
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &bootstrap)
+        .await?;
+    let machine: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name, "namespace": NS},
+        "spec": {"clusterName": cluster, "bootstrap": {"dataSecretName": format!("{name}-bootstrap")}}
+    }))?;
+    let machine = capi(client, "Machine", "machines")
+        .create(&PostParams::default(), &machine)
+        .await?;
+    let infra: NvidiaBMMMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "NvidiaBMMMachine",
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                     "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": machine.metadata.uid}]},
+        "spec": {"instanceType": {"id": INSTANCE_TYPE_ID}, "network": {"subnetName": "nodes"}}
+    }))?;
+    Api::<NvidiaBMMMachine>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &infra)
+        .await?;
+    Ok(())
+}
+
+async fn run() -> anyhow::Result<bool> {
+    let clusters: usize = env_number("BMM_BENCH_CLUSTERS", 10);
+    let per_cluster: usize = env_number("BMM_BENCH_MACHINES", 100);
+    let instance_delay = env_duration("BMM_BENCH_INSTANCE_DELAY", Duration::from_secs(60));
+    let network_delay = env_duration("BMM_BENCH_NETWORK_DELAY", Duration::from_secs(2));
+    let latency = env_duration("BMM_BENCH_LATENCY", Duration::from_millis(100));
+    let fault_rate: f64 = env_number("BMM_BENCH_FAULT_RATE", 0.05);
+    let poll = env_duration("BMM_BENCH_POLL", Duration::from_secs(5));
+    let machines = clusters * per_cluster;
+    println!(
+        "bmm bench: {clusters} clusters x {per_cluster} machines, latency {latency:?}, faults {:.0}%, network {network_delay:?}, instances {instance_delay:?}, poll {poll:?}",
+        fault_rate * 100.0
+    );
+
+    let sim = Sim::new(SimConfig {
+        jwt_secret: SECRET.into(),
+        provision_delay: instance_delay,
+        network_delay,
+        fault_rate,
+        latency,
+        machines: machines + 16,
+        ..SimConfig::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(sim.clone().serve(listener, std::future::pending()));
+    let server = TestApiServer::start().await?;
+    let client = server.client()?;
+    install_crds(&client).await?;
+    let now = jiff::Timestamp::now().as_second().max(0) as u64;
+    let token = auth::issue(SECRET, ORG, now, Duration::from_secs(6 * 3600))?;
+    let credentials = secret(
+        "bmm-credentials",
+        &[("endpoint", &endpoint), ("orgName", ORG), ("token", &token)],
+    );
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &credentials)
+        .await?;
+    let controllers = tokio::spawn(run_controllers(
+        client.clone(),
+        ControllerConfig {
+            namespace: Some(NS.into()),
+            poll,
+            dependency_poll: poll.min(Duration::from_secs(2)),
+            resync: Duration::from_secs(3600),
+            ..ControllerConfig::default()
+        },
+    ));
+
+    let start = Instant::now();
+    for c in 0..clusters {
+        create_cluster(&client, c).await?;
+    }
+    let created: Vec<anyhow::Result<()>> =
+        stream::iter((0..clusters).flat_map(|c| (0..per_cluster).map(move |m| (c, m))))
+            .map(|(c, m)| {
+                let client = client.clone();
+                async move { create_machine(&client, c, m).await }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+    created.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    println!(
+        "objects created in the API server after {:.1?}",
+        start.elapsed()
+    );
+
+    let infra_machines: Api<NvidiaBMMMachine> = Api::namespaced(client.clone(), NS);
+    let limit = (network_delay + instance_delay) * 3 + Duration::from_secs(120);
+    let mut clusters_ready_at = None;
+    let all_ready = loop {
+        let list = infra_machines.list(&ListParams::default()).await?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|m| m.status.as_ref().is_some_and(|s| s.ready))
+            .count();
+        if clusters_ready_at.is_none() {
+            let infra = Api::<NvidiaBMMCluster>::namespaced(client.clone(), NS)
+                .list(&ListParams::default())
+                .await?;
+            if infra
+                .items
+                .iter()
+                .all(|c| c.status.as_ref().is_some_and(|s| s.ready))
+            {
+                clusters_ready_at = Some(start.elapsed());
+            }
+        }
+        if ready == machines {
+            break start.elapsed();
+        }
+        if start.elapsed() > limit {
+            println!(
+                "NOT READY: {ready}/{machines} machines Ready after {:.1?}",
+                start.elapsed()
+            );
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let calls = sim.requests_answered();
+    let faults = sim.faults_injected();
+    let instances = sim.created(Kind::Instance);
+
+    let critical = network_delay + instance_delay;
+    // Sequential calls on the way: site, tenant, lookups and creates of the network chain
+    // (about 10), then the machine's lookup and create.
+    let latency_budget = latency * 14;
+    let time_bound = critical.mul_f64(1.5) + latency_budget;
+    let polls = instance_delay.as_secs_f64() / poll.as_secs_f64();
+    let per_machine = calls as f64 / machines as f64;
+    // Create + lookups before it (bootstrap/cluster waits) + the polls + the reconciles
+    // triggered by its own status writes, plus the retries of injected faults.
+    let call_budget = 1.0 + 4.0 + polls.ceil() + 4.0 + faults as f64 / machines as f64;
+    println!(
+        "all {machines} machines Ready after {all_ready:.1?} (clusters Ready after {:.1?}); critical path {critical:?}, bound 1.5x + latency budget {:.1?}: ratio {:.2} -> {}",
+        clusters_ready_at.unwrap_or_default(),
+        time_bound,
+        all_ready.as_secs_f64() / time_bound.as_secs_f64(),
+        if all_ready <= time_bound {
+            "OK"
+        } else {
+            "OVER"
+        }
+    );
+    println!(
+        "instances created {instances} for {machines} machines: duplicates {} -> {}",
+        instances.saturating_sub(machines as u64),
+        if instances == machines as u64 {
+            "OK"
+        } else {
+            "DUPLICATES"
+        }
+    );
+    println!(
+        "API calls {calls} ({faults} faults injected): {per_machine:.1} per machine (clusters' calls included); budget {call_budget:.1} -> {}",
+        if per_machine <= call_budget {
+            "OK"
+        } else {
+            "OVER"
+        }
+    );
+
+    // Delete everything: machines first (as Cluster API does), then the clusters.
+    let delete_start = Instant::now();
+    let names: Vec<String> = infra_machines
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter_map(|m| m.metadata.name.clone())
+        .collect();
+    for name in names {
+        infra_machines
+            .delete(&name, &DeleteParams::default())
+            .await?;
+    }
+    let infra_clusters: Api<NvidiaBMMCluster> = Api::namespaced(client.clone(), NS);
+    for c in 0..clusters {
+        infra_clusters
+            .delete(&format!("bench-{c}"), &DeleteParams::default())
+            .await?;
+    }
+    let gone = loop {
+        let m = infra_machines
+            .list(&ListParams::default())
+            .await?
+            .items
+            .len();
+        let c = infra_clusters
+            .list(&ListParams::default())
+            .await?
+            .items
+            .len();
+        if m == 0 && c == 0 {
+            break delete_start.elapsed();
+        }
+        if delete_start.elapsed() > limit {
+            println!(
+                "NOT DELETED: {m} machines and {c} clusters left after {:.1?}",
+                delete_start.elapsed()
+            );
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let left: Vec<(Kind, usize)> = Kind::ALL.iter().map(|k| (*k, sim.live(*k))).collect();
+    let leaked: usize = left.iter().map(|(_, n)| n).sum();
+    println!(
+        "deleted all {clusters} clusters in {gone:.1?}; objects left in the simulator: {leaked} {left:?} -> {}",
+        if leaked == 0 { "OK" } else { "LEAKED" }
+    );
+    controllers.abort();
+    Ok(all_ready <= time_bound
+        && instances == machines as u64
+        && per_machine <= call_budget
+        && leaked == 0)
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! `bmm-provider serve`: the NvidiaBMMCluster and NvidiaBMMMachine controllers (kube-runtime) on top of the same
+//! executor and decisions as standalone mode.
+//!
+//! Per reconcile: nothing before the owner `Cluster` reference exists; objects labelled
+//! `cluster.x-k8s.io/managed-by` are skipped; pause (`Cluster.spec.paused`, the
+//! `cluster.x-k8s.io/paused` annotation) sets the `Paused` condition and does nothing else;
+//! the finalizer is persisted before anything is created; the credentials Secret (`endpoint`,
+//! `orgName`, `token`) is re-read every time, so a rotated token is used without a restart,
+//! and a missing or malformed Secret gives a condition and no API call; an API 400 gives a
+//! terminal condition with the API's message and no hot loop, a 401/403 `AuthFailed` which is
+//! retried only once the Secret holds another token.
+//!
+//! Both controllers also watch the Cluster API objects they depend on (`Cluster` for pause
+//! and for the machines, `Machine` for bootstrap data), so unpausing or a new bootstrap
+//! Secret name is acted on at once.
+
+mod cluster;
+mod credentials;
+mod machine;
+mod node;
+
+use std::time::Duration;
+
+use kube::api::{ApiResource, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Client};
+use nephrite_bmm::conditions::{self, reason};
+use nephrite_bmm::decide::Wait;
+use nephrite_krm::condition::set_condition;
+use nephrite_krm::{Condition, ConditionStatus};
+use serde_json::json;
+
+use crate::client::{ApiError, RetryPolicy};
+use crate::observe::ReconcileError;
+
+pub use cluster::run_cluster_controller;
+pub use credentials::RejectedTokens;
+pub use machine::run_machine_controller;
+pub use node::run_node_controller;
+
+/// Runs the cluster and machine controllers (and the node-lifecycle controller when
+/// configured) until one of them stops.
+pub async fn run_controllers(client: Client, config: ControllerConfig) {
+    let nodes = {
+        let (client, config) = (client.clone(), config.clone());
+        async move {
+            if config.node_lifecycle {
+                run_node_controller(client, config).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = run_cluster_controller(client.clone(), config.clone()) => {}
+        _ = run_machine_controller(client, config) => {}
+        _ = nodes => {}
+    }
+}
+
+/// Runs the controllers only while `leading` says this replica holds the Lease (see
+/// `nephrite_runtime::leader`): they start when leadership is gained and stop — in the middle
+/// of a reconcile if need be, which the decisions tolerate — as soon as it is lost. Returns
+/// when the election ends.
+pub async fn run_while_leading(
+    client: Client,
+    config: ControllerConfig,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let ended = leading.wait_for(|l| *l).await.is_err();
+        if ended {
+            return;
+        }
+        tracing::info!("leading: starting the controllers");
+        tokio::select! {
+            _ = run_controllers(client.clone(), config.clone()) => return,
+            ended = async { leading.wait_for(|l| !*l).await.is_err() } => {
+                tracing::warn!("leadership lost: stopping the controllers");
+                if ended {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// How the controllers behave.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Watch only this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// The Secret used when an object names none (`namespace/name` or `name`).
+    pub default_credentials: Option<String>,
+    /// Poll interval while cloud objects are in progress.
+    pub poll: Duration,
+    /// Poll interval while waiting for another object (and for a rotated token after a 401).
+    pub dependency_poll: Duration,
+    /// Per-request timeout of the BMM client.
+    pub request_timeout: Duration,
+    /// Re-check of objects at rest (an instance that failed or vanished out of band).
+    pub resync: Duration,
+    /// Retries of transient BMM failures within one reconcile.
+    pub retry: RetryPolicy,
+    /// Also run the node-lifecycle controller (with the default credentials).
+    pub node_lifecycle: bool,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            namespace: None,
+            default_credentials: None,
+            poll: Duration::from_secs(10),
+            dependency_poll: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+            resync: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+            node_lifecycle: false,
+        }
+    }
+}
+
+/// A failed reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A Kubernetes call failed.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// What both controllers share.
+struct Ctx {
+    client: Client,
+    config: ControllerConfig,
+    rejected: RejectedTokens,
+}
+
+impl Ctx {
+    fn shared(client: Client, config: ControllerConfig) -> std::sync::Arc<Ctx> {
+        std::sync::Arc::new(Ctx {
+            client,
+            config,
+            rejected: RejectedTokens::default(),
+        })
+    }
+}
+
+/// After a failed Kubernetes call: try again after the poll interval.
+fn requeue_after_error<K>(
+    _: std::sync::Arc<K>,
+    _: &ControllerError,
+    ctx: std::sync::Arc<Ctx>,
+) -> Action {
+    Action::requeue(ctx.config.poll)
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// A Cluster API (`cluster.x-k8s.io/v1beta2`) resource.
+fn capi_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind),
+        plural,
+    )
+}
+
+/// Merge-patches `status` of a namespaced object.
+async fn patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Replaces `metadata.finalizers` of a namespaced object.
+async fn set_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Sets `Ready=False` with a reason and a message.
+fn set_not_ready(
+    conditions: &mut Vec<Condition>,
+    why: &str,
+    message: impl Into<String>,
+    now: &str,
+) {
+    set_condition(
+        conditions,
+        Condition::new(conditions::READY, ConditionStatus::False)
+            .with_reason(why)
+            .with_message(message),
+        now,
+    );
+}
+
+/// Sets `Paused=True`.
+fn set_paused(conditions: &mut Vec<Condition>, now: &str) {
+    set_condition(
+        conditions,
+        Condition::new(conditions::PAUSED, ConditionStatus::True).with_reason(reason::PAUSED),
+        now,
+    );
+}
+
+/// How a failed reconcile is reported: the condition reason, and whether to retry on a timer.
+fn classify(e: &ReconcileError) -> (&'static str, bool) {
+    match e {
+        ReconcileError::Api {
+            source: ApiError::Rejected { .. },
+            ..
+        } => (reason::API_REJECTED, false),
+        ReconcileError::Api {
+            source: ApiError::Auth { .. },
+            ..
+        } => (reason::AUTH_FAILED, false),
+        ReconcileError::SiteNotFound { .. } => (reason::SITE_NOT_FOUND, false),
+        ReconcileError::Api { .. } => (reason::CLOUD_ERROR, true),
+    }
+}
+
+/// Whether a Cluster API `Cluster` has `spec.paused: true`.
+fn cluster_paused(cluster: Option<&kube::api::DynamicObject>) -> bool {
+    cluster
+        .and_then(|c| c.data.pointer("/spec/paused"))
+        .and_then(|p| p.as_bool())
+        .unwrap_or(false)
+}
+
+/// Turns the outcome of a reconcile into the next [`Action`], recording a failure as
+/// `Ready=False`: a 401/403 remembers the token so the API is called again only with another
+/// one; a transient failure polls; a terminal one waits for a change.
+fn settle(
+    ctx: &Ctx,
+    credentials: &credentials::Credentials,
+    outcome: Result<Wait, ReconcileError>,
+    conditions: &mut Vec<Condition>,
+    now: &str,
+) -> Action {
+    match outcome {
+        Ok(wait) => {
+            ctx.rejected.accept(credentials);
+            match wait {
+                Wait::Poll => Action::requeue(ctx.config.poll),
+                Wait::Dependency => Action::requeue(ctx.config.dependency_poll),
+                Wait::Steady => Action::requeue(ctx.config.resync),
+                Wait::Blocked => Action::await_change(),
+            }
+        }
+        Err(e) => {
+            let (why, retry) = classify(&e);
+            set_not_ready(conditions, why, e.to_string(), now);
+            if why == reason::AUTH_FAILED {
+                ctx.rejected.reject(credentials);
+                Action::requeue(ctx.config.dependency_poll)
+            } else if retry {
+                Action::requeue(ctx.config.poll)
+            } else {
+                Action::await_change()
+            }
+        }
+    }
+}
+
+/// The credentials to call BMM with, or — with `Ready=False` recorded in `conditions` when the
+/// Secret is unusable — what to do instead (a token the API refused waits for the Secret to
+/// change, without a call).
+async fn usable_credentials(
+    ctx: &Ctx,
+    namespace: &str,
+    named: Option<&nephrite_bmm::crd::SecretRef>,
+    conditions: &mut Vec<Condition>,
+    now: &str,
+) -> Result<credentials::Credentials, Action> {
+    match credentials::read(&ctx.client, &ctx.config, namespace, named).await {
+        Ok(c) if ctx.rejected.is_rejected(&c) => Err(Action::requeue(ctx.config.dependency_poll)),
+        Ok(c) => Ok(c),
+        Err(message) => {
+            set_not_ready(conditions, reason::CREDENTIALS_INVALID, message, now);
+            Err(Action::await_change())
+        }
+    }
+}
+
+/// Drives a controller's result stream, logging failed reconciles.
+async fn log_failures<T, E: std::fmt::Display>(
+    what: &'static str,
+    results: impl futures::Stream<Item = Result<T, E>>,
+) {
+    use futures::StreamExt;
+    results
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "{what} reconcile failed");
+            }
+        })
+        .await;
+}

@@ -1,0 +1,266 @@
+//! `bmm-provider clusterctl --out DIR`: the clusterctl artefacts parse, every variable is
+//! documented in the README, and with the variables substituted the objects are accepted by
+//! the in-memory API server (the provider's kinds against their real CRD schemas; kinds the
+//! server does not serve — RBAC, Deployment — are checked against their k8s-openapi types).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use nephrite_bmm_provider::clusterctl::{NAMESPACE, substitute, variables};
+use nephrite_bmm_provider::openapi;
+use nephrite_test_apiserver::TestApiServer;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(i, d)| Value::deserialize(d).unwrap_or_else(|e| panic!("document {}: {e}", i + 1)))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Sample values a user would export before `clusterctl init` / `generate cluster`.
+fn sample(name: &str) -> Option<String> {
+    let v = match name {
+        "BMM_ENDPOINT" => "https://bmm.example.test",
+        "BMM_ORG" => "acme",
+        "BMM_TOKEN" => "eyJhbGciOiJIUzI1NiJ9.e30.sig",
+        "CLUSTER_NAME" => "demo",
+        "NAMESPACE" => "default",
+        "BMM_SITE_NAME" => "site-a",
+        "CONTROL_PLANE_ENDPOINT_HOST" => "api.demo.example.test",
+        "KUBERNETES_VERSION" => "v1.33.1",
+        "BMM_CONTROL_PLANE_INSTANCE_TYPE_ID" | "BMM_WORKER_INSTANCE_TYPE_ID" => {
+            "7e1e0000-0000-4000-8000-000000000002"
+        }
+        _ => return None,
+    };
+    Some(v.to_string())
+}
+
+fn plural(kind: &str) -> String {
+    format!("{}s", kind.to_lowercase())
+}
+
+fn stand_in_crd(group: &str, version: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{group}", plural(kind))},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural(kind), "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+                 "versions": [{"name": version, "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
+
+async fn create(client: &kube::Client, object: &Value) {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let kind = object["kind"].as_str().expect("kind");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        &plural(kind),
+    );
+    let api: Api<DynamicObject> = match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("object");
+    api.create(&PostParams::default(), &dynamic)
+        .await
+        .unwrap_or_else(|e| panic!("{kind} {:?} refused: {e}", object["metadata"]["name"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = Command::new(env!("CARGO_BIN_EXE_bmm-provider"))
+        .args(["clusterctl", "--out"])
+        .arg(dir.path())
+        .args(["--version", "v0.3.1"])
+        .output()
+        .expect("run bmm-provider clusterctl");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).expect(p);
+    let (metadata, components, template) = (
+        read("metadata.yaml"),
+        read("infrastructure-components.yaml"),
+        read("templates/cluster-template.yaml"),
+    );
+
+    // metadata.yaml: the release series speaks v1beta2.
+    let meta = &documents(&metadata)[0];
+    assert_eq!(meta["kind"], "Metadata");
+    assert_eq!(meta["releaseSeries"][0]["major"], 0);
+    assert_eq!(meta["releaseSeries"][0]["minor"], 3);
+    assert_eq!(meta["releaseSeries"][0]["contract"], "v1beta2");
+
+    // Everything parses as written; every variable is documented.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README");
+    for text in [&components, &template] {
+        documents(text);
+        for name in variables(text) {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "variable {name} is not documented in README.md"
+            );
+        }
+    }
+    assert!(
+        variables(&components).contains("BMM_TOKEN"),
+        "credentials are placeholders"
+    );
+
+    let components = documents(&substitute(&components, sample).expect("components substituted"));
+    let template = documents(&substitute(&template, sample).expect("template substituted"));
+    let kinds: BTreeMap<&str, usize> = components.iter().fold(BTreeMap::new(), |mut m, o| {
+        *m.entry(o["kind"].as_str().unwrap_or_default()).or_default() += 1;
+        m
+    });
+    assert_eq!(kinds.get("CustomResourceDefinition"), Some(&4));
+    assert_eq!(kinds.get("Deployment"), Some(&1));
+    for crd in components
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        assert_eq!(
+            crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"], "v1beta1",
+            "{}",
+            crd["metadata"]["name"]
+        );
+    }
+
+    let server = TestApiServer::start().await.expect("apiserver");
+    let client = server.client().expect("client");
+    for object in &components {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        match kind {
+            "ClusterRole" => {
+                drop(serde_json::from_value::<ClusterRole>(object.clone()).expect("ClusterRole"))
+            }
+            "ClusterRoleBinding" => drop(
+                serde_json::from_value::<ClusterRoleBinding>(object.clone())
+                    .expect("ClusterRoleBinding"),
+            ),
+            "Role" => drop(serde_json::from_value::<Role>(object.clone()).expect("Role")),
+            "RoleBinding" => {
+                drop(serde_json::from_value::<RoleBinding>(object.clone()).expect("RoleBinding"))
+            }
+            "Deployment" => {
+                let d: Deployment = serde_json::from_value(object.clone()).expect("Deployment");
+                let container = &d.spec.expect("spec").template.spec.expect("pod").containers[0];
+                assert!(
+                    container
+                        .args
+                        .as_ref()
+                        .is_some_and(|a| a.iter().any(|x| x.contains(NAMESPACE)))
+                );
+            }
+            _ => create(&client, object).await,
+        }
+    }
+    // Secrets are read with `get` only: no list or watch on Secrets anywhere.
+    for role in components
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().expect("rules") {
+            if rule["resources"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x == "secrets"))
+            {
+                assert_eq!(rule["verbs"], json!(["get"]));
+            }
+        }
+    }
+    for (group, version, kind) in [
+        ("cluster.x-k8s.io", "v1beta2", "Cluster"),
+        ("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+        (
+            "controlplane.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmControlPlane",
+        ),
+        (
+            "bootstrap.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmConfigTemplate",
+        ),
+    ] {
+        create(&client, &stand_in_crd(group, version, kind)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    for object in &template {
+        create(&client, object).await;
+    }
+    // The provider's own objects also satisfy their CRDs' full schemas (patterns and enums,
+    // which the in-memory server does not check) ...
+    let schema_of = |kind: &str| {
+        components
+            .iter()
+            .find(|o| o["kind"] == "CustomResourceDefinition" && o["spec"]["names"]["kind"] == kind)
+            .map(|crd| crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone())
+            .expect("CRD of the kind")
+    };
+    for object in template.iter().filter(|o| {
+        o["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("infrastructure."))
+    }) {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let problems = openapi::violations(&schema_of(kind), object).expect("schema compiles");
+        assert!(problems.is_empty(), "{kind}: {problems:?}");
+    }
+    // ... which a bad CIDR breaks ...
+    let mut bad = template
+        .iter()
+        .find(|o| o["kind"] == "NvidiaBMMCluster")
+        .cloned()
+        .expect("NvidiaBMMCluster");
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["subnets"][0]["cidr"] = json!("10.0.0.0/99");
+    let problems = openapi::violations(&schema_of("NvidiaBMMCluster"), &bad).expect("schema");
+    assert!(
+        problems.iter().any(|p| p.contains("subnets/0/cidr")),
+        "{problems:?}"
+    );
+    // ... and the server refuses one without a required field.
+    let mut incomplete = bad;
+    incomplete["spec"]["subnets"][0]["cidr"] = json!("10.0.0.0/24");
+    incomplete["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("vpc");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "NvidiaBMMCluster",
+        ),
+        "nvidiabmmclusters",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    assert!(
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(incomplete).expect("object")
+        )
+        .await
+        .is_err()
+    );
+}

@@ -1,0 +1,203 @@
+//! The Kubernetes source (`--source kube`): kube-runtime watches on Ingress, IngressClass,
+//! Route (`route.openshift.io/v1`, as a dynamic resource), Service, EndpointSlice and TLS
+//! Secrets feed `nephrite-l7`'s translation unchanged; every change publishes a new snapshot
+//! (when its content changed). The controller finds the API server as kube-rs does
+//! (`KUBECONFIG`, then in-cluster).
+//!
+//! Several controllers run: all serve the rules; the one holding the Lease (leader election,
+//! [`nephrite_runtime::leader`]) also writes Ingress and Route status and Warning Events
+//! ([`status`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nephrite_l7::{Options, SourceObject};
+use nephrite_runtime::ShutdownHandle;
+use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
+
+use crate::rules_service::Publisher;
+use crate::source::Snapshot;
+
+pub mod status;
+pub mod watch;
+mod writer;
+
+use status::StatusSettings;
+use watch::{Store, kinds, watch_kind};
+use writer::StatusWriter;
+
+/// The origin of every object read from Kubernetes, in reports.
+pub const ORIGIN: &str = "kube";
+/// How long a burst of changes is let settle before the rules are rebuilt.
+pub const SETTLE: Duration = Duration::from_millis(5);
+
+/// Kubernetes-mode settings.
+#[derive(Debug, Clone)]
+pub struct KubeSettings {
+    /// Namespace of the leader-election Lease.
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// This controller's identity (unique among controllers).
+    pub identity: String,
+    /// What goes into Ingress and Route status.
+    pub status: StatusSettings,
+}
+
+/// Why the Kubernetes source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeSourceError {
+    /// No API server configuration (neither `KUBECONFIG` nor in-cluster).
+    #[error("cannot find the Kubernetes API server (KUBECONFIG, then in-cluster): {0}")]
+    Client(#[from] kube::Error),
+    /// The kinds could not all be listed in time.
+    #[error("could not list {0} from the API server within {1:?}")]
+    NotListed(String, Duration),
+}
+
+/// Waits until every kind was listed once (or found off); `limit` bounds the wait.
+async fn wait_listed(
+    store: &Store,
+    kinds: &[watch::Kind],
+    limit: Option<Duration>,
+) -> Result<(), KubeSourceError> {
+    let start = tokio::time::Instant::now();
+    let mut warned = false;
+    while !store.synced(kinds) {
+        let waited = start.elapsed();
+        if limit.is_some_and(|limit| waited > limit) {
+            let missing: Vec<&str> = kinds
+                .iter()
+                .filter(|k| !store.synced(std::slice::from_ref(k)))
+                .map(|k| k.resource.plural.as_str())
+                .collect();
+            return Err(KubeSourceError::NotListed(missing.join(", "), waited));
+        }
+        if !warned && waited > Duration::from_secs(10) {
+            tracing::warn!("still listing the cluster's objects");
+            warned = true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// Lists every kind once and translates it: what `kuryr-l7 rules --source kube` shows.
+pub async fn snapshot_once(options: &Options) -> Result<Snapshot, KubeSourceError> {
+    let client = kube::Client::try_default().await?;
+    let store = Arc::new(Store::default());
+    let kinds = kinds();
+    let watches: Vec<_> = kinds
+        .iter()
+        .map(|kind| tokio::spawn(watch_kind(client.clone(), kind.clone(), store.clone())))
+        .collect();
+    let listed = wait_listed(&store, &kinds, Some(Duration::from_secs(30))).await;
+    for watch in watches {
+        watch.abort();
+    }
+    listed?;
+    Ok(snapshot_of(&store, options))
+}
+
+/// The translation of what the store holds.
+pub fn snapshot_of(store: &Store, options: &Options) -> Snapshot {
+    let objects: Vec<SourceObject> = store
+        .objects()
+        .into_iter()
+        .map(|object| SourceObject {
+            object,
+            origin: ORIGIN.to_owned(),
+        })
+        .collect();
+    Snapshot::build(&objects, Vec::new(), options)
+}
+
+/// A running Kubernetes source.
+pub struct KubeSource {
+    store: Arc<Store>,
+    options: Options,
+    publisher: Publisher,
+    election: LeaderElection,
+    writer: StatusWriter,
+    settings: KubeSettings,
+    shutdown: ShutdownHandle,
+}
+
+impl KubeSource {
+    /// Connects, starts the watches and the election, and returns once every kind has been
+    /// listed (or found off) and the first snapshot is published, so the rules service never
+    /// serves a half-read cluster.
+    pub async fn start(
+        settings: KubeSettings,
+        options: Options,
+        publisher: Publisher,
+        shutdown: ShutdownHandle,
+    ) -> Result<Self, KubeSourceError> {
+        let client = kube::Client::try_default().await?;
+        let store = Arc::new(Store::default());
+        let kinds = kinds();
+        for kind in kinds.clone() {
+            tokio::spawn(watch_kind(client.clone(), kind, store.clone()));
+        }
+        wait_listed(&store, &kinds, None).await?;
+        let snapshot = snapshot_of(&store, &options);
+        snapshot.log();
+        publisher.publish(&snapshot.translation, &snapshot.read_errors);
+        let election = LeaderElection::start(
+            client.clone(),
+            LeaseLock::new(
+                settings.lease_namespace.clone(),
+                settings.lease_name.clone(),
+                settings.identity.clone(),
+            ),
+            LeaseTiming::default(),
+        );
+        let writer = StatusWriter::new(client, "kuryr-l7", &settings.identity);
+        Ok(KubeSource {
+            store,
+            options,
+            publisher,
+            election,
+            writer,
+            settings,
+            shutdown,
+        })
+    }
+
+    /// Rebuilds and publishes on every change; the leader writes status and Events. Steps
+    /// down (releasing the Lease) on shutdown.
+    pub async fn run(mut self) {
+        let mut leading = self.election.changes();
+        while !self.shutdown.is_triggered() {
+            let leader = self.election.is_leader();
+            let snapshot = snapshot_of(&self.store, &self.options);
+            let (_, changed) = self
+                .publisher
+                .publish(&snapshot.translation, &snapshot.read_errors);
+            if changed {
+                snapshot.log();
+            }
+            if leader {
+                let objects = self.store.objects();
+                let now = jiff::Timestamp::now().to_string();
+                let decisions =
+                    status::decide(&objects, &snapshot.translation, &self.settings.status, &now);
+                self.writer.write(decisions, &self.store).await;
+            }
+            tokio::select! {
+                () = self.store.changed.notified() => {
+                    tokio::time::sleep(SETTLE).await;
+                }
+                changed = leading.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let now_leading = *leading.borrow_and_update();
+                    tracing::info!("{} the leader", if now_leading { "became" } else { "no longer" });
+                }
+                _ = self.shutdown.triggered() => {}
+            }
+        }
+        self.election.step_down().await;
+    }
+}

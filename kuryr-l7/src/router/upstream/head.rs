@@ -1,0 +1,324 @@
+//! HTTP/1.1 message heads towards members: the request head the router writes (hop-by-hop
+//! headers removed, `X-Forwarded-*` set) and the response head it reads back.
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Version};
+
+use super::UpstreamError;
+
+/// Hop-by-hop headers: they describe one connection and never cross the proxy.
+pub(crate) const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether `name` is hop-by-hop or listed in one of the message's `Connection` headers.
+fn is_hop_by_hop(name: &HeaderName, connection: &[HeaderValue]) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
+        || connection.iter().any(|value| {
+            value.as_bytes().split(|b| *b == b',').any(|listed| {
+                listed
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(name.as_str().as_bytes())
+            })
+        })
+}
+
+/// Removes the hop-by-hop headers of `headers` (the fixed ones and those its `Connection`
+/// headers list).
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // One pass over the (few) headers first: most messages carry nothing to remove.
+    if !headers
+        .keys()
+        .any(|name| HOP_BY_HOP.contains(&name.as_str()))
+    {
+        return;
+    }
+    let connection: Vec<HeaderValue> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .cloned()
+        .collect();
+    for value in &connection {
+        for listed in value.as_bytes().split(|b| *b == b',') {
+            if let Ok(name) = HeaderName::from_bytes(listed.trim_ascii()) {
+                headers.remove(name);
+            }
+        }
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+/// How the request body travels to the member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestFraming {
+    /// No body.
+    Empty,
+    /// Exactly the client's `Content-Length` bytes.
+    Length,
+    /// Chunked transfer coding (the length is not known up front).
+    Chunked,
+}
+
+/// What the router adds to a forwarded request.
+pub(crate) struct Forwarding<'a> {
+    /// The client's address, appended to `X-Forwarded-For`.
+    pub client: IpAddr,
+    /// `X-Forwarded-Proto` is `https` (else `http`).
+    pub https: bool,
+    /// The host the client asked for, as sent: `Host` when the request has none (HTTP/2) and
+    /// `X-Forwarded-Host`.
+    pub host: Option<&'a str>,
+}
+
+fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the HTTP/1.1 request head for `method target` with the client's `headers` into
+/// `out`: hop-by-hop headers dropped, `Host` kept (or added from [`Forwarding::host`]),
+/// `X-Forwarded-For` appended, `X-Forwarded-Proto`/`-Host` replaced, and the framing header
+/// for `framing`. The member keeps the connection open (HTTP/1.1 default).
+pub(crate) fn write_request_head(
+    out: &mut Vec<u8>,
+    method: &Method,
+    target: &str,
+    headers: &HeaderMap,
+    forwarding: &Forwarding<'_>,
+    framing: RequestFraming,
+) {
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let connection: Vec<HeaderValue> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .cloned()
+        .collect();
+    let mut has_host = false;
+    let mut previous_for: Option<&HeaderValue> = None;
+    for (name, value) in headers {
+        let text = name.as_str();
+        if text == "x-forwarded-for" {
+            previous_for.get_or_insert(value);
+            continue;
+        }
+        if text == "x-forwarded-proto"
+            || (text == "x-forwarded-host" && forwarding.host.is_some())
+            || *name == header::EXPECT
+            || (*name == header::CONTENT_LENGTH && framing != RequestFraming::Length)
+            || is_hop_by_hop(name, &connection)
+        {
+            continue;
+        }
+        has_host |= *name == header::HOST;
+        push_header(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if let Some(host) = forwarding.host {
+        if !has_host {
+            push_header(out, b"host", host.as_bytes());
+        }
+        push_header(out, b"x-forwarded-host", host.as_bytes());
+    }
+    out.extend_from_slice(b"x-forwarded-for: ");
+    if let Some(previous) = previous_for {
+        out.extend_from_slice(previous.as_bytes());
+        out.extend_from_slice(b", ");
+    }
+    // An IP address formats without allocating through `Display` into the buffer.
+    {
+        use std::io::Write as _;
+        let _ = write!(out, "{}", forwarding.client);
+    }
+    out.extend_from_slice(b"\r\n");
+    push_header(
+        out,
+        b"x-forwarded-proto",
+        if forwarding.https { b"https" } else { b"http" },
+    );
+    if framing == RequestFraming::Chunked {
+        push_header(out, b"transfer-encoding", b"chunked");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// How the member delimits its response body (RFC 9112 section 6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResponseFraming {
+    /// No body (HEAD, 1xx, 204, 304, or `Content-Length: 0`).
+    Empty,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+    /// Everything until the member closes the connection.
+    UntilClose,
+}
+
+/// A parsed response head.
+#[derive(Debug)]
+pub(crate) struct ResponseHead {
+    /// Status code.
+    pub status: StatusCode,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// Every header as received.
+    pub headers: HeaderMap,
+    /// How the body is delimited.
+    pub framing: ResponseFraming,
+    /// Whether the connection may carry another request after this response.
+    pub keep_alive: bool,
+    /// Length of the head in bytes (where the body starts).
+    pub length: usize,
+}
+
+/// Longest response head the router accepts from a member.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+
+/// Parses a response head at the start of `bytes`: `Ok(None)` when more bytes are needed.
+/// `head_request` is whether the request was `HEAD` (whose response never has a body).
+pub(crate) fn parse_response_head(
+    bytes: &[u8],
+    head_request: bool,
+) -> Result<Option<ResponseHead>, UpstreamError> {
+    let mut small = [httparse::EMPTY_HEADER; 48];
+    let mut response = httparse::Response::new(&mut small);
+    let parsed = match response.parse(bytes) {
+        Err(httparse::Error::TooManyHeaders) => {
+            let mut large = vec![httparse::EMPTY_HEADER; 512];
+            let mut response = httparse::Response::new(&mut large);
+            match response.parse(bytes) {
+                Ok(httparse::Status::Complete(length)) => {
+                    return head_of(&response, bytes, length, head_request).map(Some);
+                }
+                Ok(httparse::Status::Partial) => None,
+                Err(err) => return Err(UpstreamError::BadResponse(err.to_string())),
+            }
+        }
+        Err(err) => return Err(UpstreamError::BadResponse(err.to_string())),
+        Ok(httparse::Status::Partial) => None,
+        Ok(httparse::Status::Complete(length)) => Some(length),
+    };
+    match parsed {
+        Some(length) => head_of(&response, bytes, length, head_request).map(Some),
+        None if bytes.len() > MAX_HEAD => Err(UpstreamError::BadResponse(format!(
+            "response head longer than {MAX_HEAD} bytes"
+        ))),
+        None => Ok(None),
+    }
+}
+
+fn head_of(
+    response: &httparse::Response<'_, '_>,
+    bytes: &[u8],
+    length: usize,
+    head_request: bool,
+) -> Result<ResponseHead, UpstreamError> {
+    // One copy of the head; header values are slices of it (no allocation per header).
+    let block = Bytes::copy_from_slice(&bytes[..length]);
+    let base = bytes.as_ptr() as usize;
+    let bad = |why: String| UpstreamError::BadResponse(why);
+    let status = response
+        .code
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| bad("invalid status code".into()))?;
+    let version = if response.version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    let mut headers = HeaderMap::with_capacity(response.headers.len());
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut close = version == Version::HTTP_10;
+    for h in response.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| bad(format!("invalid header name {:?}", h.name)))?;
+        let start = (h.value.as_ptr() as usize).wrapping_sub(base);
+        let value = match block.get(start..start + h.value.len()) {
+            Some(_) => HeaderValue::from_maybe_shared(block.slice(start..start + h.value.len())),
+            None => HeaderValue::from_bytes(h.value),
+        }
+        .map_err(|_| bad(format!("invalid value of header {name}")))?;
+        if name == header::CONTENT_LENGTH {
+            let text = std::str::from_utf8(h.value).unwrap_or("");
+            let n: u64 = text
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("invalid Content-Length {text:?}")))?;
+            if content_length.is_some_and(|previous| previous != n) {
+                return Err(bad("conflicting Content-Length headers".into()));
+            }
+            content_length = Some(n);
+        } else if name == header::TRANSFER_ENCODING {
+            transfer_encoding = true;
+            // Only the last coding decides whether the body is chunked.
+            chunked = h
+                .value
+                .rsplit(|b| *b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name == header::CONNECTION {
+            for token in h.value.split(|b| *b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") && version == Version::HTTP_10 {
+                    close = false;
+                }
+            }
+        }
+        headers.append(name, value);
+    }
+    let no_body = head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let framing = if no_body {
+        ResponseFraming::Empty
+    } else if transfer_encoding {
+        if chunked {
+            ResponseFraming::Chunked
+        } else {
+            ResponseFraming::UntilClose
+        }
+    } else {
+        match content_length {
+            Some(0) => ResponseFraming::Empty,
+            Some(n) => ResponseFraming::Length(n),
+            None => ResponseFraming::UntilClose,
+        }
+    };
+    if transfer_encoding {
+        // A message with both is framed by Transfer-Encoding; the length is not passed on.
+        headers.remove(header::CONTENT_LENGTH);
+    }
+    let keep_alive = !close
+        && framing != ResponseFraming::UntilClose
+        && status != StatusCode::SWITCHING_PROTOCOLS;
+    Ok(ResponseHead {
+        status,
+        version,
+        headers,
+        framing,
+        keep_alive,
+        length,
+    })
+}

@@ -1,0 +1,217 @@
+//! The `kuryr.l7.v1.Rules` service every controller serves: the current snapshot, a Watch
+//! stream of versions, and which version each router acknowledged.
+//!
+//! A [`Publisher`] holds the current snapshot; a new translation replaces it only when its
+//! version differs, and always whole (a snapshot is built completely before it is published, so
+//! no router ever sees half of one). Watch streams end when the server shuts down, so the
+//! SIGTERM drain is not held up by routers following the rules.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nephrite_l7::Translation;
+use nephrite_proto::kuryr::l7::v1 as pb;
+use nephrite_runtime::ShutdownHandle;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::wire::{short, to_wire};
+
+#[cfg(test)]
+mod tests;
+
+/// How often a Watch stream says `unchanged` while nothing changes, so a router notices a
+/// controller that went silent (it gives up after [`WATCH_SILENCE`]).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A router that heard nothing for this long fails over to the next controller.
+pub const WATCH_SILENCE: Duration = Duration::from_secs(6);
+
+/// Publishes translations as snapshots to the service.
+#[derive(Clone)]
+pub struct Publisher {
+    sender: Arc<watch::Sender<Arc<pb::Snapshot>>>,
+}
+
+impl Default for Publisher {
+    fn default() -> Self {
+        Self::new(&Translation::default())
+    }
+}
+
+impl Publisher {
+    /// A publisher whose first snapshot is `translation`'s.
+    pub fn new(translation: &Translation) -> Self {
+        let (sender, _) = watch::channel(Arc::new(to_wire(translation, &[])));
+        Publisher {
+            sender: Arc::new(sender),
+        }
+    }
+
+    /// Makes `translation` (with the source's read errors) the current snapshot; returns its
+    /// version and whether it changed.
+    pub fn publish(&self, translation: &Translation, read_errors: &[String]) -> (String, bool) {
+        let snapshot = Arc::new(to_wire(translation, read_errors));
+        let version = snapshot.version.clone();
+        let changed = self.sender.send_if_modified(|current| {
+            if current.version == snapshot.version {
+                false
+            } else {
+                *current = snapshot;
+                true
+            }
+        });
+        if changed {
+            tracing::info!(version = short(&version), "published new rules");
+        }
+        (version, changed)
+    }
+
+    /// The current snapshot.
+    pub fn current(&self) -> Arc<pb::Snapshot> {
+        self.sender.borrow().clone()
+    }
+
+    /// Follows the current snapshot.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<pb::Snapshot>> {
+        self.sender.subscribe()
+    }
+}
+
+/// The tonic service.
+#[derive(Clone)]
+pub struct RulesService {
+    publisher: Publisher,
+    routers: Arc<Mutex<BTreeMap<String, pb::RouterStatus>>>,
+    shutdown: ShutdownHandle,
+}
+
+impl RulesService {
+    /// Serves `publisher`'s snapshots; Watch streams end when `shutdown` triggers.
+    pub fn new(publisher: Publisher, shutdown: ShutdownHandle) -> Self {
+        RulesService {
+            publisher,
+            routers: Arc::default(),
+            shutdown,
+        }
+    }
+
+    /// The tonic server to add to a `GrpcServer`.
+    pub fn into_server(self) -> pb::rules_server::RulesServer<Self> {
+        pb::rules_server::RulesServer::new(self)
+            .max_encoding_message_size(usize::MAX)
+            .max_decoding_message_size(64 << 20)
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+
+fn snapshot_event(snapshot: &pb::Snapshot) -> pb::WatchEvent {
+    pb::WatchEvent {
+        event: Some(pb::watch_event::Event::Snapshot(snapshot.clone())),
+    }
+}
+
+fn unchanged_event(version: &str) -> pb::WatchEvent {
+    pb::WatchEvent {
+        event: Some(pb::watch_event::Event::Unchanged(pb::Unchanged {
+            version: version.to_owned(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl pb::rules_server::Rules for RulesService {
+    type WatchStream = WatchStream;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        let request = request.into_inner();
+        let mut current = self.publisher.subscribe();
+        let shutdown = self.shutdown.clone();
+        let (sender, receiver) = mpsc::channel(2);
+        tracing::debug!(router = %request.router, known = short(&request.known_version), "watch");
+        tokio::spawn(async move {
+            let first = current.borrow_and_update().clone();
+            let mut version = first.version.clone();
+            let event = if request.known_version == first.version {
+                unchanged_event(&first.version)
+            } else {
+                snapshot_event(&first)
+            };
+            if sender.send(Ok(event)).await.is_err() {
+                return;
+            }
+            loop {
+                let event = tokio::select! {
+                    changed = current.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let snapshot = current.borrow_and_update().clone();
+                        if snapshot.version == version {
+                            continue;
+                        }
+                        version = snapshot.version.clone();
+                        snapshot_event(&snapshot)
+                    }
+                    () = tokio::time::sleep(HEARTBEAT) => unchanged_event(&version),
+                    _ = shutdown.triggered() => return,
+                    () = sender.closed() => return,
+                };
+                if sender.send(Ok(event)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn get(&self, _: Request<pb::GetRequest>) -> Result<Response<pb::Snapshot>, Status> {
+        Ok(Response::new((*self.publisher.current()).clone()))
+    }
+
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<pb::AcknowledgeReply>, Status> {
+        let request = request.into_inner();
+        if request.router.is_empty() {
+            return Err(Status::invalid_argument("router name is empty"));
+        }
+        tracing::info!(router = %request.router, version = short(&request.version), "router serves");
+        let status = pb::RouterStatus {
+            router: request.router.clone(),
+            version: request.version,
+            address: request.address,
+            acknowledged_at: jiff::Timestamp::now().to_string(),
+        };
+        self.routers
+            .lock()
+            .map_err(|_| Status::internal("router table poisoned"))?
+            .insert(request.router, status);
+        Ok(Response::new(pb::AcknowledgeReply {}))
+    }
+
+    async fn list_routers(
+        &self,
+        _: Request<pb::ListRoutersRequest>,
+    ) -> Result<Response<pb::ListRoutersReply>, Status> {
+        let routers = self
+            .routers
+            .lock()
+            .map_err(|_| Status::internal("router table poisoned"))?
+            .values()
+            .cloned()
+            .collect();
+        Ok(Response::new(pb::ListRoutersReply {
+            current_version: self.publisher.current().version.clone(),
+            routers,
+        }))
+    }
+}

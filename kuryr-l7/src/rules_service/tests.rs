@@ -1,0 +1,115 @@
+use nephrite_l7::{Member, Pool};
+use nephrite_proto::kuryr::l7::v1::rules_server::Rules as _;
+use tokio_stream::StreamExt as _;
+
+use super::*;
+
+fn translation(port: u16) -> Translation {
+    let mut translation = Translation::default();
+    let pool = Pool {
+        id: "shop/web:80".into(),
+        members: vec![Member {
+            address: format!("127.0.0.1:{port}").parse().unwrap(),
+            weight: 1,
+        }],
+        ..Pool::default()
+    };
+    translation.config.pools.insert(pool.id.clone(), pool);
+    translation.config.http.default_pool = Some("shop/web:80".into());
+    translation
+}
+
+fn version_of_event(event: &pb::WatchEvent) -> (&'static str, String) {
+    match &event.event {
+        Some(pb::watch_event::Event::Snapshot(s)) => ("snapshot", s.version.clone()),
+        Some(pb::watch_event::Event::Unchanged(u)) => ("unchanged", u.version.clone()),
+        None => ("none", String::new()),
+    }
+}
+
+#[tokio::test]
+async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_known_one() {
+    let publisher = Publisher::new(&translation(1));
+    let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
+    let first = publisher.current().version.clone();
+
+    let mut stream = service
+        .watch(Request::new(pb::WatchRequest {
+            router: "r1".into(),
+            known_version: String::new(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let event = stream.next().await.unwrap().unwrap();
+    assert_eq!(version_of_event(&event), ("snapshot", first.clone()));
+
+    // Publishing the same content again is no new version.
+    assert_eq!(
+        publisher.publish(&translation(1), &[]),
+        (first.clone(), false)
+    );
+    let (second, changed) = publisher.publish(&translation(2), &[]);
+    assert!(changed);
+    let event = stream.next().await.unwrap().unwrap();
+    assert_eq!(version_of_event(&event), ("snapshot", second.clone()));
+
+    // A router that already serves the current version downloads nothing.
+    let mut stream = service
+        .watch(Request::new(pb::WatchRequest {
+            router: "r2".into(),
+            known_version: second.clone(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let event = stream.next().await.unwrap().unwrap();
+    assert_eq!(version_of_event(&event), ("unchanged", second));
+}
+
+#[tokio::test]
+async fn watch_streams_end_when_the_server_shuts_down() {
+    let shutdown = ShutdownHandle::new();
+    let service = RulesService::new(Publisher::new(&translation(1)), shutdown.clone());
+    let mut stream = service
+        .watch(Request::new(pb::WatchRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.next().await.is_some());
+    shutdown.trigger();
+    assert!(stream.next().await.is_none());
+}
+
+#[tokio::test]
+async fn acknowledgements_are_listed_by_router() {
+    let publisher = Publisher::new(&translation(1));
+    let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
+    for (router, version) in [("a", "old"), ("b", "v"), ("a", "v2")] {
+        service
+            .acknowledge(Request::new(pb::AcknowledgeRequest {
+                router: router.into(),
+                version: version.into(),
+                address: format!("{router}:80"),
+            }))
+            .await
+            .unwrap();
+    }
+    let err = service
+        .acknowledge(Request::new(pb::AcknowledgeRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    let reply = service
+        .list_routers(Request::new(pb::ListRoutersRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.current_version, publisher.current().version);
+    let seen: Vec<(&str, &str)> = reply
+        .routers
+        .iter()
+        .map(|r| (r.router.as_str(), r.version.as_str()))
+        .collect();
+    assert_eq!(seen, [("a", "v2"), ("b", "v")]);
+}

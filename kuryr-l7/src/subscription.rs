@@ -1,0 +1,225 @@
+//! A router following the rules service: Watch one controller, fail over to the next URL when
+//! it stops answering, acknowledge every version served, and keep the last version while no
+//! controller answers.
+//!
+//! - The router sends the version it already serves; a controller with the same content (the
+//!   version is a content hash) answers `unchanged`, so reconnecting re-downloads nothing.
+//! - Every snapshot is checked against its version before it is served ([`from_wire`]); a bad
+//!   one is refused and the current one kept.
+//! - A stream that is silent for [`WATCH_SILENCE`] (controllers send a heartbeat every
+//!   [`HEARTBEAT`](crate::rules_service::HEARTBEAT)) counts as lost.
+//! - With a cache file, the last snapshot is written to disk, so a router restarted while no
+//!   controller answers serves what it served before.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nephrite_proto::kuryr::l7::v1 as pb;
+use nephrite_runtime::{DialOptions, Endpoint, dial_with};
+use prost::Message as _;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use crate::rules_service::WATCH_SILENCE;
+use crate::source::Snapshot;
+use crate::wire::{WireError, from_wire, short};
+
+/// A served version: its content hash and the compiled snapshot.
+#[derive(Debug, Default)]
+pub struct Followed {
+    /// The version (empty before the first one).
+    pub version: String,
+    /// The snapshot.
+    pub snapshot: Snapshot,
+}
+
+/// Where and how a router follows the rules.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    /// The controllers, tried in order.
+    pub urls: Vec<Endpoint>,
+    /// The router's name (unique among routers).
+    pub router: String,
+    /// Where it serves traffic (sent with acknowledgements).
+    pub address: String,
+    /// TLS and connect timeout.
+    pub dial: DialOptions,
+    /// Where the last snapshot is kept across restarts.
+    pub cache: Option<PathBuf>,
+}
+
+/// Why one Watch ended.
+#[derive(Debug, thiserror::Error)]
+enum WatchEnd {
+    #[error("{0}")]
+    Dial(#[from] nephrite_runtime::DialError),
+    #[error("{0}")]
+    Status(#[from] tonic::Status),
+    #[error("no message for {0:?}")]
+    Silent(Duration),
+    #[error("the stream ended")]
+    Ended,
+}
+
+/// Reads a cached snapshot; `None` when there is none or it is not valid.
+pub fn load_cache(path: &Path) -> Option<Followed> {
+    let bytes = std::fs::read(path).ok()?;
+    let message = match pb::Snapshot::decode(bytes.as_slice()) {
+        Ok(message) => message,
+        Err(err) => {
+            tracing::warn!("ignoring rules cache {}: {err}", path.display());
+            return None;
+        }
+    };
+    match from_wire(&message) {
+        Ok(snapshot) => Some(Followed {
+            version: message.version,
+            snapshot,
+        }),
+        Err(err) => {
+            tracing::warn!("ignoring rules cache {}: {err}", path.display());
+            None
+        }
+    }
+}
+
+fn store_cache(path: &Path, message: &pb::Snapshot) {
+    let temporary = path.with_extension("tmp");
+    let written = std::fs::write(&temporary, message.encode_to_vec())
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(err) = written {
+        tracing::warn!("cannot write rules cache {}: {err}", path.display());
+    }
+}
+
+impl Subscription {
+    /// Follows the controllers until `sender` has no receivers, sending every new version.
+    pub async fn run(self, sender: watch::Sender<Arc<Followed>>) {
+        if self.urls.is_empty() {
+            tracing::error!("no rules URL to follow");
+            return;
+        }
+        let mut backoff = Duration::from_millis(50);
+        let mut index = 0usize;
+        // Connection failures in the current round of URLs; said once per outage.
+        let mut unreachable: Vec<String> = Vec::new();
+        let mut said_unreachable = false;
+        loop {
+            let url = &self.urls[index % self.urls.len()];
+            match self.watch(url, &sender).await {
+                Ok(()) => return,
+                Err(WatchEnd::Dial(err)) => {
+                    tracing::debug!("rules {url}: {err}");
+                    unreachable.push(err.to_string());
+                }
+                Err(err) => {
+                    tracing::warn!("rules {url}: {err}; keeping version {}", {
+                        short(&sender.borrow().version).to_owned()
+                    });
+                    backoff = Duration::from_millis(50);
+                    said_unreachable = false;
+                }
+            }
+            index += 1;
+            if index.is_multiple_of(self.urls.len()) {
+                if unreachable.len() == self.urls.len() && !said_unreachable {
+                    tracing::warn!(
+                        "no controller answers ({}); keeping version {} and trying again",
+                        unreachable.join("; "),
+                        short(&sender.borrow().version)
+                    );
+                    said_unreachable = true;
+                }
+                unreachable.clear();
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            if sender.is_closed() {
+                return;
+            }
+        }
+    }
+
+    /// One Watch on `url`; `Ok` when the router is gone.
+    async fn watch(
+        &self,
+        url: &Endpoint,
+        sender: &watch::Sender<Arc<Followed>>,
+    ) -> Result<(), WatchEnd> {
+        let channel = dial_with(url, &self.dial).await?;
+        let mut client = pb::rules_client::RulesClient::new(channel.clone())
+            .max_decoding_message_size(usize::MAX);
+        let known_version = sender.borrow().version.clone();
+        let mut stream = client
+            .watch(pb::WatchRequest {
+                router: self.router.clone(),
+                known_version,
+            })
+            .await?
+            .into_inner();
+        tracing::info!("following rules at {url}");
+        // Acknowledged to this controller: the first message, then every new version.
+        let mut acknowledged = String::new();
+        loop {
+            let message = tokio::select! {
+                message = tokio::time::timeout(WATCH_SILENCE, stream.message()) => message,
+                () = sender.closed() => return Ok(()),
+            };
+            let event = match message {
+                Err(_) => return Err(WatchEnd::Silent(WATCH_SILENCE)),
+                Ok(Err(status)) => return Err(status.into()),
+                Ok(Ok(None)) => return Err(WatchEnd::Ended),
+                Ok(Ok(Some(event))) => event,
+            };
+            if let Some(pb::watch_event::Event::Snapshot(message)) = event.event
+                && let Err(err) = self.apply(&message, sender)
+            {
+                tracing::error!("refusing rules from {url}: {err}");
+            }
+            let serving = sender.borrow().version.clone();
+            if serving != acknowledged {
+                self.acknowledge(&channel, &serving).await;
+                acknowledged = serving;
+            }
+        }
+    }
+
+    fn apply(
+        &self,
+        message: &pb::Snapshot,
+        sender: &watch::Sender<Arc<Followed>>,
+    ) -> Result<(), WireError> {
+        if message.version == sender.borrow().version {
+            return Ok(());
+        }
+        let snapshot = from_wire(message)?;
+        snapshot.log();
+        if let Some(cache) = &self.cache {
+            store_cache(cache, message);
+        }
+        tracing::info!(
+            version = short(&message.version),
+            http = snapshot.table.http.len(),
+            https = snapshot.table.https.len(),
+            "serving new rules"
+        );
+        sender.send_replace(Arc::new(Followed {
+            version: message.version.clone(),
+            snapshot,
+        }));
+        Ok(())
+    }
+
+    async fn acknowledge(&self, channel: &Channel, version: &str) {
+        let mut client = pb::rules_client::RulesClient::new(channel.clone());
+        let request = pb::AcknowledgeRequest {
+            router: self.router.clone(),
+            version: version.to_owned(),
+            address: self.address.clone(),
+        };
+        if let Err(status) = client.acknowledge(request).await {
+            tracing::warn!("acknowledging version {}: {status}", short(version));
+        }
+    }
+}

@@ -1,0 +1,118 @@
+use std::path::Path;
+
+use nephrite_l7::{Options, SourceObject, translate};
+use proptest::prelude::*;
+
+use super::*;
+use crate::source::read_file;
+
+const EXAMPLES: [(&str, &str); 3] = [
+    (
+        "ingress.yaml",
+        include_str!("../../examples/config/ingress.yaml"),
+    ),
+    (
+        "route.yaml",
+        include_str!("../../examples/config/route.yaml"),
+    ),
+    (
+        "services.yaml",
+        include_str!("../../examples/config/services.yaml"),
+    ),
+];
+
+/// The examples, plus an object that is rejected and one that loses a conflict.
+fn objects() -> Vec<SourceObject> {
+    let mut objects = Vec::new();
+    let mut errors = Vec::new();
+    for (name, text) in EXAMPLES {
+        read_file(Path::new(name), text, &mut objects, &mut errors);
+    }
+    let extra = "\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bad, namespace: shop}
+spec:
+  rules:
+  - http:
+      paths:
+      - {path: nope, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: zz-late, namespace: shop, creationTimestamp: '2030-01-01T00:00:00Z'}
+spec:
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - {path: /cart, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+";
+    read_file(Path::new("extra.yaml"), extra, &mut objects, &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    objects
+}
+
+#[test]
+fn a_snapshot_round_trips_to_the_same_translation() {
+    let translation = translate(&objects(), &Options::default());
+    assert!(!translation.rejections.is_empty() && !translation.conflicts.is_empty());
+    let snapshot = to_wire(&translation, &[]);
+    assert_eq!(snapshot.version.len(), 64);
+    let back = from_wire(&snapshot).unwrap().translation;
+    assert_eq!(back.config, translation.config);
+    // Keys are not serialized by the model, so compare them on their own.
+    let keys = |t: &Translation| -> Vec<String> {
+        t.config
+            .certificates
+            .iter()
+            .map(|c| c.key_pem.clone())
+            .collect()
+    };
+    assert_eq!(keys(&back), keys(&translation));
+    assert_eq!(back.conflicts, translation.conflicts);
+    assert_eq!(back.rejections, translation.rejections);
+    // Going round again names the same version.
+    assert_eq!(to_wire(&back, &[]).version, snapshot.version);
+}
+
+#[test]
+fn read_errors_travel_with_the_snapshot() {
+    let errors = vec!["/srv/l7/bad.yaml: line 3: did not find expected key".to_owned()];
+    let snapshot = to_wire(&translate(&objects(), &Options::default()), &errors);
+    assert_eq!(from_wire(&snapshot).unwrap().read_errors, errors);
+}
+
+#[test]
+fn a_tampered_snapshot_is_refused() {
+    let mut snapshot = to_wire(&translate(&objects(), &Options::default()), &[]);
+    snapshot.pools[0].members.clear();
+    let err = from_wire(&snapshot).unwrap_err();
+    assert!(matches!(err, WireError::VersionMismatch { .. }), "{err}");
+}
+
+#[test]
+fn a_different_source_gives_a_different_version() {
+    let mut objects = objects();
+    let a = to_wire(&translate(&objects, &Options::default()), &[]).version;
+    objects.pop();
+    let b = to_wire(&translate(&objects, &Options::default()), &[]).version;
+    assert_ne!(a, b);
+}
+
+proptest! {
+    /// The version depends on the content only: any order of the same objects (as two
+    /// controllers, or one restarted, list them) gives the same version.
+    #[test]
+    fn the_version_does_not_depend_on_object_order(seed in any::<u64>()) {
+        let mut objects = objects();
+        let expected = to_wire(&translate(&objects, &Options::default()), &[]).version;
+        let mut state = seed;
+        for i in (1..objects.len()).rev() {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let j = (state >> 33) as usize % (i + 1);
+            objects.swap(i, j);
+        }
+        prop_assert_eq!(to_wire(&translate(&objects, &Options::default()), &[]).version, expected);
+    }
+}

@@ -1,0 +1,174 @@
+//! The `haproxy` driver: a controller with `--driver haproxy` configures and reloads a real
+//! HAProxy 2.6 (Debian); the routing conformance cases answer the same as on the embedded
+//! router, and reloads under load lose no connection.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nephrite_kuryr_l7::haproxy::{Haproxy, HaproxySettings};
+use nephrite_kuryr_l7::source::read_file;
+use nephrite_kuryr_l7::wire::to_wire;
+use nephrite_l7::{Options, translate};
+use nephrite_test_services::{Tool, tool};
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM: the controller stops HAProxy on its way out.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn controller(haproxy: &Path, source: &Path, work: &Path) -> (Daemon, SocketAddr) {
+    let listen = dead_address();
+    let daemon = Daemon(
+        Command::new(BIN)
+            .args(["controller", "--driver", "haproxy", "--listen"])
+            .arg(dead_address().to_string())
+            .arg("--haproxy-listen")
+            .arg(listen.to_string())
+            .arg("--haproxy-bin")
+            .arg(haproxy)
+            .arg("--haproxy-dir")
+            .arg(work)
+            .arg("--source")
+            .arg(format!("dir:{}", source.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    (daemon, listen)
+}
+
+fn haproxy_or_skip(test: &str) -> Option<PathBuf> {
+    match tool(Tool::Haproxy) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            e.skip(test);
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn routing_conformance_cases_through_haproxy() {
+    let Some(haproxy) = haproxy_or_skip("routing_conformance_cases_through_haproxy") else {
+        return;
+    };
+    let source = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    conformance::write_objects(source.path()).await;
+    let (_controller, http) = controller(&haproxy, source.path(), work.path());
+    wait_for_answer(http, "shop.example.com", "/api", |r| r.status == 200).await;
+    conformance::check(http).await;
+    let config = std::fs::read_to_string(work.path().join("haproxy.cfg")).unwrap();
+    assert!(config.contains("master-worker") && config.contains("expose-fd listeners"));
+}
+
+#[tokio::test]
+async fn twenty_reloads_under_wrk_give_no_socket_error() {
+    let Some(haproxy) = haproxy_or_skip("twenty_reloads_under_wrk_give_no_socket_error") else {
+        return;
+    };
+    let wrk = match tool(Tool::Wrk) {
+        Ok(path) => path,
+        Err(e) => return e.skip("twenty_reloads_under_wrk_give_no_socket_error"),
+    };
+    let web = echo("web").await;
+    let work = tempfile::tempdir().unwrap();
+    let snapshot = |i: usize| {
+        let yaml = format!(
+            "{}apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: moving, namespace: shop}}\nspec:\n  rules:\n  - host: load.example.com\n    http:\n      paths:\n      - {{path: /stable, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}\n      - {{path: /p{i}, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}\n",
+            service_yaml("shop", "web", &[web])
+        );
+        let mut objects = Vec::new();
+        let mut errors = Vec::new();
+        read_file(Path::new("load.yaml"), &yaml, &mut objects, &mut errors);
+        to_wire(&translate(&objects, &Options::default()), &errors)
+    };
+    let http = dead_address();
+    let driver = Haproxy::start(
+        HaproxySettings {
+            binary: haproxy,
+            listen: http,
+            dir: work.path().to_owned(),
+        },
+        &snapshot(0),
+    )
+    .await
+    .unwrap();
+    wait_for_answer(http, "load.example.com", "/stable", |r| r.status == 200).await;
+
+    let script = work.path().join("host.lua");
+    std::fs::write(&script, "wrk.headers[\"Host\"] = \"load.example.com\"\n").unwrap();
+    let load = std::process::Command::new(&wrk)
+        .args(["-t1", "-c16", "-d60s", "-s"])
+        .arg(&script)
+        .arg(format!("http://{http}/stable"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    for i in 1..=20 {
+        assert!(driver.apply(&snapshot(i)).await.unwrap(), "reload {i}");
+        wait_for_answer(http, "load.example.com", &format!("/p{i}"), |r| {
+            r.status == 200
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reloading = start.elapsed();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // wrk stops on SIGINT and prints its report.
+    let _ = Command::new("kill")
+        .args(["-INT", &load.id().to_string()])
+        .status();
+    let output = load.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    eprintln!("20 reloads in {reloading:?} under wrk:\n{report}");
+    assert!(output.status.success(), "{report}");
+    assert!(report.contains("requests in"), "{report}");
+    assert!(!report.contains("Socket errors"), "{report}");
+    assert!(!report.contains("Non-2xx"), "{report}");
+    // The same content again is no reload.
+    assert!(!driver.apply(&snapshot(20)).await.unwrap());
+
+    // A rule Rust's regex accepts but HAProxy's PCRE refuses: `haproxy -c` stops it, the
+    // running configuration keeps serving.
+    let mut bad = snapshot(21);
+    let policy = &mut bad.http.as_mut().unwrap().policies[0];
+    policy.rules.push(nephrite_proto::kuryr::l7::v1::Rule {
+        r#type: "HEADER".into(),
+        compare_type: "REGEX".into(),
+        key: Some("X-Mode".into()),
+        value: "(?-u:\\w)".into(),
+        invert: false,
+    });
+    bad.version = nephrite_kuryr_l7::wire::version_of(&bad);
+    let err = driver.apply(&bad).await.unwrap_err();
+    assert!(err.to_string().contains("haproxy -c refused"), "{err}");
+    assert_eq!(get(http, "load.example.com", "/p20").await.status, 200);
+    driver.stop().await;
+}

@@ -1,0 +1,297 @@
+//! `kind: l3` networks in the kernel: a VRF made of its own routing table
+//! plus ip rules (this kernel has no VRF device).
+//!
+//! | model | kernel object |
+//! |---|---|
+//! | the network | routing table `route_table(name)` holding an `unreachable default` (a lookup never falls through to another table) |
+//! | `router.<port>` | the rule `iif <host veth> lookup <table>` (priority [`RULE_PRIORITY`]); forwarding on for that veth only |
+//! | FIB entry IP → egress of Q | the route `IP/32 dev <Q's veth>` in the table, with a permanent neighbour entry (Q's MAC), shared by every router copy that holds it |
+//!
+//! The pod holds its address as a /32, a link route to the gateway, the
+//! subnet via the gateway, and a permanent neighbour entry for the gateway
+//! (the host veth's MAC): no ARP towards the host, no proxy ARP.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use futures::TryStreamExt as _;
+use nephrite_pipeline::{Ipv4Cidr, Mac, NetworkSpec};
+use netlink_packet_route::neighbour::NeighbourState;
+use netlink_packet_route::route::{RouteScope, RouteType};
+use netlink_packet_route::rule::RuleAction;
+use rtnetlink::{Handle, RouteMessageBuilder};
+
+use super::{DriverError, is_not_found, nl};
+
+/// Priority of the per-port rules: after `local` (0), before `main` (32766).
+pub const RULE_PRIORITY: u32 = 1000;
+
+/// The routing table of an L3 network: stable, never one of the kernel's own.
+pub fn route_table(network: &str) -> u32 {
+    0x1000_0000 | (crate::naming::fnv1a(network) as u32 & 0x0fff_ffff)
+}
+
+fn is_exists(e: &rtnetlink::Error) -> bool {
+    matches!(e, rtnetlink::Error::NetlinkError(m) if m.code.is_some_and(|c| -c.get() == 17))
+}
+
+/// "No such process": the kernel's answer for a route that is not there.
+fn is_no_route(e: &rtnetlink::Error) -> bool {
+    is_not_found(e)
+        || matches!(e, rtnetlink::Error::NetlinkError(m) if m.code.is_some_and(|c| -c.get() == 3))
+}
+
+/// Make the network's table exist: its `unreachable default`.
+pub async fn ensure_table(handle: &Handle, spec: &NetworkSpec) -> Result<(), DriverError> {
+    let table = route_table(&spec.name);
+    let msg = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(Ipv4Addr::UNSPECIFIED, 0)
+        .table_id(table)
+        .kind(RouteType::Unreachable)
+        .build();
+    handle
+        .route()
+        .add(msg)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!(
+            "unreachable default in table {table} of network {}",
+            spec.name
+        )))
+}
+
+fn rule(handle: &Handle, host: &str, table: u32) -> rtnetlink::RuleAddRequest<Ipv4Addr> {
+    handle
+        .rule()
+        .add()
+        .v4()
+        .input_interface(host)
+        .table_id(table)
+        .priority(RULE_PRIORITY)
+        .action(RuleAction::ToTable)
+}
+
+/// Steer what enters from the port's host veth into the network's table,
+/// and let the kernel forward what arrives on that veth (that veth only:
+/// `net.ipv4.ip_forward` is never touched).
+pub async fn attach(handle: &Handle, host: &str, spec: &NetworkSpec) -> Result<(), DriverError> {
+    let table = route_table(&spec.name);
+    match rule(handle, host, table).execute().await {
+        Ok(()) => {}
+        Err(e) if is_exists(&e) => {}
+        Err(e) => return Err(nl(format!("rule iif {host} lookup {table}"))(e)),
+    }
+    let path = format!("/proc/sys/net/ipv4/conf/{host}/forwarding");
+    std::fs::write(&path, b"1").map_err(|source| DriverError::Os {
+        what: format!("turn forwarding on for {host}"),
+        source,
+    })
+}
+
+/// Remove the port's rule (its routes and neighbours go with its veth).
+pub async fn detach(handle: &Handle, host: &str, network: &str) -> Result<(), DriverError> {
+    let table = route_table(network);
+    let mut req = rule(handle, host, table);
+    let msg = req.message_mut().clone();
+    match handle.rule().del(msg).execute().await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(nl(format!("remove rule iif {host} lookup {table}"))(e)),
+    }
+}
+
+/// True when the port's rule exists.
+pub async fn has_rule(handle: &Handle, host: &str, network: &str) -> Result<bool, DriverError> {
+    let table = route_table(network);
+    let mut rules = handle.rule().get(rtnetlink::IpVersion::V4).execute();
+    while let Some(msg) = rules.try_next().await.map_err(nl("dump ip rules"))? {
+        use netlink_packet_route::rule::RuleAttribute as A;
+        let iif = msg
+            .attributes
+            .iter()
+            .any(|a| matches!(a, A::Iifname(n) if n == host));
+        let in_table = msg
+            .attributes
+            .iter()
+            .any(|a| matches!(a, A::Table(t) if *t == table));
+        if iif && in_table {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Inside the pod: the address as a /32, the gateway on the link with a
+/// permanent neighbour entry (`host_mac`), the subnet via the gateway.
+pub async fn configure_pod(
+    h: &Handle,
+    index: u32,
+    ifname: &str,
+    address: Ipv4Cidr,
+    spec: &NetworkSpec,
+    host_mac: Mac,
+) -> Result<(), DriverError> {
+    let gateway = spec
+        .gateway()
+        .ok_or_else(|| DriverError::State(format!("network {} has no gateway", spec.name)))?;
+    h.address()
+        .add(index, IpAddr::V4(address.addr), 32)
+        .execute()
+        .await
+        .map_err(nl(format!("address {}/32 on {ifname}", address.addr)))?;
+    h.link()
+        .set(rtnetlink::LinkUnspec::new_with_index(index).up().build())
+        .execute()
+        .await
+        .map_err(nl(format!("set {ifname} up")))?;
+    h.neighbours()
+        .add(index, IpAddr::V4(gateway))
+        .link_layer_address(&host_mac.0)
+        .state(NeighbourState::Permanent)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!("neighbour {gateway} on {ifname}")))?;
+    let link_route = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(gateway, 32)
+        .output_interface(index)
+        .scope(RouteScope::Link)
+        .build();
+    h.route()
+        .add(link_route)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!("route {gateway} dev {ifname}")))?;
+    let subnet = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(spec.subnet.network(), spec.subnet.prefix)
+        .gateway(gateway)
+        .output_interface(index)
+        .build();
+    h.route()
+        .add(subnet)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!("route {} via {gateway}", spec.subnet)))
+}
+
+/// Install (or withdraw) the FIB entry `ip` → the veth `index` (`mac` behind it).
+pub async fn fib(
+    handle: &Handle,
+    network: &str,
+    ip: Ipv4Addr,
+    mac: Option<Mac>,
+    index: u32,
+    add: bool,
+) -> Result<(), DriverError> {
+    let table = route_table(network);
+    let route = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(ip, 32)
+        .output_interface(index)
+        .table_id(table)
+        .scope(RouteScope::Link)
+        .build();
+    if !add {
+        return match handle.route().del(route).execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_route(&e) => Ok(()),
+            Err(e) => Err(nl(format!("remove route {ip} from table {table}"))(e)),
+        };
+    }
+    if let Some(mac) = mac {
+        handle
+            .neighbours()
+            .add(index, IpAddr::V4(ip))
+            .link_layer_address(&mac.0)
+            .state(NeighbourState::Permanent)
+            .replace()
+            .execute()
+            .await
+            .map_err(nl(format!("neighbour {ip} -> {mac}")))?;
+    }
+    handle
+        .route()
+        .add(route)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!("route {ip} in table {table}")))
+}
+
+/// The host routes of a table (`IP/32 → ifindex`), for `verify`.
+pub async fn routes(
+    handle: &Handle,
+    network: &str,
+) -> Result<std::collections::BTreeSet<(Ipv4Addr, u32)>, DriverError> {
+    use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+    let table = route_table(network);
+    let filter = RouteMessageBuilder::<Ipv4Addr>::new()
+        .table_id(table)
+        .build();
+    let mut out = std::collections::BTreeSet::new();
+    let mut stream = handle.route().get(filter).execute();
+    while let Some(msg) = stream
+        .try_next()
+        .await
+        .map_err(nl(format!("dump table {table}")))?
+    {
+        let in_table = msg
+            .attributes
+            .iter()
+            .any(|a| matches!(a, RouteAttribute::Table(t) if *t == table));
+        if !in_table || msg.header.destination_prefix_length != 32 {
+            continue;
+        }
+        let dst = msg.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(*ip),
+            _ => None,
+        });
+        let oif = msg.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Oif(i) => Some(*i),
+            _ => None,
+        });
+        if let (Some(dst), Some(oif)) = (dst, oif) {
+            out.insert((dst, oif));
+        }
+    }
+    Ok(out)
+}
+
+/// Differences between the routers' FIBs and the networks' tables.
+pub async fn route_drift(
+    handle: &Handle,
+    model: &nephrite_pipeline::Model,
+    veths: &std::collections::BTreeMap<String, u32>,
+    desired: &std::collections::BTreeMap<(Ipv4Addr, String), usize>,
+) -> Result<Vec<String>, DriverError> {
+    let mut drift = Vec::new();
+    for net in model.networks().values() {
+        if net.spec.kind != nephrite_pipeline::NetworkKind::L3 {
+            continue;
+        }
+        let have = routes(handle, &net.spec.name).await?;
+        let table = route_table(&net.spec.name);
+        let mut wanted = std::collections::BTreeSet::new();
+        for (ip, egress) in desired.keys() {
+            let on_net = model
+                .port(egress)
+                .is_some_and(|p| p.network == net.spec.name);
+            let Some(index) = veths.get(egress).filter(|_| on_net) else {
+                continue;
+            };
+            wanted.insert((*ip, *index));
+            if !have.contains(&(*ip, *index)) {
+                drift.push(format!(
+                    "FIB entry {ip} -> {egress}: route in table {table} is missing"
+                ));
+            }
+        }
+        for (ip, index) in have.difference(&wanted) {
+            drift.push(format!(
+                "route {ip} via ifindex {index} in table {table} is in no FIB of the model"
+            ));
+        }
+    }
+    Ok(drift)
+}
