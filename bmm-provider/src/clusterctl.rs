@@ -2,8 +2,9 @@
 //! `metadata.yaml` (release series → contract `v1beta2`), `infrastructure-components.yaml`
 //! (namespace, the CRDs with the contract label, least-privilege RBAC, the credentials Secret
 //! and the controller Deployment, with `${VARIABLE}` placeholders for what differs per
-//! install) and the `templates/cluster-template.yaml` flavor. The hand-written manifests live in
-//! `deploy/`; the CRDs come from `nephrite-bmm`.
+//! install) and the `cluster-template.yaml` flavor, side by side as clusterctl looks for them
+//! in a provider repository's version folder. The hand-written manifests live in `deploy/`;
+//! the CRDs come from `nephrite-bmm`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -36,10 +37,7 @@ pub fn artefacts(version: &str) -> Result<Vec<(&'static str, String)>, Clusterct
     Ok(vec![
         ("metadata.yaml", metadata(version)),
         ("infrastructure-components.yaml", components()?),
-        (
-            "templates/cluster-template.yaml",
-            CLUSTER_TEMPLATE.to_string(),
-        ),
+        ("cluster-template.yaml", CLUSTER_TEMPLATE.to_string()),
     ])
 }
 

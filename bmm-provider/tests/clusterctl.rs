@@ -99,7 +99,7 @@ async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
     let (metadata, components, template) = (
         read("metadata.yaml"),
         read("infrastructure-components.yaml"),
-        read("templates/cluster-template.yaml"),
+        read("cluster-template.yaml"),
     );
 
     // metadata.yaml: the release series speaks v1beta2.
