@@ -250,6 +250,10 @@ fn cause_reason(problem: &str) -> &'static str {
         "FieldValueNotSupported"
     } else if problem.starts_with("Too long") {
         "FieldValueTooLong"
+    } else if problem.starts_with("Too many") {
+        "FieldValueTooMany"
+    } else if problem.starts_with("Duplicate value") {
+        "FieldValueDuplicate"
     } else {
         "FieldValueInvalid"
     }

@@ -17,7 +17,7 @@ pub(crate) struct ResourceType {
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
     pub status_subresource: bool,
-    /// `openAPIV3Schema` of a CRD version (only `required` is enforced).
+    /// `openAPIV3Schema` of a CRD version (enforced by [`crate::schema`]).
     pub schema: Option<Value>,
     /// Name of the CRD that defines this resource; `None` for built-ins.
     pub crd: Option<String>,
@@ -178,6 +178,62 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             false,
         ),
         builtin(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            &["deploy"],
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            &["sts"],
+            true,
+        ),
+        builtin("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], true),
+        builtin(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            true,
+        ),
+        builtin(RBAC_GROUP, "v1", "roles", "Role", true, &[], false),
+        builtin(
+            RBAC_GROUP,
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            RBAC_GROUP,
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            RBAC_GROUP,
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
             "apiextensions.k8s.io",
             "v1",
             "customresourcedefinitions",
@@ -188,6 +244,9 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         ),
     ]
 }
+
+/// The group of Roles, ClusterRoles and their bindings.
+pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The group/resource of CustomResourceDefinitions.
 pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
@@ -301,6 +360,17 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, FieldProblem> {
         let vname = str_at(v, &["name"]).ok_or_else(|| {
             FieldProblem::new(format!("spec.versions[{i}].name"), "Required value")
         })?;
+        let schema = v.pointer("/schema/openAPIV3Schema").cloned();
+        let schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        if let Some((path, pattern)) = schema
+            .as_ref()
+            .and_then(|s| crate::schema::bad_pattern(s, &schema_path))
+        {
+            return Err(FieldProblem::new(
+                path,
+                format!("Invalid value: {pattern:?}: must be a valid regular expression"),
+            ));
+        }
         if !v.get("served").and_then(Value::as_bool).unwrap_or(false) {
             continue;
         }
@@ -314,7 +384,7 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, FieldProblem> {
             short_names: short_names.clone(),
             categories: categories.clone(),
             status_subresource: v.pointer("/subresources/status").is_some(),
-            schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            schema,
             crd: Some(name.clone()),
         });
     }

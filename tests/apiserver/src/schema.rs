@@ -8,9 +8,17 @@
 //!   object (or array item) that is present. Every missing field is reported, as Kubernetes
 //!   reports them all in one 422.
 //!
-//! Types, formats, patterns, enums, CEL rules and defaults are not checked.
+//! - [`violations`] (in [`constraints`]): types, enums, patterns, formats, lengths, bounds and
+//!   item counts, each worded as Kubernetes words it.
+//! - [`bad_pattern`]: the first `pattern` of a schema that is not a valid regular expression
+//!   (such a CRD is refused).
+//!
+//! CEL rules, `allOf`/`anyOf`/`oneOf`/`not` and defaults are not checked.
 
 use serde_json::Value;
+
+mod constraints;
+pub(crate) use constraints::violations;
 
 /// Removes from `body` (an object's top-level fields but apiVersion, kind and metadata) every
 /// field `schema` does not declare; returns the removed fields' paths (`spec.foo`,
@@ -123,6 +131,33 @@ fn walk(schema: &Value, value: &Value, path: &str, missing: &mut Vec<String>) {
         }
         _ => {}
     }
+}
+
+/// The path (`properties[spec].properties[cidr].pattern`) and value of the first `pattern` in
+/// `schema` that is not a valid regular expression.
+pub(crate) fn bad_pattern(schema: &Value, path: &str) -> Option<(String, String)> {
+    let map = schema.as_object()?;
+    if let Some(pattern) = map.get("pattern").and_then(Value::as_str)
+        && !constraints::pattern_compiles(pattern)
+    {
+        return Some((join(path, "pattern"), pattern.to_string()));
+    }
+    for key in ["properties", "patternProperties"] {
+        for (name, sub) in map
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(found) = bad_pattern(sub, &format!("{}[{name}]", join(path, key))) {
+                return Some(found);
+            }
+        }
+    }
+    ["items", "additionalProperties"]
+        .into_iter()
+        .filter_map(|key| map.get(key).map(|sub| (key, sub)))
+        .find_map(|(key, sub)| bad_pattern(sub, &join(path, key)))
 }
 
 #[cfg(test)]

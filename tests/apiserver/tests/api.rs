@@ -473,3 +473,66 @@ async fn garbage_collection_background_foreground_orphan() -> anyhow::Result<()>
     assert!(api.get_opt("f1").await?.is_none());
     Ok(())
 }
+
+#[tokio::test]
+async fn workloads_and_rbac_are_served() -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+
+    let server = TestApiServer::start().await?;
+    let client = server.client()?;
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "controller"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "controller"}},
+            "template": {
+                "metadata": {"labels": {"app": "controller"}},
+                "spec": {"containers": [{"name": "manager", "image": "example/manager:v1"}]},
+            },
+        },
+    }))?;
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    let patched = deployments
+        .patch_status(
+            "controller",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"readyReplicas": 1}})),
+        )
+        .await?;
+    assert_eq!(patched.status.and_then(|s| s.ready_replicas), Some(1));
+
+    // RBAC names are path segments: `system:` names are fine, a `/` is not.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "system:nephrite:manager"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    }))?;
+    roles.create(&PostParams::default(), &role).await?;
+    let mut bad = role.clone();
+    bad.metadata.name = Some("a/b".into());
+    let err = roles
+        .create(&PostParams::default(), &bad)
+        .await
+        .err()
+        .context("a ClusterRole named a/b was accepted")?;
+    let (code, reason, message) = status_of(err)?;
+    assert_eq!((code, reason.as_str()), (422, "Invalid"), "{message}");
+    assert!(message.contains("may not contain '/'"), "{message}");
+    let bindings: Api<ClusterRoleBinding> = Api::all(client);
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "nephrite-manager"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "system:nephrite:manager"},
+        "subjects": [{"kind": "ServiceAccount", "name": "manager", "namespace": "capi-system"}],
+    }))?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    assert_eq!(
+        names(&roles.list(&ListParams::default()).await?.items),
+        ["system:nephrite:manager"]
+    );
+    Ok(())
+}

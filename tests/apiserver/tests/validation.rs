@@ -434,3 +434,127 @@ async fn openapi_v3_serves_the_crd_schema_kubectl_reads() -> anyhow::Result<()> 
     assert_eq!(gone.code, 404);
     Ok(())
 }
+
+/// A Gizmo CRD whose schema carries value constraints of every kind the server checks.
+async fn constrained_gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
+    let server = TestApiServer::start().await?;
+    let client = server.client()?;
+    let crd = support::gizmo_crd(
+        true,
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "mode": {"type": "string", "enum": ["ETHERNET_VIRTUALIZER", "FNN"]},
+                    "cidr": {"type": "string", "format": "cidr"},
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 12},
+                    "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+                    "tags": {"type": "array", "maxItems": 2,
+                             "items": {"type": "string", "minLength": 1}},
+                    "port": {"x-kubernetes-int-or-string": true},
+                }},
+            },
+        })),
+    )?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await?;
+    Ok((server, client))
+}
+
+#[tokio::test]
+async fn schema_value_constraints_are_enforced_on_every_write() -> anyhow::Result<()> {
+    let (_server, client) = constrained_gizmo_server().await?;
+    let good = json!({"mode": "FNN", "cidr": "10.0.0.0/24", "name": "edge-1",
+                      "replicas": 3, "tags": ["a"], "port": "https"});
+    let got = post(&client, GIZMOS, &gizmo("good", good.clone())).await?;
+    assert_eq!(got.code, 201, "{}", got.body);
+
+    // Every broken constraint is named in one 422, nothing is stored.
+    let bad = json!({"mode": "VLAN", "cidr": "10.0.0.0/33", "name": "Edge_1",
+                     "replicas": 9, "tags": ["a", "", "c"], "port": true});
+    let got = post(&client, GIZMOS, &gizmo("bad", bad)).await?;
+    assert_invalid(
+        &got,
+        "spec.mode",
+        "Unsupported value: \"VLAN\": supported values: \"ETHERNET_VIRTUALIZER\", \"FNN\"",
+    );
+    let message = got.body["message"].as_str().unwrap_or_default();
+    for needle in [
+        "spec.cidr: Invalid value: \"10.0.0.0/33\": spec.cidr in body must be of type cidr",
+        "spec.name: Invalid value: \"Edge_1\": spec.name in body should match '^[a-z][a-z0-9-]*$'",
+        "spec.replicas: Invalid value: 9: spec.replicas in body should be less than or equal to 5",
+        "spec.tags: Too many: 3: must have at most 2 items",
+        "spec.tags[1]: Invalid value: \"\": spec.tags[1] in body should be at least 1 chars long",
+        "spec.port: Invalid value: true: spec.port in body must be of type integer,string",
+    ] {
+        assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+    }
+    let reasons: Vec<&str> = got.body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"FieldValueNotSupported"), "{reasons:?}");
+    assert!(reasons.contains(&"FieldValueTooMany"), "{reasons:?}");
+    let missing = send(
+        &client,
+        "GET",
+        &format!("{GIZMOS}/bad"),
+        "application/json",
+        Vec::new(),
+    )
+    .await?;
+    assert_eq!(missing.code, 404);
+
+    // A patch that breaks a constraint is refused and the stored object is unchanged.
+    let got = send(
+        &client,
+        "PATCH",
+        &format!("{GIZMOS}/good"),
+        "application/merge-patch+json",
+        serde_json::to_vec(&json!({"spec": {"replicas": 0}}))?,
+    )
+    .await?;
+    assert_invalid(
+        &got,
+        "spec.replicas",
+        "should be greater than or equal to 1",
+    );
+    let stored = send(
+        &client,
+        "GET",
+        &format!("{GIZMOS}/good"),
+        "application/json",
+        Vec::new(),
+    )
+    .await?;
+    assert_eq!(stored.body["spec"], good);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_crd_with_an_invalid_pattern_is_refused() -> anyhow::Result<()> {
+    let server = TestApiServer::start().await?;
+    let client = server.client()?;
+    let crd = support::gizmo_crd(
+        true,
+        Some(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "name": {"type": "string", "pattern": "([a-z"},
+            }}}}),
+        ),
+    )?;
+    let got = post(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &serde_json::to_value(&crd)?,
+    )
+    .await?;
+    assert_invalid(
+        &got,
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[name].pattern",
+        "must be a valid regular expression",
+    );
+    Ok(())
+}

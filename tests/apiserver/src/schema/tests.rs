@@ -154,3 +154,19 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn finds_the_first_pattern_that_does_not_compile() {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "ok": {"type": "string", "pattern": "^a+$"},
+        "list": {"type": "array", "items": {"type": "string", "pattern": "(unclosed"}},
+    }}}});
+    assert_eq!(
+        bad_pattern(&schema, "root"),
+        Some((
+            "root.properties[spec].properties[list].items.pattern".to_string(),
+            "(unclosed".to_string()
+        ))
+    );
+    assert_eq!(bad_pattern(&json!({"pattern": "^ok$"}), "root"), None);
+}

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `metadata.name` of a Namespace | RFC 1123 label, at most 63 characters |
 //! | `metadata.name` of a Service | RFC 1035 label (starts with a letter), at most 63 characters |
+//! | `metadata.name` of an RBAC object | a path segment: not `.` or `..`, no `/` or `%` |
 //! | `metadata.name` of anything else | RFC 1123 subdomain, at most 253 characters |
 //! | `metadata.labels` | keys and values by `nephrite-krm`'s label rules |
 //! | `metadata.annotations` | keys as qualified names (case-insensitive), 256 KiB in all |
@@ -15,7 +16,7 @@ use nephrite_krm::ObjectMeta;
 use nephrite_krm::label::{validate_label_key, validate_label_value};
 
 use crate::error::{ApiError, FieldProblem};
-use crate::resources::ResourceType;
+use crate::resources::{self, ResourceType};
 
 /// The longest name a generated name's prefix keeps (63 minus the five random characters).
 pub(super) const MAX_GENERATED_PREFIX: usize = 58;
@@ -27,6 +28,8 @@ const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lowe
 const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
+const PATH_SEGMENT_MSG: &str = "may not be '.' or '..' and may not contain '/' or '%'";
+
 /// Which rule a kind's names follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameRule {
@@ -36,6 +39,9 @@ pub(crate) enum NameRule {
     Label,
     /// RFC 1035 label: an RFC 1123 label that starts with a letter.
     Dns1035Label,
+    /// A path segment (RBAC objects, e.g. `system:controller:x`): not `.` or `..`, no `/` or
+    /// `%`.
+    PathSegment,
 }
 
 impl NameRule {
@@ -44,6 +50,7 @@ impl NameRule {
         match (rt.crd.is_none(), rt.group.as_str(), rt.plural.as_str()) {
             (true, "", "namespaces") => Self::Label,
             (true, "", "services") => Self::Dns1035Label,
+            (true, resources::RBAC_GROUP, _) => Self::PathSegment,
             _ => Self::Subdomain,
         }
     }
@@ -57,6 +64,11 @@ impl NameRule {
                 63,
                 is_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
                 DNS1035_MSG,
+            ),
+            Self::PathSegment => (
+                usize::MAX,
+                !matches!(name, "." | "..") && !name.contains(['/', '%']),
+                PATH_SEGMENT_MSG,
             ),
         };
         let mut out = Vec::new();

@@ -314,19 +314,21 @@ impl Store {
         Ok(Self::present(rt, &stored))
     }
 
-    /// 422 when a required field of the CRD version's schema is missing.
+    /// 422 naming every required field that is missing and every value that breaks the CRD
+    /// version's schema (type, enum, pattern, format, lengths, bounds).
     fn validate_schema(rt: &ResourceType, obj: &Object) -> Result<(), ApiError> {
         let Some(schema) = &rt.schema else {
             return Ok(());
         };
-        let missing = schema::missing_required(schema, &obj.to_json());
-        if missing.is_empty() {
-            return Ok(());
-        }
-        let problems: Vec<FieldProblem> = missing
+        let json = obj.to_json();
+        let mut problems: Vec<FieldProblem> = schema::missing_required(schema, &json)
             .into_iter()
             .map(|field| FieldProblem::new(field, "Required value"))
             .collect();
+        problems.extend(schema::violations(schema, &json));
+        if problems.is_empty() {
+            return Ok(());
+        }
         Err(ApiError::invalid_fields(
             &rt.qualified_kind(),
             obj.name().unwrap_or(""),
