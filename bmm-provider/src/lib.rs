@@ -16,7 +16,9 @@
 pub mod client;
 pub mod clusterctl;
 pub mod controller;
+pub mod daemon;
 pub mod machine_api;
+pub mod metrics;
 pub mod observe;
 pub mod standalone;
 

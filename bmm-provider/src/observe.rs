@@ -265,7 +265,10 @@ pub async fn reconcile_cluster(
             .iter()
             .map(subnet_view)
             .collect();
-        seen.instances_in_vpc = client.instances_in_vpc(&vpc.id).await.map_err(api)?.len();
+        // Instances matter only to a deletion, which waits until the VPC has none.
+        if deleting {
+            seen.instances_in_vpc = client.instances_in_vpc(&vpc.id).await.map_err(api)?.len();
+        }
     }
     let mut wait = Wait::Steady;
     for _ in 0..16 {
@@ -434,18 +437,26 @@ pub async fn reconcile_machine(
     let Some(site_id) = cluster.status.site_id.clone() else {
         return Ok(Wait::Dependency);
     };
-    let mut instances: Vec<CloudInstance> = client
-        .instances_named(&site_id, &record.name)
-        .await
-        .map_err(api)?
-        .iter()
-        .map(instance_view)
-        .collect();
-    if let Some(id) = record.status.instance_id.clone()
-        && !instances.iter().any(|i| i.id == id)
-        && let Some(i) = client.instance(&id).await.map_err(api)?
-    {
-        instances.push(instance_view(&i));
+    // The instance is fetched by the id the status records. Without one, a deletion looks it
+    // up by name (a crash may have come between its create and the status write); otherwise
+    // nothing is looked up: the create adopts an instance of the same name (409 or lookup).
+    let mut instances: Vec<CloudInstance> = Vec::new();
+    match &record.status.instance_id {
+        Some(id) => {
+            if let Some(i) = client.instance(id).await.map_err(api)? {
+                instances.push(instance_view(&i));
+            }
+        }
+        None if deleting => {
+            instances = client
+                .instances_named(&site_id, &record.name)
+                .await
+                .map_err(api)?
+                .iter()
+                .map(instance_view)
+                .collect();
+        }
+        None => {}
     }
     let subnet_ids = cluster
         .status

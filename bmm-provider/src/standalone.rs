@@ -378,6 +378,76 @@ pub fn merge_documents(
     }
 }
 
+/// What one pass over the state left.
+struct Pass {
+    /// The progress line.
+    line: String,
+    /// What is still on its way.
+    left: Vec<String>,
+    /// What cannot get there without a change.
+    blocked: Vec<String>,
+}
+
+/// Runs `pass` over the state, saving it and showing progress after each, until nothing is
+/// left (Ok), something is blocked, or the deadline passes (`goal` names what was not reached).
+async fn until_done(
+    state: &mut State,
+    state_path: &Path,
+    pace: Pace,
+    goal: &str,
+    mut pass: impl AsyncFnMut(&mut State) -> Result<Pass, StandaloneError>,
+) -> Result<(), StandaloneError> {
+    let deadline = tokio::time::Instant::now() + pace.timeout;
+    let mut progress = Progress::new();
+    loop {
+        let Pass {
+            line,
+            left,
+            blocked,
+        } = pass(state).await?;
+        state.save(state_path)?;
+        progress.show(line);
+        let failure = if !blocked.is_empty() {
+            Some(format!("blocked: {}", blocked.join("; ")))
+        } else if left.is_empty() {
+            None
+        } else if tokio::time::Instant::now() >= deadline {
+            Some(format!(
+                "not {goal} after {:?}: {}",
+                pace.timeout,
+                left.join(", ")
+            ))
+        } else {
+            tokio::time::sleep(pace.poll).await;
+            continue;
+        };
+        progress.done();
+        return match failure {
+            Some(message) => Err(StandaloneError::NotReady(message)),
+            None => Ok(()),
+        };
+    }
+}
+
+/// The cluster of machine `i`.
+fn cluster_of(state: &State, i: usize) -> Option<ClusterRecord> {
+    let machine = &state.machines[i];
+    state
+        .clusters
+        .iter()
+        .find(|c| c.name == machine.cluster && c.namespace == machine.namespace)
+        .cloned()
+}
+
+/// `a, b, c`, or `nothing`.
+fn listing(items: &[String]) -> String {
+    if items.is_empty() {
+        "nothing".into()
+    } else {
+        items.join(", ")
+    }
+}
+
 /// Provisions everything in the state until every machine is Ready; saves after each pass.
 pub async fn apply(
     state: &mut State,
@@ -385,21 +455,21 @@ pub async fn apply(
     client: &BmmClient,
     pace: Pace,
 ) -> Result<(), StandaloneError> {
-    let deadline = tokio::time::Instant::now() + pace.timeout;
-    let mut progress = Progress::new();
-    loop {
-        let mut waiting = Vec::new();
-        let mut blocked = Vec::new();
-        for i in 0..state.clusters.len() {
-            let first_cp = state
-                .machines
-                .iter()
-                .filter(|m| {
+    until_done(
+        state,
+        state_path,
+        pace,
+        "Ready",
+        async |state: &mut State| {
+            let mut waiting = Vec::new();
+            let mut blocked = Vec::new();
+            for i in 0..state.clusters.len() {
+                let of_cluster = |m: &&MachineRecord| {
                     m.control_plane
                         && m.cluster == state.clusters[i].name
                         && m.namespace == state.clusters[i].namespace
-                })
-                .find_map(|m| {
+                };
+                let first_cp = state.machines.iter().filter(of_cluster).find_map(|m| {
                     m.status
                         .addresses
                         .iter()
@@ -408,95 +478,64 @@ pub async fn apply(
                         })
                         .map(|a| a.address.clone())
                 });
-            let has_control_plane = state.machines.iter().any(|m| {
-                m.control_plane
-                    && m.cluster == state.clusters[i].name
-                    && m.namespace == state.clusters[i].namespace
-            });
-            let cluster = &mut state.clusters[i];
-            let wait = reconcile_cluster(client, cluster, false, first_cp.as_deref()).await?;
-            if wait == Wait::Blocked {
-                blocked.push(format!(
-                    "cluster {}/{}: {}",
-                    cluster.namespace,
-                    cluster.name,
-                    reason_of(&cluster.status.conditions)
-                ));
-            } else if !network_ready(&cluster.status) {
-                waiting.push(format!("cluster {}/{}", cluster.namespace, cluster.name));
-            } else if has_control_plane && cluster.control_plane_endpoint.is_none() {
-                waiting.push(format!(
-                    "cluster {}/{} control-plane endpoint",
-                    cluster.namespace, cluster.name
-                ));
+                let has_control_plane = state.machines.iter().any(|m| of_cluster(&m));
+                let cluster = &mut state.clusters[i];
+                let wait = reconcile_cluster(client, cluster, false, first_cp.as_deref()).await?;
+                if wait == Wait::Blocked {
+                    blocked.push(format!(
+                        "cluster {}/{}: {}",
+                        cluster.namespace,
+                        cluster.name,
+                        reason_of(&cluster.status.conditions)
+                    ));
+                } else if !network_ready(&cluster.status) {
+                    waiting.push(format!("cluster {}/{}", cluster.namespace, cluster.name));
+                } else if has_control_plane && cluster.control_plane_endpoint.is_none() {
+                    waiting.push(format!(
+                        "cluster {}/{} control-plane endpoint",
+                        cluster.namespace, cluster.name
+                    ));
+                }
             }
-        }
-        for i in 0..state.machines.len() {
-            let Some(cluster) = state
-                .clusters
-                .iter()
-                .find(|c| {
-                    c.name == state.machines[i].cluster
-                        && c.namespace == state.machines[i].namespace
-                })
-                .cloned()
-            else {
-                continue;
-            };
-            let machine = &mut state.machines[i];
-            let wait = reconcile_machine(client, &cluster, machine, false).await?;
-            if wait == Wait::Blocked {
-                blocked.push(format!(
-                    "machine {}/{}: {}",
-                    machine.namespace,
-                    machine.name,
-                    reason_of(&machine.status.conditions)
-                ));
-            } else if !machine_ready(machine) {
-                waiting.push(format!(
-                    "machine {}/{} ({})",
-                    machine.namespace,
-                    machine.name,
-                    machine
-                        .status
-                        .instance_state
-                        .clone()
-                        .unwrap_or_else(|| "not created".into())
-                ));
+            for i in 0..state.machines.len() {
+                let Some(cluster) = cluster_of(state, i) else {
+                    continue;
+                };
+                let machine = &mut state.machines[i];
+                let wait = reconcile_machine(client, &cluster, machine, false).await?;
+                if wait == Wait::Blocked {
+                    blocked.push(format!(
+                        "machine {}/{}: {}",
+                        machine.namespace,
+                        machine.name,
+                        reason_of(&machine.status.conditions)
+                    ));
+                } else if !machine_ready(machine) {
+                    waiting.push(format!(
+                        "machine {}/{} ({})",
+                        machine.namespace,
+                        machine.name,
+                        machine
+                            .status
+                            .instance_state
+                            .clone()
+                            .unwrap_or_else(|| "not created".into())
+                    ));
+                }
             }
-        }
-        state.save(state_path)?;
-        let ready = state.machines.iter().filter(|m| machine_ready(m)).count();
-        progress.show(format!(
-            "{ready}/{} machines Ready; waiting for: {}",
-            state.machines.len(),
-            if waiting.is_empty() {
-                "nothing".into()
-            } else {
-                waiting.join(", ")
-            }
-        ));
-        if !blocked.is_empty() {
-            progress.done();
-            return Err(StandaloneError::NotReady(format!(
-                "blocked: {}",
-                blocked.join("; ")
-            )));
-        }
-        if waiting.is_empty() {
-            progress.done();
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            progress.done();
-            return Err(StandaloneError::NotReady(format!(
-                "not Ready after {:?}: {}",
-                pace.timeout,
-                waiting.join(", ")
-            )));
-        }
-        tokio::time::sleep(pace.poll).await;
-    }
+            let ready = state.machines.iter().filter(|m| machine_ready(m)).count();
+            Ok(Pass {
+                line: format!(
+                    "{ready}/{} machines Ready; waiting for: {}",
+                    state.machines.len(),
+                    listing(&waiting)
+                ),
+                left: waiting,
+                blocked,
+            })
+        },
+    )
+    .await
 }
 
 /// Deletes every machine, then every cluster, until all objects it created answer 404.
@@ -506,66 +545,46 @@ pub async fn delete(
     client: &BmmClient,
     pace: Pace,
 ) -> Result<(), StandaloneError> {
-    let deadline = tokio::time::Instant::now() + pace.timeout;
-    let mut progress = Progress::new();
-    loop {
-        for i in 0..state.machines.len() {
-            let Some(cluster) = state
-                .clusters
+    until_done(
+        state,
+        state_path,
+        pace,
+        "deleted",
+        async |state: &mut State| {
+            for i in 0..state.machines.len() {
+                let Some(cluster) = cluster_of(state, i) else {
+                    continue;
+                };
+                reconcile_machine(client, &cluster, &mut state.machines[i], true).await?;
+            }
+            state.machines.retain(|m| m.finalizer);
+            if state.machines.is_empty() {
+                for cluster in state.clusters.iter_mut() {
+                    reconcile_cluster(client, cluster, true, None).await?;
+                }
+                state.clusters.retain(|c| c.finalizer);
+            }
+            let left: Vec<String> = state
+                .machines
                 .iter()
-                .find(|c| {
-                    c.name == state.machines[i].cluster
-                        && c.namespace == state.machines[i].namespace
-                })
-                .cloned()
-            else {
-                continue;
-            };
-            reconcile_machine(client, &cluster, &mut state.machines[i], true).await?;
-        }
-        state.machines.retain(|m| m.finalizer);
-        if state.machines.is_empty() {
-            for cluster in state.clusters.iter_mut() {
-                reconcile_cluster(client, cluster, true, None).await?;
-            }
-            state.clusters.retain(|c| c.finalizer);
-        }
-        state.save(state_path)?;
-        let left: Vec<String> = state
-            .machines
-            .iter()
-            .map(|m| format!("machine {}/{}", m.namespace, m.name))
-            .chain(state.clusters.iter().map(|c| {
-                format!(
-                    "cluster {}/{} ({})",
-                    c.namespace,
-                    c.name,
-                    reason_of(&c.status.conditions)
-                )
-            }))
-            .collect();
-        progress.show(format!(
-            "deleting; left: {}",
-            if left.is_empty() {
-                "nothing".into()
-            } else {
-                left.join(", ")
-            }
-        ));
-        if left.is_empty() {
-            progress.done();
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            progress.done();
-            return Err(StandaloneError::NotReady(format!(
-                "not deleted after {:?}: {}",
-                pace.timeout,
-                left.join(", ")
-            )));
-        }
-        tokio::time::sleep(pace.poll).await;
-    }
+                .map(|m| format!("machine {}/{}", m.namespace, m.name))
+                .chain(state.clusters.iter().map(|c| {
+                    format!(
+                        "cluster {}/{} ({})",
+                        c.namespace,
+                        c.name,
+                        reason_of(&c.status.conditions)
+                    )
+                }))
+                .collect();
+            Ok(Pass {
+                line: format!("deleting; left: {}", listing(&left)),
+                left,
+                blocked: Vec::new(),
+            })
+        },
+    )
+    .await
 }
 
 /// One line per object for `status -o table`.

@@ -1,7 +1,7 @@
 //! `bmm-provider clusterctl --out DIR`: the clusterctl artefacts parse, every variable is
 //! documented in the README, and with the variables substituted the objects are accepted by
-//! the in-memory API server (the provider's kinds against their real CRD schemas; kinds the
-//! server does not serve — RBAC, Deployment — are checked against their k8s-openapi types).
+//! the in-memory API server — the CRDs, RBAC, the controller Deployment, the cluster template —
+//! which enforces the CRDs' schemas (enums, CIDR patterns, required fields) itself.
 
 mod support;
 
@@ -10,7 +10,6 @@ use std::path::Path;
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use nephrite_bmm_provider::clusterctl::{NAMESPACE, substitute, variables};
 use nephrite_bmm_provider::openapi;
@@ -148,31 +147,42 @@ async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
     let server = TestApiServer::start().await.expect("apiserver");
     let client = server.client().expect("client");
     for object in &components {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        match kind {
-            "ClusterRole" => {
-                drop(serde_json::from_value::<ClusterRole>(object.clone()).expect("ClusterRole"))
-            }
-            "ClusterRoleBinding" => drop(
-                serde_json::from_value::<ClusterRoleBinding>(object.clone())
-                    .expect("ClusterRoleBinding"),
-            ),
-            "Role" => drop(serde_json::from_value::<Role>(object.clone()).expect("Role")),
-            "RoleBinding" => {
-                drop(serde_json::from_value::<RoleBinding>(object.clone()).expect("RoleBinding"))
-            }
-            "Deployment" => {
-                let d: Deployment = serde_json::from_value(object.clone()).expect("Deployment");
-                let container = &d.spec.expect("spec").template.spec.expect("pod").containers[0];
-                assert!(
-                    container
-                        .args
-                        .as_ref()
-                        .is_some_and(|a| a.iter().any(|x| x.contains(NAMESPACE)))
-                );
-            }
-            _ => create(&client, object).await,
+        if object["kind"] == "Deployment" {
+            let d: Deployment = serde_json::from_value(object.clone()).expect("Deployment");
+            let container = &d.spec.expect("spec").template.spec.expect("pod").containers[0];
+            assert!(
+                container
+                    .args
+                    .as_ref()
+                    .is_some_and(|a| a.iter().any(|x| x.contains(NAMESPACE)))
+            );
         }
+        // Everything, RBAC and the Deployment included, is accepted by the server.
+        create(&client, object).await;
+    }
+    for (kind, plural) in [
+        ("ClusterRole", "clusterroles"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+        ("Deployment", "deployments"),
+    ] {
+        let expected = components.iter().filter(|o| o["kind"] == kind).count();
+        assert!(expected > 0, "the components hold a {kind}");
+        let group = if kind == "Deployment" {
+            ("apps", "v1")
+        } else {
+            ("rbac.authorization.k8s.io", "v1")
+        };
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group.0, group.1, kind),
+            plural,
+        );
+        let api: Api<DynamicObject> = if kind == "Deployment" {
+            Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        };
+        let stored = api.list(&Default::default()).await.expect("list").items;
+        assert_eq!(stored.len(), expected, "{kind} stored by the server");
     }
     // Secrets are read with `get` only: no list or watch on Secrets anywhere.
     for role in components
@@ -239,13 +249,7 @@ async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
         problems.iter().any(|p| p.contains("subnets/0/cidr")),
         "{problems:?}"
     );
-    // ... and the server refuses one without a required field.
-    let mut incomplete = bad;
-    incomplete["spec"]["subnets"][0]["cidr"] = json!("10.0.0.0/24");
-    incomplete["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("vpc");
+    // ... and the server itself refuses a bad CIDR, a bad enum and a missing required field.
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(
             "infrastructure.cluster.x-k8s.io",
@@ -255,12 +259,41 @@ async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
         "nvidiabmmclusters",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let refused = |object: Value| {
+        let api = api.clone();
+        async move {
+            match api
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(object).expect("object"),
+                )
+                .await
+            {
+                Err(kube::Error::Api(e)) => e,
+                other => panic!("accepted, or not an API refusal: {other:?}"),
+            }
+        }
+    };
+    let e = refused(bad.clone()).await;
+    assert_eq!(e.code, 422, "{e:?}");
+    assert!(e.message.contains("spec.subnets[0].cidr"), "{e:?}");
+
+    let mut bad_enum = bad.clone();
+    bad_enum["spec"]["subnets"][0]["cidr"] = json!("10.0.0.0/24");
+    bad_enum["spec"]["vpc"]["networkVirtualizationType"] = json!("VXLAN");
+    let e = refused(bad_enum.clone()).await;
+    assert_eq!(e.code, 422, "{e:?}");
     assert!(
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(incomplete).expect("object")
-        )
-        .await
-        .is_err()
+        e.message.contains("spec.vpc.networkVirtualizationType"),
+        "{e:?}"
     );
+
+    let mut incomplete = bad_enum;
+    incomplete["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("vpc");
+    let e = refused(incomplete).await;
+    assert_eq!(e.code, 422, "{e:?}");
+    assert!(e.message.contains("spec.vpc"), "{e:?}");
 }

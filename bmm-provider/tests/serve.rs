@@ -8,7 +8,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use nephrite_bmm_provider::controller::run_cluster_controller;
+use nephrite_bmm_provider::daemon;
 use nephrite_bmm_provider::sim::Kind;
+use nephrite_runtime::{DaemonIdentity, GrpcServer, ShutdownReason};
 use serde_json::json;
 use support::capi::{Env, NS, gone};
 use support::fast_config;
@@ -135,4 +137,50 @@ async fn the_machine_controller_waits_for_bootstrap_data_then_provisions_and_del
         c.abort();
     }
     env.h.assert_contract_held();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_metrics_with_reconciles_and_api_calls() {
+    let env = Env::start(fast_config()).await;
+    let config = env.config.clone();
+    let mut server = GrpcServer::new(DaemonIdentity::new("bmm-provider", "test"))
+        .handle_signals(false)
+        .metrics_listen(Some("127.0.0.1:0".parse().expect("endpoint")));
+    config.metrics.register(&mut server).expect("register");
+    let bound = server
+        .bind(&"127.0.0.1:0".parse().expect("endpoint"))
+        .await
+        .expect("bind");
+    let metrics_at = bound
+        .metrics_endpoint()
+        .and_then(|e| e.authority())
+        .expect("metrics endpoint");
+    let shutdown = bound.shutdown_handle();
+    let serving = tokio::spawn(daemon::serve(bound, env.client.clone(), config, None));
+    env.cluster("c4", json!({})).await;
+    env.machine("c4", "c4-cp-0").await;
+    env.machine_ready("c4-cp-0").await;
+
+    let text = reqwest::get(format!("http://{metrics_at}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("body");
+    for expected in [
+        r#"bmm_provider_reconciles_total{controller="cluster",result="ok"}"#,
+        r#"bmm_provider_reconciles_total{controller="machine",result="ok"}"#,
+        r#"bmm_provider_reconcile_seconds_count{controller="machine"}"#,
+        r#"bmm_provider_api_calls_total{operation="POST instance",result="201"}"#,
+        r#"bmm_provider_api_calls_total{operation="POST vpc",result="201"}"#,
+    ] {
+        assert!(text.contains(expected), "{expected} missing from\n{text}");
+    }
+    shutdown.trigger();
+    let report = tokio::time::timeout(Duration::from_secs(15), serving)
+        .await
+        .expect("serve returns after shutdown")
+        .expect("join")
+        .expect("clean drain");
+    assert_eq!(report.reason, ShutdownReason::Requested);
 }

@@ -1,25 +1,27 @@
 //! The `haproxy` driver: the controller's rules drive a local HAProxy 2.6.
 //!
-//! Every new snapshot is rendered ([`render`]), checked with `haproxy -c`, and only then put in
+//! Every new snapshot is rendered ([`nephrite_l7::haproxy::render`], pure), its files written
+//! (certificates with their keys mode 0600), checked with `haproxy -c`, and only then put in
 //! place and loaded: HAProxy runs in master-worker mode, and a reload (SIGUSR2 to the master)
 //! starts new workers that take the listening sockets over from the old ones (`expose-fd
 //! listeners`), while the old workers finish their connections — no connection is refused or
 //! reset. A configuration HAProxy refuses is logged and the running one kept.
 
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nephrite_l7::haproxy::{ConfigFile, RenderSettings, Rendered};
+use nephrite_l7::{Certificate, L7Config};
 use nephrite_proto::kuryr::l7::v1 as pb;
 use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, watch};
 
+use crate::router::tls::certified_key;
 use crate::wire::{from_wire, short};
-
-pub mod render;
-
-use render::{RenderSettings, pool_files};
 
 /// Where and how HAProxy runs.
 #[derive(Debug, Clone)]
@@ -28,8 +30,12 @@ pub struct HaproxySettings {
     pub binary: PathBuf,
     /// Its plain HTTP address.
     pub listen: std::net::SocketAddr,
-    /// Directory for the configuration, sockets and CA files.
+    /// Its TLS address (termination by SNI, passthrough); `None`: plain HTTP only.
+    pub listen_tls: Option<std::net::SocketAddr>,
+    /// Directory for the configuration, sockets, certificates and CA files.
     pub dir: PathBuf,
+    /// PEM certificate chain and key for TLS hosts without their own certificate.
+    pub default_certificate: Option<(String, String)>,
 }
 
 /// What went wrong with HAProxy.
@@ -62,6 +68,12 @@ pub enum HaproxyError {
     /// The snapshot could not be read.
     #[error(transparent)]
     Wire(#[from] crate::wire::WireError),
+    /// The default certificate does not parse.
+    #[error("the default certificate: {0}")]
+    DefaultCertificate(String),
+    /// The state directory cannot be named in HAProxy's files.
+    #[error("--haproxy-dir {0} holds whitespace, which HAProxy's crt-list cannot name")]
+    BadDirectory(PathBuf),
     /// HAProxy did not start listening.
     #[error("haproxy did not listen on {0} within 10 s")]
     NotListening(std::net::SocketAddr),
@@ -75,7 +87,9 @@ pub enum HaproxyError {
 
 struct Running {
     master: Child,
-    config: String,
+    /// What HAProxy was last loaded with (configuration and files: a renewed certificate
+    /// changes only a file).
+    rendered: Rendered,
     version: String,
 }
 
@@ -86,11 +100,69 @@ pub struct Haproxy {
     running: Arc<Mutex<Running>>,
 }
 
-fn write(path: &Path, text: &str) -> Result<(), HaproxyError> {
-    std::fs::write(path, text).map_err(|source| HaproxyError::Write {
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> HaproxyError + '_ {
+    move |source| HaproxyError::Write {
         path: path.to_owned(),
         source,
-    })
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), HaproxyError> {
+    std::fs::write(path, text).map_err(write_error(path))
+}
+
+/// Writes `text` to `path` readable by its owner only (also when the file existed).
+fn write_private(path: &Path, text: &str) -> Result<(), HaproxyError> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(write_error(path))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(write_error(path))?;
+    file.write_all(text.as_bytes()).map_err(write_error(path))
+}
+
+/// Writes the rendered files into `dir`, and removes certificate files of earlier
+/// configurations (no private key is left behind).
+fn write_files(dir: &Path, files: &[ConfigFile]) -> Result<(), HaproxyError> {
+    for file in files {
+        let path = dir.join(&file.name);
+        if file.private {
+            write_private(&path, &file.content)?;
+        } else {
+            write(&path, &file.content)?;
+        }
+    }
+    let entries = std::fs::read_dir(dir).map_err(write_error(dir))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = (name.starts_with("cert_") && name.ends_with(".pem"))
+            || name == nephrite_l7::haproxy::DEFAULT_CERTIFICATE;
+        if ours && !files.iter().any(|f| f.name == name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// The certificates HAProxy can load: one that does not parse is logged and left out (its
+/// hosts get the default certificate), as the embedded router does, instead of making
+/// `haproxy -c` refuse the whole configuration.
+fn loadable(certificates: &[Certificate]) -> Vec<Certificate> {
+    certificates
+        .iter()
+        .filter(|c| match certified_key(&c.cert_pem, &c.key_pem) {
+            Ok(_) => true,
+            Err(err) => {
+                tracing::warn!(origin = %c.origin, "certificate left out: {err}");
+                false
+            }
+        })
+        .cloned()
+        .collect()
 }
 
 impl Haproxy {
@@ -98,26 +170,39 @@ impl Haproxy {
         self.settings.dir.join("haproxy.cfg")
     }
 
-    fn render(settings: &HaproxySettings, snapshot: &pb::Snapshot) -> Result<String, HaproxyError> {
-        let config = from_wire(snapshot)?.translation.config;
+    /// Renders `snapshot` (pure; nothing is written).
+    fn render(
+        settings: &HaproxySettings,
+        snapshot: &pb::Snapshot,
+    ) -> Result<Rendered, HaproxyError> {
+        let mut config: L7Config = from_wire(snapshot)?.translation.config;
+        config.certificates = loadable(&config.certificates);
         let render_settings = RenderSettings {
             listen: settings.listen,
+            listen_tls: settings.listen_tls,
             stats_socket: settings.dir.join("haproxy.sock").display().to_string(),
             files_dir: settings.dir.display().to_string(),
+            default_certificate: settings.default_certificate.as_ref().map(|(cert, key)| {
+                Certificate {
+                    hosts: Vec::new(),
+                    cert_pem: cert.clone(),
+                    key_pem: key.clone(),
+                    origin: "the default certificate".into(),
+                }
+            }),
         };
-        for (name, pem) in pool_files(&config) {
-            write(&settings.dir.join(name), &pem)?;
-        }
-        Ok(render::render(&config, &render_settings))
+        Ok(nephrite_l7::haproxy::render(&config, &render_settings))
     }
 
-    /// Checks `text` with `haproxy -c` (written to `candidate`).
+    /// Writes the files of `rendered` and checks its configuration with `haproxy -c` (written
+    /// to `candidate`).
     async fn check(
         settings: &HaproxySettings,
         candidate: &Path,
-        text: &str,
+        rendered: &Rendered,
     ) -> Result<(), HaproxyError> {
-        write(candidate, text)?;
+        write_files(&settings.dir, &rendered.files)?;
+        write(candidate, &rendered.config)?;
         let output = Command::new(&settings.binary)
             .arg("-c")
             .arg("-f")
@@ -149,13 +234,21 @@ impl Haproxy {
         settings: HaproxySettings,
         snapshot: &pb::Snapshot,
     ) -> Result<Self, HaproxyError> {
-        std::fs::create_dir_all(&settings.dir).map_err(|source| HaproxyError::Write {
-            path: settings.dir.clone(),
-            source,
-        })?;
-        let text = Self::render(&settings, snapshot)?;
+        if settings
+            .dir
+            .display()
+            .to_string()
+            .contains(char::is_whitespace)
+        {
+            return Err(HaproxyError::BadDirectory(settings.dir));
+        }
+        if let Some((cert, key)) = &settings.default_certificate {
+            certified_key(cert, key).map_err(HaproxyError::DefaultCertificate)?;
+        }
+        std::fs::create_dir_all(&settings.dir).map_err(write_error(&settings.dir))?;
+        let rendered = Self::render(&settings, snapshot)?;
         let path = settings.dir.join("haproxy.cfg");
-        Self::check(&settings, &path, &text).await?;
+        Self::check(&settings, &path, &rendered).await?;
         let master = Command::new(&settings.binary)
             .arg("-W")
             .arg("-f")
@@ -170,7 +263,7 @@ impl Haproxy {
         let haproxy = Haproxy {
             running: Arc::new(Mutex::new(Running {
                 master,
-                config: text,
+                rendered,
                 version: snapshot.version.clone(),
             })),
             settings,
@@ -202,17 +295,15 @@ impl Haproxy {
         if running.version == snapshot.version {
             return Ok(false);
         }
-        let text = Self::render(&self.settings, snapshot)?;
-        if text == running.config {
+        let rendered = Self::render(&self.settings, snapshot)?;
+        if rendered == running.rendered {
             running.version = snapshot.version.clone();
             return Ok(false);
         }
         let candidate = self.settings.dir.join("haproxy.cfg.new");
-        Self::check(&self.settings, &candidate, &text).await?;
-        std::fs::rename(&candidate, self.config_path()).map_err(|source| HaproxyError::Write {
-            path: self.config_path(),
-            source,
-        })?;
+        Self::check(&self.settings, &candidate, &rendered).await?;
+        std::fs::rename(&candidate, self.config_path())
+            .map_err(write_error(&self.config_path()))?;
         let pid = running
             .master
             .id()
@@ -222,7 +313,7 @@ impl Haproxy {
         );
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR2)
             .map_err(|err| HaproxyError::Signal(err.to_string()))?;
-        running.config = text;
+        running.rendered = rendered;
         running.version = snapshot.version.clone();
         tracing::info!(version = short(&snapshot.version), "haproxy reloaded");
         Ok(true)

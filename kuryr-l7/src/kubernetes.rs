@@ -18,7 +18,7 @@ use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 use crate::rules_service::Publisher;
 use crate::source::Snapshot;
 
-pub mod status;
+pub use nephrite_l7::status;
 pub mod watch;
 mod writer;
 

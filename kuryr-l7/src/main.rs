@@ -142,7 +142,17 @@ struct ControllerArgs {
     /// --driver haproxy: HAProxy's plain HTTP address.
     #[arg(long, env = "KURYR_L7_HAPROXY_LISTEN")]
     haproxy_listen: Option<SocketAddr>,
-    /// --driver haproxy: directory for HAProxy's configuration and sockets.
+    /// --driver haproxy: HAProxy's TLS address (termination by SNI with the Ingress and Route
+    /// certificates, passthrough Routes).
+    #[arg(long, env = "KURYR_L7_HAPROXY_LISTEN_TLS", requires = "haproxy_listen")]
+    haproxy_listen_tls: Option<SocketAddr>,
+    /// --driver haproxy: PEM certificate HAProxy presents to TLS hosts without their own.
+    #[arg(long, env = "KURYR_L7_DEFAULT_CERT", requires = "default_key")]
+    default_cert: Option<PathBuf>,
+    /// PEM key of --default-cert.
+    #[arg(long, env = "KURYR_L7_DEFAULT_KEY", requires = "default_cert")]
+    default_key: Option<PathBuf>,
+    /// --driver haproxy: directory for HAProxy's configuration, sockets and certificates.
     #[arg(
         long,
         env = "KURYR_L7_HAPROXY_DIR",
@@ -208,6 +218,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Controller(args) => {
             nephrite_runtime::init_tracing(args.serve.log_format, filter.as_deref())?;
+            let default_certificate = read_certificate(&args.default_cert, &args.default_key)?;
             let config = ControllerConfig {
                 source: args.source,
                 driver: args.driver,
@@ -217,7 +228,9 @@ fn main() -> anyhow::Result<()> {
                 haproxy: args.haproxy_listen.map(|listen| HaproxySettings {
                     binary: args.haproxy_bin,
                     listen,
+                    listen_tls: args.haproxy_listen_tls,
                     dir: args.haproxy_dir,
+                    default_certificate,
                 }),
                 kube: KubeSettings {
                     lease_namespace: args.lease_namespace,
@@ -288,14 +301,22 @@ fn hostname() -> String {
         .unwrap_or_else(|| "router".to_owned())
 }
 
-async fn router(args: RouterArgs) -> anyhow::Result<()> {
-    let default_certificate = match (&args.default_cert, &args.default_key) {
+/// The PEM texts of `--default-cert` and `--default-key`.
+fn read_certificate(
+    cert: &Option<PathBuf>,
+    key: &Option<PathBuf>,
+) -> anyhow::Result<Option<(String, String)>> {
+    Ok(match (cert, key) {
         (Some(cert), Some(key)) => Some((
             std::fs::read_to_string(cert).with_context(|| format!("reading {}", cert.display()))?,
             std::fs::read_to_string(key).with_context(|| format!("reading {}", key.display()))?,
         )),
         _ => None,
-    };
+    })
+}
+
+async fn router(args: RouterArgs) -> anyhow::Result<()> {
+    let default_certificate = read_certificate(&args.default_cert, &args.default_key)?;
     let config = RouterConfig {
         ejection: Ejection {
             eject_after: args.eject_after.max(1),

@@ -1,8 +1,9 @@
-//! The embedded data plane: an HTTP reverse proxy on hyper serving a compiled [`RouteTable`].
+//! The embedded data plane: an HTTP reverse proxy serving a compiled [`RouteTable`].
 //!
-//! - Plain listeners speak HTTP/1.1 and HTTP/2 with prior knowledge (h2c); TLS listeners read
-//!   the SNI first, forward passthrough hosts untouched, and terminate the rest with the
-//!   certificate for the SNI (ALPN `h2` and `http/1.1`).
+//! - Plain listeners speak HTTP/1.x through the router's own codec and HTTP/2 with prior
+//!   knowledge (h2c) through hyper; TLS listeners read the SNI first, forward passthrough hosts
+//!   untouched, and terminate the rest with the certificate for the SNI (ALPN `h2` and
+//!   `http/1.1`, served by hyper).
 //! - The table comes from any source: [`Router::update`] swaps it atomically (arc-swap), and
 //!   [`Router::follow`] applies every version a `watch` channel carries (the directory watcher
 //!   today, the rules service of the controller next). A request uses the version it started
@@ -18,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -29,13 +29,18 @@ use tokio::sync::watch;
 
 pub mod balance;
 mod proxy;
+mod server;
 pub mod tls;
 mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};
 use upstream::{MemberConnections, Upstreams};
 
-pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
+/// The request body handed to hyper's TLS client (reencrypt pools).
+pub(crate) type RequestBody =
+    http_body_util::combinators::BoxBody<bytes::Bytes, upstream::body::BoxError>;
+
+pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Router settings.
 #[derive(Debug, Clone, Default)]
@@ -122,7 +127,8 @@ impl Router {
         }
     }
 
-    /// Serves plain HTTP/1.1 and h2c on `listener` until the task is dropped.
+    /// Serves plain HTTP/1.x and h2c on `listener` until the task is dropped: HTTP/1 through
+    /// the router's own codec (see `server`), h2c (prior knowledge) through hyper.
     pub async fn serve_http(self: Arc<Self>, listener: TcpListener) {
         loop {
             let (stream, client) = match listener.accept().await {
@@ -134,10 +140,7 @@ impl Router {
                 }
             };
             let _ = stream.set_nodelay(true);
-            let router = self.clone();
-            tokio::spawn(async move {
-                proxy::serve_connection(router, TokioIo::new(stream), client, false).await;
-            });
+            tokio::spawn(server::serve(self.clone(), stream, client));
         }
     }
 

@@ -4,7 +4,9 @@
 //! A [`Publisher`] holds the current snapshot; a new translation replaces it only when its
 //! version differs, and always whole (a snapshot is built completely before it is published, so
 //! no router ever sees half of one). Watch streams end when the server shuts down, so the
-//! SIGTERM drain is not held up by routers following the rules.
+//! SIGTERM drain is not held up by routers following the rules. A router that accepts deltas
+//! gets, after a whole snapshot, each new version as the changes from the one before
+//! ([`delta`](crate::wire::delta)).
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -19,6 +21,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::wire::delta::delta;
 use crate::wire::{short, to_wire};
 
 #[cfg(test)]
@@ -139,9 +142,12 @@ impl pb::rules_server::Rules for RulesService {
         tokio::spawn(async move {
             let first = current.borrow_and_update().clone();
             let mut version = first.version.clone();
+            // What this stream last sent whole or as a delta: the base of the next delta.
+            let mut sent: Option<Arc<pb::Snapshot>> = None;
             let event = if request.known_version == first.version {
                 unchanged_event(&first.version)
             } else {
+                sent = Some(first.clone());
                 snapshot_event(&first)
             };
             if sender.send(Ok(event)).await.is_err() {
@@ -158,7 +164,14 @@ impl pb::rules_server::Rules for RulesService {
                             continue;
                         }
                         version = snapshot.version.clone();
-                        snapshot_event(&snapshot)
+                        let event = match &sent {
+                            Some(base) if request.accept_deltas => pb::WatchEvent {
+                                event: Some(pb::watch_event::Event::Delta(delta(base, &snapshot))),
+                            },
+                            _ => snapshot_event(&snapshot),
+                        };
+                        sent = Some(snapshot);
+                        event
                     }
                     () = tokio::time::sleep(HEARTBEAT) => unchanged_event(&version),
                     _ = shutdown.triggered() => return,

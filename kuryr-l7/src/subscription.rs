@@ -8,6 +8,9 @@
 //!   one is refused and the current one kept.
 //! - A stream that is silent for [`WATCH_SILENCE`] (controllers send a heartbeat every
 //!   [`HEARTBEAT`](crate::rules_service::HEARTBEAT)) counts as lost.
+//! - After a whole snapshot, new versions come as deltas ([`crate::wire::delta`]), applied to
+//!   the last snapshot of the same stream and checked against their version; one that does not
+//!   apply ends the stream, and the next Watch starts with a whole snapshot.
 //! - With a cache file, the last snapshot is written to disk, so a router restarted while no
 //!   controller answers serves what it served before.
 
@@ -60,6 +63,8 @@ enum WatchEnd {
     Silent(Duration),
     #[error("the stream ended")]
     Ended,
+    #[error("delta refused: {0}")]
+    Delta(String),
 }
 
 /// Reads a cached snapshot; `None` when there is none or it is not valid.
@@ -155,12 +160,15 @@ impl Subscription {
             .watch(pb::WatchRequest {
                 router: self.router.clone(),
                 known_version,
+                accept_deltas: true,
             })
             .await?
             .into_inner();
         tracing::info!("following rules at {url}");
         // Acknowledged to this controller: the first message, then every new version.
         let mut acknowledged = String::new();
+        // The last snapshot this stream sent: what its next delta applies to.
+        let mut base: Option<pb::Snapshot> = None;
         loop {
             let message = tokio::select! {
                 message = tokio::time::timeout(WATCH_SILENCE, stream.message()) => message,
@@ -172,10 +180,24 @@ impl Subscription {
                 Ok(Ok(None)) => return Err(WatchEnd::Ended),
                 Ok(Ok(Some(event))) => event,
             };
-            if let Some(pb::watch_event::Event::Snapshot(message)) = event.event
-                && let Err(err) = self.apply(&message, sender)
-            {
-                tracing::error!("refusing rules from {url}: {err}");
+            let message = match event.event {
+                Some(pb::watch_event::Event::Snapshot(message)) => Some(message),
+                Some(pb::watch_event::Event::Delta(delta)) => {
+                    let Some(previous) = &base else {
+                        return Err(WatchEnd::Delta("a delta before any snapshot".into()));
+                    };
+                    // A delta that does not apply: start over, whole (known version aside).
+                    let next = crate::wire::delta::apply(previous, &delta)
+                        .map_err(|err| WatchEnd::Delta(err.to_string()))?;
+                    Some(next)
+                }
+                _ => None,
+            };
+            if let Some(message) = message {
+                if let Err(err) = self.apply(&message, sender) {
+                    tracing::error!("refusing rules from {url}: {err}");
+                }
+                base = Some(message);
             }
             let serving = sender.borrow().version.clone();
             if serving != acknowledged {

@@ -19,6 +19,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::source::Snapshot;
 
+pub mod delta;
+
 #[cfg(test)]
 mod tests;
 

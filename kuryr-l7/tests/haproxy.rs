@@ -1,10 +1,11 @@
 //! The `haproxy` driver: a controller with `--driver haproxy` configures and reloads a real
-//! HAProxy 2.6 (Debian); the routing conformance cases answer the same as on the embedded
-//! router, and reloads under load lose no connection.
+//! HAProxy 2.6 (Debian); the routing and TLS conformance cases answer the same as on the
+//! embedded router, and reloads under load lose no connection.
 
 mod support;
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,12 +39,19 @@ impl Drop for Daemon {
     }
 }
 
-fn controller(haproxy: &Path, source: &Path, work: &Path) -> (Daemon, SocketAddr) {
+/// A controller driving HAProxy on `source`, with `extra` arguments; HAProxy's HTTP address.
+fn controller(
+    haproxy: &Path,
+    source: &Path,
+    work: &Path,
+    extra: &[String],
+) -> (Daemon, SocketAddr) {
     let listen = dead_address();
     let daemon = Daemon(
         Command::new(BIN)
             .args(["controller", "--driver", "haproxy", "--listen"])
             .arg(dead_address().to_string())
+            .args(extra)
             .arg("--haproxy-listen")
             .arg(listen.to_string())
             .arg("--haproxy-bin")
@@ -78,7 +86,7 @@ async fn routing_conformance_cases_through_haproxy() {
     let source = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     conformance::write_objects(source.path()).await;
-    let (_controller, http) = controller(&haproxy, source.path(), work.path());
+    let (_controller, http) = controller(&haproxy, source.path(), work.path(), &[]);
     wait_for_answer(http, "shop.example.com", "/api", |r| r.status == 200).await;
     conformance::check(http).await;
     let config = std::fs::read_to_string(work.path().join("haproxy.cfg")).unwrap();
@@ -86,7 +94,67 @@ async fn routing_conformance_cases_through_haproxy() {
 }
 
 #[tokio::test]
+async fn tls_conformance_cases_through_haproxy() {
+    let Some(haproxy) = haproxy_or_skip("tls_conformance_cases_through_haproxy") else {
+        return;
+    };
+    let source = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let fixture = tls_conformance::write_objects(source.path()).await;
+    let (cert, key) = (
+        secrets.path().join("tls.crt"),
+        secrets.path().join("tls.key"),
+    );
+    std::fs::write(&cert, &fixture.default_cert).unwrap();
+    std::fs::write(&key, &fixture.default_key).unwrap();
+    let https = dead_address();
+    let extra = [
+        "--haproxy-listen-tls".to_owned(),
+        https.to_string(),
+        "--default-cert".to_owned(),
+        cert.display().to_string(),
+        "--default-key".to_owned(),
+        key.display().to_string(),
+    ];
+    let (_controller, http) = controller(&haproxy, source.path(), work.path(), &extra);
+    wait_for_answer(http, "allow.example.com", "/", |r| r.status == 200).await;
+    tls_conformance::check(http, https, &fixture).await;
+
+    // Certificates and their keys are written for the owner only; the crt-list names them.
+    let list = std::fs::read_to_string(work.path().join("crt-list")).unwrap();
+    assert!(
+        list.contains("shop.example.com") && list.contains("edge.example.com"),
+        "{list}"
+    );
+    let mut keys = 0;
+    for entry in std::fs::read_dir(work.path()).unwrap() {
+        let entry = entry.unwrap();
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if text.contains("PRIVATE KEY") {
+            keys += 1;
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", entry.path().display());
+        }
+    }
+    assert_eq!(keys, 3, "default, shop and edge certificates");
+    // The configuration is not only valid but free of warnings.
+    let check = Command::new(&haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(work.path().join("haproxy.cfg"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        check.status.success() && !said.contains("WARNING"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
 async fn twenty_reloads_under_wrk_give_no_socket_error() {
+    // Plain HTTP and TLS alike.
     let Some(haproxy) = haproxy_or_skip("twenty_reloads_under_wrk_give_no_socket_error") else {
         return;
     };
@@ -106,12 +174,14 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
         read_file(Path::new("load.yaml"), &yaml, &mut objects, &mut errors);
         to_wire(&translate(&objects, &Options::default()), &errors)
     };
-    let http = dead_address();
+    let (http, https) = (dead_address(), dead_address());
     let driver = Haproxy::start(
         HaproxySettings {
             binary: haproxy,
             listen: http,
+            listen_tls: Some(https),
             dir: work.path().to_owned(),
+            default_certificate: Some(certificate(&["load.example.com"])),
         },
         &snapshot(0),
     )
@@ -121,14 +191,23 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
 
     let script = work.path().join("host.lua");
     std::fs::write(&script, "wrk.headers[\"Host\"] = \"load.example.com\"\n").unwrap();
-    let load = std::process::Command::new(&wrk)
-        .args(["-t1", "-c16", "-d60s", "-s"])
-        .arg(&script)
-        .arg(format!("http://{http}/stable"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Plain HTTP and TLS (terminated with the default certificate) under load at once.
+    let loads: Vec<Child> = [
+        format!("http://{http}/stable"),
+        format!("https://{https}/stable"),
+    ]
+    .iter()
+    .map(|url| {
+        std::process::Command::new(&wrk)
+            .args(["-t1", "-c8", "-d60s", "-s"])
+            .arg(&script)
+            .arg(url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    })
+    .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     for i in 1..=20 {
@@ -141,17 +220,19 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
     }
     let reloading = start.elapsed();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // wrk stops on SIGINT and prints its report.
-    let _ = Command::new("kill")
-        .args(["-INT", &load.id().to_string()])
-        .status();
-    let output = load.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
-    eprintln!("20 reloads in {reloading:?} under wrk:\n{report}");
-    assert!(output.status.success(), "{report}");
-    assert!(report.contains("requests in"), "{report}");
-    assert!(!report.contains("Socket errors"), "{report}");
-    assert!(!report.contains("Non-2xx"), "{report}");
+    for load in loads {
+        // wrk stops on SIGINT and prints its report.
+        let _ = Command::new("kill")
+            .args(["-INT", &load.id().to_string()])
+            .status();
+        let output = load.wait_with_output().unwrap();
+        let report = String::from_utf8_lossy(&output.stdout);
+        eprintln!("20 reloads in {reloading:?} under wrk:\n{report}");
+        assert!(output.status.success(), "{report}");
+        assert!(report.contains("requests in"), "{report}");
+        assert!(!report.contains("Socket errors"), "{report}");
+        assert!(!report.contains("Non-2xx"), "{report}");
+    }
     // The same content again is no reload.
     assert!(!driver.apply(&snapshot(20)).await.unwrap());
 

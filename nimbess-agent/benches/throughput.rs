@@ -2,6 +2,15 @@
 //! against two pods attached by Debian's `bridge` + `host-local`, in the
 //! same run, alternating, median of the runs; floor 0.95× the bridge's.
 //!
+//! Both data paths are CPU-bound (veth → bridge → veth), so on a shared
+//! machine a single run measures the neighbours as much as the path. The
+//! bench therefore alternates in ABBA order (a drift in load hits both
+//! sides alike), prints the load average with every run, and reports three
+//! ratios: of the medians (the figure), the median of the per-pair
+//! ratios, and the median ratio of CPU efficiency (bits per CPU-second of
+//! the iperf3 client and server, from iperf3's own accounting), the one
+//! least moved by other processes.
+//!
 //! `cargo bench -p nephrite-nimbess-agent --bench throughput` as root;
 //! `NIMBESS_BENCH_RUNS` (default 5) and `NIMBESS_BENCH_SECONDS` (default 10).
 
@@ -47,10 +56,24 @@ impl Drop for Server {
     }
 }
 
-/// One iperf3 run from `client` to the server on `dst`; returns the
-/// receiver's bits per second. Retries while the server is not listening
-/// yet (a loaded machine can take seconds to start it).
-fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> f64 {
+/// One iperf3 result: the receiver's bits per second and the CPU seconds
+/// per second the client and server used (iperf3's accounting).
+#[derive(Clone, Copy)]
+struct Sample {
+    bps: f64,
+    cpu: f64,
+}
+
+impl Sample {
+    /// Bits per CPU-second.
+    fn efficiency(self) -> f64 {
+        self.bps / self.cpu.max(1e-9)
+    }
+}
+
+/// One iperf3 run from `client` to the server on `dst`. Retries while the
+/// server is not listening yet (a loaded machine can take seconds to start it).
+fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> Sample {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = Command::new("ip")
@@ -61,7 +84,13 @@ fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> f64 {
             .expect("iperf3 client");
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         if let Some(bps) = json["end"]["sum_received"]["bits_per_second"].as_f64() {
-            return bps;
+            let cpu = &json["end"]["cpu_utilization_percent"];
+            let percent = cpu["host_total"].as_f64().unwrap_or(0.0)
+                + cpu["remote_total"].as_f64().unwrap_or(0.0);
+            return Sample {
+                bps,
+                cpu: percent / 100.0,
+            };
         }
         assert!(
             Instant::now() < deadline,
@@ -71,9 +100,23 @@ fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> f64 {
     }
 }
 
+/// The 1-minute load average.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The median (the mean of the two middle values for an even count).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    if n.is_multiple_of(2) {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    } else {
+        v[n / 2]
+    }
 }
 
 fn main() {
@@ -140,23 +183,56 @@ fn main() {
         Server::start(&iperf3, &ob, ours_dst),
         Server::start(&iperf3, &bb, bridge_dst),
     ];
+    println!("load average before: {}", load());
     let (mut ours, mut bridged) = (Vec::new(), Vec::new());
     for run in 0..runs {
-        let o = iperf(&iperf3, &oa, ours_dst, seconds);
-        let b = iperf(&iperf3, &ba, bridge_dst, seconds);
+        // ABBA: even runs measure nimbess first, odd runs the bridge first
+        let (o, b) = if run % 2 == 0 {
+            let o = iperf(&iperf3, &oa, ours_dst, seconds);
+            (o, iperf(&iperf3, &ba, bridge_dst, seconds))
+        } else {
+            let b = iperf(&iperf3, &ba, bridge_dst, seconds);
+            (iperf(&iperf3, &oa, ours_dst, seconds), b)
+        };
         println!(
-            "run {run}: nimbess {:.2} Gbit/s | bridge {:.2} Gbit/s",
-            o / 1e9,
-            b / 1e9
+            "run {run}: nimbess {:.2} Gbit/s ({:.2} Gbit/CPU-s) | bridge {:.2} Gbit/s ({:.2} Gbit/CPU-s) | ratio {:.3} | load {}",
+            o.bps / 1e9,
+            o.efficiency() / 1e9,
+            b.bps / 1e9,
+            b.efficiency() / 1e9,
+            o.bps / b.bps,
+            load()
         );
         ours.push(o);
         bridged.push(b);
     }
-    let (o, b) = (median(&mut ours), median(&mut bridged));
-    println!("pod-to-pod TCP throughput, median of {runs} alternating {seconds}-second runs:");
+    let of = |v: &[Sample], f: fn(Sample) -> f64| v.iter().map(|s| f(*s)).collect::<Vec<_>>();
+    let (o, b) = (
+        median(&mut of(&ours, |s| s.bps)),
+        median(&mut of(&bridged, |s| s.bps)),
+    );
+    let mut pairs: Vec<f64> = ours
+        .iter()
+        .zip(&bridged)
+        .map(|(o, b)| o.bps / b.bps)
+        .collect();
+    let mut efficiency: Vec<f64> = ours
+        .iter()
+        .zip(&bridged)
+        .map(|(o, b)| o.efficiency() / b.efficiency())
+        .collect();
+    println!(
+        "pod-to-pod TCP throughput, median of {runs} alternating (ABBA) {seconds}-second runs:"
+    );
     println!("  nimbess-cni  {:.2} Gbit/s", o / 1e9);
     println!("  bridge       {:.2} Gbit/s", b / 1e9);
     println!("  ratio ours/bridge {:.3} (floor 0.95)", o / b);
+    println!("  median of per-pair ratios {:.3}", median(&mut pairs));
+    println!(
+        "  median ratio of CPU efficiency (bits per CPU-second) {:.3}",
+        median(&mut efficiency)
+    );
+    println!("load average after: {}", load());
     drop(servers);
     drop((oa, ob, ba, bb));
     let _ = Command::new("ip").args(["link", "del", &bridge]).status();

@@ -10,6 +10,7 @@ use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, dial, in
 use nimbess_agent::agent::Agent;
 use nimbess_agent::config::{AgentConfig, DriverKind};
 use nimbess_agent::driver::{Driver, kernel::KernelDriver, sim::SimDriver};
+use nimbess_agent::fabric::Fabric;
 use nimbess_agent::service::AgentService;
 use nimbess_agent::state::StateStore;
 
@@ -34,6 +35,8 @@ enum Output {
     Dot,
 }
 
+// Parsed once per process: the size of the `serve` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve the CNI API on the Unix socket.
@@ -51,6 +54,8 @@ enum Cmd {
         #[arg(long, env = "NIMBESS_DRIVER", value_enum)]
         driver: Option<DriverKind>,
         #[command(flatten)]
+        fabric: FabricArgs,
+        #[command(flatten)]
         serve: ServeArgs,
     },
     /// List ports.
@@ -67,6 +72,22 @@ enum Cmd {
     Networks(ClientArgs),
     /// Compare the model with the data plane; exits 1 naming any drift.
     Verify(ClientArgs),
+}
+
+/// Multi-host fabric flags.
+#[derive(clap::Args)]
+struct FabricArgs {
+    /// The fabric's store, `etcd://HOST:PORT[,HOST:PORT]`: networks, addresses and every
+    /// host's ports are shared there. Without it the state is this host's alone.
+    #[arg(long, env = "NIMBESS_STORE")]
+    store: Option<String>,
+    /// This host's name in the fabric (default: the hostname).
+    #[arg(long, env = "NIMBESS_HOST_NAME")]
+    host_name: Option<String>,
+    /// This host's underlay address, where other hosts send its VXLAN traffic
+    /// (default: the address this host reaches the store from).
+    #[arg(long, env = "NIMBESS_UNDERLAY")]
+    underlay: Option<std::net::Ipv4Addr>,
 }
 
 #[derive(clap::Args)]
@@ -94,8 +115,9 @@ async fn main() -> anyhow::Result<()> {
             socket,
             state_dir,
             driver,
+            fabric,
             serve,
-        } => run_serve(&config, &socket, &state_dir, driver, &serve).await,
+        } => run_serve(&config, &socket, &state_dir, driver, &fabric, &serve).await,
         Cmd::Ports(c) => {
             let json = client(&c.socket)
                 .await?
@@ -103,7 +125,11 @@ async fn main() -> anyhow::Result<()> {
                 .await?
                 .into_inner()
                 .json;
-            print_list(&json, c.output, &["id", "network", "address", "netns"])
+            print_list(
+                &json,
+                c.output,
+                &["id", "network", "address", "remote.host", "netns"],
+            )
         }
         Cmd::Networks(c) => {
             let json = client(&c.socket)
@@ -213,17 +239,48 @@ async fn run_serve(
     socket: &Path,
     state_dir: &Path,
     driver_flag: Option<DriverKind>,
+    fabric: &FabricArgs,
     serve: &ServeArgs,
 ) -> anyhow::Result<()> {
     init_tracing(serve.log_format, std::env::var("RUST_LOG").ok().as_deref())?;
     let config = AgentConfig::load(config_path)?;
     let kind = driver_flag.or(config.driver).unwrap_or(DriverKind::Kernel);
+    let joined = match &fabric.store {
+        Some(url) => {
+            let host = match &fabric.host_name {
+                Some(h) => h.clone(),
+                None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .context("read the hostname (or pass --host-name)")?
+                    .trim()
+                    .to_string(),
+            };
+            let joined = Fabric::join(url, &host, fabric.underlay).await?;
+            tracing::info!(store = %url, host, underlay = %joined.underlay(), "joined the fabric");
+            Some(joined)
+        }
+        None => None,
+    };
     let driver = match kind {
-        DriverKind::Kernel => Driver::Kernel(KernelDriver::new()?),
+        DriverKind::Kernel => {
+            let mut kernel = KernelDriver::new()?;
+            if let Some(f) = &joined {
+                kernel.set_underlay(f.underlay());
+            }
+            Driver::Kernel(kernel)
+        }
         DriverKind::Sim => Driver::Sim(SimDriver::new()),
     };
     let store = StateStore::open(state_dir)?;
-    let agent = Arc::new(Agent::start(store, &config.networks, driver).await?);
+    let agent = match joined {
+        Some(f) => {
+            let (agent, revision) =
+                Agent::start_in_fabric(store, &config.networks, driver, f).await?;
+            let agent = Arc::new(agent);
+            tokio::spawn(Arc::clone(&agent).follow_fabric(revision));
+            agent
+        }
+        None => Arc::new(Agent::start(store, &config.networks, driver).await?),
+    };
     tracing::info!(driver = ?kind, networks = config.networks.len(), "state loaded, data plane reconciled");
 
     // SIGHUP: re-read the config and apply the difference.

@@ -33,6 +33,22 @@ pub fn miss_sink_peer_name(network: &str) -> String {
     format!("ne{:010x}", fnv1a(network) & 0xff_ffff_ffff)
 }
 
+/// The VXLAN device carrying a network's frames to the other hosts of the
+/// fabric: `nx` + 10 hex digits (12 bytes).
+pub fn vxlan_name(network: &str) -> String {
+    format!("nx{:010x}", fnv1a(network) & 0xff_ffff_ffff)
+}
+
+/// The VXLAN network identifier of a network, the same on every host: its
+/// `vlan` id when it has one, else a hash of its name above the VLAN range
+/// (4096 ..= 2^24 - 1), so the two never meet.
+pub fn vxlan_vni(spec: &nephrite_pipeline::NetworkSpec) -> u32 {
+    match spec.vlan {
+        Some(vlan) => u32::from(vlan),
+        None => 4096 + (fnv1a(&spec.name) >> 40) as u32 % ((1 << 24) - 4096),
+    }
+}
+
 /// The host end of a port's veth pair: `nv` + 12 hex digits (14 bytes).
 pub fn host_veth_name(port: &str) -> String {
     format!("nv{:012x}", fnv1a(port) & 0xffff_ffff_ffff)
@@ -40,7 +56,9 @@ pub fn host_veth_name(port: &str) -> String {
 
 /// True when `name` is one of ours.
 pub fn is_agent_device(name: &str) -> bool {
-    ["nb", "nv", "nd", "ne"].iter().any(|p| name.starts_with(p))
+    ["nb", "nv", "nd", "ne", "nx"]
+        .iter()
+        .any(|p| name.starts_with(p))
         && name.len() <= IFNAMSIZ_MAX
         && name[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -57,6 +75,12 @@ mod tests {
             let b = bridge_name(&network);
             let d = miss_sink_name(&network);
             prop_assert!(d.len() <= IFNAMSIZ_MAX && is_agent_device(&d));
+            let x = vxlan_name(&network);
+            prop_assert!(x.len() <= IFNAMSIZ_MAX && is_agent_device(&x));
+            let mut spec = nephrite_pipeline::NetworkSpec::l2(&network, "10.0.0.0/24".parse().expect("cidr"));
+            prop_assert!((4096..1 << 24).contains(&vxlan_vni(&spec)));
+            spec.vlan = Some(100);
+            prop_assert_eq!(vxlan_vni(&spec), 100);
             let v = host_veth_name(&port_id(&container, &ifname));
             prop_assert!(b.len() <= IFNAMSIZ_MAX && v.len() <= IFNAMSIZ_MAX);
             prop_assert!(is_agent_device(&b) && is_agent_device(&v));

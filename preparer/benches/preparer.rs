@@ -1,20 +1,25 @@
 //! Preparer benchmarks (`cargo bench -p nephrite-preparer --bench preparer`), printing figures
-//! and ratios for the issue's targets:
+//! and ratios for the issue's targets, each with the load average (two shared cores):
 //!
 //! 1. merging a 1,000-resource merge package into a 1,000-resource template (target < 5 ms),
-//!    and the ratio for 10× the input (target ≤ 12×);
+//!    and the ratio for 10× the input (target ≤ 12×): after a warm-up, interleaved pairs of
+//!    runs (`PREPARER_BENCH_MERGE_RUNS`, default 31), medians and the spread of the ratios;
 //! 2. a Placement over N sites (default 10,000; `PREPARER_BENCH_SITES`) on SQLite and, when a
 //!    PostgreSQL can be started, on PostgreSQL: time until all N children exist and are
-//!    prepared (target ≤ 60 s; PostgreSQL within 2× of SQLite);
+//!    prepared (target ≤ 60 s; PostgreSQL within 2× of SQLite). It also runs at 200 sites
+//!    (`PREPARER_BENCH_SMALL_SITES`), `PREPARER_BENCH_SMALL_RUNS` (default 5) times per
+//!    backend, where fixed per-statement costs dominate: median, fastest and slowest.
+//!    `PREPARER_BENCH_PG_LOG=1` has the server log every statement of those runs and prints
+//!    their count and server time by protocol step;
 //! 3. M deployments (default 1,000,000; `PREPARER_BENCH_DEPLOYMENTS`) filled through the store
 //!    trait, then one page of 100 by an exact and by a prefix metadata pattern matching ~1%
-//!    (target < 50 ms); then the real `preparer serve` binary on that store while a client pages
-//!    through all M rows over the Data API, its RSS sampled from `/proc` (target < 200 MB).
+//!    (target < 50 ms) — on PostgreSQL also after `VACUUM (ANALYZE)`, the state autovacuum
+//!    brings a bulk-loaded table to; then the real `preparer serve` binary on that store while
+//!    a client pages through all M rows over the Data API, its RSS sampled from `/proc`
+//!    (target < 200 MB).
 //!
+//! `PREPARER_BENCH_PARTS` picks parts (default `merge,placement,pages`);
 //! `PREPARER_BENCH_SKIP_PAGES=1` stops after the placements.
-//!
-//! The placement also runs at 200 sites (`PREPARER_BENCH_SMALL_SITES`), three times per
-//! backend, where fixed per-statement costs dominate; the spread of those runs is the noise.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,20 +65,106 @@ fn packages(n: usize) -> (Package, Package) {
     (template, merge)
 }
 
-fn time_merge(n: usize) -> Duration {
-    let (template, merge) = packages(n);
-    let runs = 5;
-    let mut best = Duration::MAX;
-    for _ in 0..runs {
-        let mut target = template.clone();
-        let start = Instant::now();
-        merge_package(&mut target, &merge, |_| false).expect("merge");
-        best = best.min(start.elapsed());
+/// One timed merge of `merge` into a fresh copy of `template` (copying and dropping are not
+/// timed). With `evict`, the caches are filled with other data between the copy and the
+/// merge, so that neither size starts with its data in cache (a diagnostic: it separates
+/// cache capacity from the work itself).
+fn time_merge(template: &Package, merge: &Package, evict: Option<&mut Vec<u64>>) -> Duration {
+    let mut target = template.clone();
+    if let Some(buffer) = evict {
+        for (at, word) in buffer.iter_mut().enumerate() {
+            *word = word.wrapping_add(at as u64);
+        }
+        std::hint::black_box(&buffer);
     }
-    best
+    let start = Instant::now();
+    merge_package(&mut target, merge, |_| false).expect("merge");
+    let took = start.elapsed();
+    drop(target);
+    took
 }
 
-async fn placement(store_spec: &str, sites: usize) -> Duration {
+/// The middle of `values` (sorted in place).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// Merge 1,000 into 1,000 and 10,000 into 10,000: after a warm-up, `runs` interleaved pairs
+/// (small, large), so that load from other processes falls on both sizes alike. Prints the
+/// medians, the ratio of the medians and the spread of the per-pair ratios (the noise).
+fn merge_figures(runs: usize) {
+    let (small_template, small_merge) = packages(1000);
+    let (large_template, large_merge) = packages(10_000);
+    for _ in 0..3 {
+        time_merge(&small_template, &small_merge, None);
+        time_merge(&large_template, &large_merge, None);
+    }
+    let (mut small, mut large, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut small_cold, mut large_cold) = (Vec::new(), Vec::new());
+    // 64 MB: more than the caches this data could stay in.
+    let mut evict = vec![0u64; 8 << 20];
+    for _ in 0..runs.max(1) {
+        let s = ms(time_merge(&small_template, &small_merge, None));
+        let l = ms(time_merge(&large_template, &large_merge, None));
+        small.push(s);
+        large.push(l);
+        ratios.push(l / s);
+        small_cold.push(ms(time_merge(
+            &small_template,
+            &small_merge,
+            Some(&mut evict),
+        )));
+        large_cold.push(ms(time_merge(
+            &large_template,
+            &large_merge,
+            Some(&mut evict),
+        )));
+    }
+    let (small_median, large_median) = (median(&mut small), median(&mut large));
+    let ratio_median = median(&mut ratios);
+    let quartile = |at: f64| ratios[((ratios.len() - 1) as f64 * at).round() as usize];
+    println!(
+        "merge 1,000 into 1,000:   median {small_median:>7.2} ms of {} runs (fastest {:.2}, slowest {:.2}; target < 5 ms)",
+        small.len(),
+        small[0],
+        small[small.len() - 1]
+    );
+    println!(
+        "merge 10,000 into 10,000: median {large_median:>7.2} ms (fastest {:.2}, slowest {:.2})",
+        large[0],
+        large[large.len() - 1]
+    );
+    println!(
+        "merge 10× input: ratio of medians {:.2}×; per-pair ratios median {ratio_median:.2}×, quartiles {:.2}..{:.2}×, range {:.2}..{:.2}× (target ≤ 12×)",
+        large_median / small_median,
+        quartile(0.25),
+        quartile(0.75),
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+    let (small_cold, large_cold) = (median(&mut small_cold), median(&mut large_cold));
+    println!(
+        "  diagnostic, caches evicted before each merge: median {small_cold:.2} ms and {large_cold:.2} ms, ratio {:.2}× (the work without the cache advantage of the small size)",
+        large_cold / small_cold
+    );
+}
+
+/// Placements over `sites` sites on a fresh daemon over `store_spec`, `rounds` in turn (each
+/// a new parent deployment over the same sites; the first on a cold daemon, later ones on a
+/// warm one — its connections have their statements prepared): for each, the time from the
+/// create call until the parent is prepared (its children exist, prepared) and, with `log`
+/// (the PostgreSQL server log), the statements the server ran in that time.
+async fn placement(
+    store_spec: &str,
+    sites: usize,
+    rounds: usize,
+    log: Option<&std::path::Path>,
+) -> Vec<(Duration, Option<String>)> {
     let command = ServeCommand {
         serve: ServeArgs::try_parse_from(["serve", "--listen", "127.0.0.1:0"]).expect("args"),
         store: store_spec.to_owned(),
@@ -137,55 +228,68 @@ spec: {select: {metadata: {Site.region: metro}}}
         .buffer_unordered(16)
         .collect::<Vec<()>>()
         .await;
-    let started = Instant::now();
-    let parent = client
-        .create_deployment(pb::CreateDeploymentRequest {
-            template_id: "topo".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create")
-        .into_inner()
-        .deployment_id;
-    loop {
-        let info = client
-            .get_deployment(pb::GetRequest { id: parent.clone() })
-            .await
-            .expect("get")
-            .into_inner()
-            .info
-            .unwrap_or_default();
-        if info.prepared {
-            let filter = DeploymentFilter {
-                parent_id: Some(parent.clone()),
-                prepared: Some(true),
+    let mut rounds_taken = Vec::new();
+    for _ in 0..rounds.max(1) {
+        // Woken by the daemon's own change signal (the loop signals when it has written the
+        // parent prepared), not by polling, which would load the store it measures.
+        let mut wake = daemon.changes.subscribe();
+        let log_from = log.map(|log| std::fs::metadata(log).map_or(0, |m| m.len()));
+        let started = Instant::now();
+        let parent = client
+            .create_deployment(pb::CreateDeploymentRequest {
+                template_id: "topo".into(),
                 ..Default::default()
-            };
-            let mut window = Window {
-                limit: 1000,
-                ..Window::default()
-            };
-            let mut count = 0;
-            loop {
-                let (page, more) = daemon
-                    .store
-                    .list_deployments(&filter, &window)
-                    .await
-                    .expect("list");
-                count += page.len();
-                match (more, page.last()) {
-                    (true, Some(last)) => window.after_id = last.id.clone(),
-                    _ => break,
-                }
+            })
+            .await
+            .expect("create")
+            .into_inner()
+            .deployment_id;
+        loop {
+            let info = daemon
+                .store
+                .get_deployment(&parent)
+                .await
+                .expect("get")
+                .info;
+            if info.prepared {
+                break;
             }
-            assert_eq!(count, sites, "every child created and prepared");
-            break;
+            tokio::select! {
+                _ = wake.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        let elapsed = started.elapsed();
+        let statements = log
+            .zip(log_from)
+            .map(|(log, from)| statement_summary(log, from));
+        let filter = DeploymentFilter {
+            parent_id: Some(parent.clone()),
+            prepared: Some(true),
+            ..Default::default()
+        };
+        let mut window = Window {
+            limit: 1000,
+            ..Window::default()
+        };
+        let mut count = 0;
+        loop {
+            let (page, more) = daemon
+                .store
+                .list_deployments(&filter, &window)
+                .await
+                .expect("list");
+            count += page.len();
+            match (more, page.last()) {
+                (true, Some(last)) => window.after_id = last.id.clone(),
+                _ => break,
+            }
+        }
+        assert_eq!(count, sites, "every child created and prepared");
+        rounds_taken.push((elapsed, statements));
     }
-    let elapsed = started.elapsed();
     daemon.stop().await.expect("stop");
-    elapsed
+    rounds_taken
 }
 
 async fn fill(store: &Arc<dyn Store>, total: usize) {
@@ -215,22 +319,25 @@ async fn fill(store: &Arc<dyn Store>, total: usize) {
     }
 }
 
-async fn page_query(store: &Arc<dyn Store>, pattern: &str) -> Duration {
+/// One page of 100 by metadata `pattern`, nine times: the first run and the median.
+async fn page_query(store: &Arc<dyn Store>, pattern: &str) -> (Duration, Duration) {
     let filter = DeploymentFilter {
         metadata: MetadataSelector::new([("Site.region", pattern)]).expect("pattern"),
         ..Default::default()
     };
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
+    let mut took = Vec::new();
+    for _ in 0..9 {
         let start = Instant::now();
         let (page, _) = store
             .list_deployments(&filter, &Window::default())
             .await
             .expect("page");
-        best = best.min(start.elapsed());
+        took.push(start.elapsed());
         assert_eq!(page.len(), 100);
     }
-    best
+    let first = took[0];
+    took.sort();
+    (first, took[took.len() / 2])
 }
 
 /// The resident set of process `pid`, in bytes (`VmRSS`, or `VmHWM` for the peak).
@@ -333,21 +440,103 @@ async fn stream_all(store: &str) -> (usize, Duration, u64, u64) {
     (rows, elapsed, peak, before)
 }
 
-/// Runs the placement `runs` times on a fresh store each (`store` makes the spec) and returns
-/// the fastest and slowest run.
+/// Several timings: median, fastest, slowest.
+struct Runs(Vec<Duration>);
+
+impl Runs {
+    fn sorted(mut took: Vec<Duration>) -> Runs {
+        took.sort();
+        Runs(took)
+    }
+    fn median(&self) -> Duration {
+        self.0.get(self.0.len() / 2).copied().unwrap_or_default()
+    }
+    /// `median ms (median of N; fastest..slowest ms)`.
+    fn describe(&self) -> String {
+        format!(
+            "{:>8.1} ms (median of {}; {:.1}..{:.1} ms)",
+            ms(self.median()),
+            self.0.len(),
+            ms(self.0.first().copied().unwrap_or_default()),
+            ms(self.0.last().copied().unwrap_or_default())
+        )
+    }
+}
+
+/// Runs the placement `runs` times, each on a fresh daemon and store (`store` makes the
+/// spec), `rounds` placements per daemon: the timings of each round over the runs.
 async fn placement_runs(
     runs: usize,
     sites: usize,
+    rounds: usize,
+    log: Option<&std::path::Path>,
     mut store: impl FnMut(usize) -> String,
-) -> (Duration, Duration) {
-    let mut fastest = Duration::MAX;
-    let mut slowest = Duration::ZERO;
-    for run in 0..runs {
-        let took = placement(&store(run), sites).await;
-        fastest = fastest.min(took);
-        slowest = slowest.max(took);
+) -> Vec<Runs> {
+    let mut took: Vec<Vec<Duration>> = vec![Vec::new(); rounds.max(1)];
+    for run in 0..runs.max(1) {
+        for (round, (elapsed, statements)) in placement(&store(run), sites, rounds, log)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(statements) = statements {
+                println!(
+                    "  run {run}, round {round}: {:.1} ms; statements: {statements}",
+                    ms(elapsed)
+                );
+            }
+            took[round].push(elapsed);
+        }
     }
-    (fastest, slowest)
+    took.into_iter().map(Runs::sorted).collect()
+}
+
+/// The 1-minute load average (other builds share these two cores).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+/// Sums the server log from byte `from`: statements by protocol step (and simple statements
+/// by their first word) with their server time.
+fn statement_summary(log: &std::path::Path, from: u64) -> String {
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text[(from as usize).min(text.len())..]).into_owned();
+    let mut counts = std::collections::BTreeMap::<String, (usize, f64)>::new();
+    let mut slowest: Vec<(f64, String)> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.split("duration: ").nth(1) else {
+            continue;
+        };
+        let Some((number, what)) = rest.split_once(" ms  ") else {
+            continue;
+        };
+        let step = match what.split_whitespace().next().unwrap_or("") {
+            "statement:" => what
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("statement")
+                .to_owned(),
+            step => step.trim_end_matches(':').to_owned(),
+        };
+        let took = number.parse::<f64>().unwrap_or(0.0);
+        let entry = counts.entry(step).or_default();
+        entry.0 += 1;
+        entry.1 += took;
+        slowest.push((took, what.chars().take(90).collect()));
+    }
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut summary = counts
+        .iter()
+        .map(|(step, (n, ms))| format!("{step} {n} ({ms:.1} ms)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (took, what) in slowest.iter().take(6) {
+        summary.push_str(&format!("\n      {took:.2} ms {what}"));
+    }
+    summary
 }
 
 fn ms(d: Duration) -> f64 {
@@ -356,18 +545,17 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    println!("load average at start: {}", load_average());
+    let parts = std::env::var("PREPARER_BENCH_PARTS")
+        .unwrap_or_else(|_| "merge,placement,pages".to_owned());
+    let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     // 1. Merge.
-    let small = time_merge(1000);
-    let large = time_merge(10_000);
-    println!(
-        "merge 1,000 into 1,000:   {:>8.2} ms (target < 5 ms)",
-        ms(small)
-    );
-    println!(
-        "merge 10,000 into 10,000: {:>8.2} ms; ratio {:.1}× for 10× input (target ≤ 12×)",
-        ms(large),
-        large.as_secs_f64() / small.as_secs_f64()
-    );
+    if part("merge") {
+        merge_figures(env_usize("PREPARER_BENCH_MERGE_RUNS", 31));
+    }
+    if !part("placement") && !part("pages") {
+        return;
+    }
 
     // 2. Placement over N sites, on both backends in this run.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -379,15 +567,28 @@ async fn main() {
         }
     };
     let mut databases = 0;
-    let mut pg_store = |pg: &nephrite_test_services::Postgres| {
+    let mut pg_database = |pg: &nephrite_test_services::Postgres| {
         databases += 1;
-        pg.create_database(&format!("bench{databases}"))
-            .expect("create database")
+        let name = format!("bench{databases}");
+        let url = pg.create_database(&name).expect("create database");
+        (name, url)
     };
+    // PREPARER_BENCH_PG_LOG=1: the server logs every statement of the small placements with
+    // its duration, summed up per run below (where PostgreSQL's time goes).
+    let pg_log = std::env::var_os("PREPARER_BENCH_PG_LOG").is_some();
     let small_sites = env_usize("PREPARER_BENCH_SMALL_SITES", 200);
     let sites = env_usize("PREPARER_BENCH_SITES", 10_000);
-    for (count, runs) in [(small_sites, 3), (sites, 1)] {
-        let (sqlite, sqlite_worst) = placement_runs(runs, count, |run| {
+    let small_runs = env_usize("PREPARER_BENCH_SMALL_RUNS", 5);
+    let placements = if part("placement") {
+        vec![(small_sites, small_runs), (sites, 1)]
+    } else {
+        Vec::new()
+    };
+    for (count, runs) in placements {
+        // At the small size each daemon runs a second placement: the first pays for the cold
+        // start (statements prepared per connection), the second shows the steady state.
+        let rounds = if count == small_sites { 2 } else { 1 };
+        let sqlite = placement_runs(runs, count, rounds, None, |run| {
             format!(
                 "sqlite:{}",
                 dir.path()
@@ -396,44 +597,59 @@ async fn main() {
             )
         })
         .await;
-        println!(
-            "placement over {count} sites, SQLite:     {:>9.1} ms (of {runs}: {:.1}..{:.1} ms; target ≤ 60 s at 10,000; goal 5 s)",
-            ms(sqlite),
-            ms(sqlite),
-            ms(sqlite_worst)
-        );
-        if let Some(pg) = &pg {
-            let mut specs = Vec::new();
-            for _ in 0..runs {
-                specs.push(pg_store(pg));
+        let postgres = match &pg {
+            Some(pg) => {
+                let mut specs = Vec::new();
+                for _ in 0..runs {
+                    let (name, url) = pg_database(pg);
+                    if pg_log && count == small_sites {
+                        pg.psql(
+                            "postgres",
+                            &format!("ALTER DATABASE {name} SET log_min_duration_statement = 0"),
+                        )
+                        .expect("log statements");
+                    }
+                    specs.push(url);
+                }
+                let log = (pg_log && count == small_sites).then(|| pg.log_path());
+                placement_runs(runs, count, rounds, log, |run| specs[run].clone()).await
             }
-            let (postgres, postgres_worst) =
-                placement_runs(runs, count, |run| specs[run].clone()).await;
+            None => Vec::new(),
+        };
+        for (round, sqlite) in sqlite.iter().enumerate() {
+            let daemon = if round == 0 { "cold" } else { "warm" };
             println!(
-                "placement over {count} sites, PostgreSQL: {:>9.1} ms (of {runs}: {:.1}..{:.1} ms); {:.2}× SQLite (target ≤ 2×)",
-                ms(postgres),
-                ms(postgres),
-                ms(postgres_worst),
-                postgres.as_secs_f64() / sqlite.as_secs_f64()
+                "placement over {count} sites, {daemon} daemon, SQLite:     {} (target ≤ 60 s at 10,000; goal 5 s)",
+                sqlite.describe()
             );
+            if let Some(postgres) = postgres.get(round) {
+                println!(
+                    "placement over {count} sites, {daemon} daemon, PostgreSQL: {}; {:.2}× SQLite (medians; target ≤ 2×); load average {}",
+                    postgres.describe(),
+                    postgres.median().as_secs_f64() / sqlite.median().as_secs_f64(),
+                    load_average()
+                );
+            }
         }
     }
 
-    if std::env::var_os("PREPARER_BENCH_SKIP_PAGES").is_some() {
+    if !part("pages") || std::env::var_os("PREPARER_BENCH_SKIP_PAGES").is_some() {
         return;
     }
 
     // 3. A page by metadata pattern over M deployments, then the daemon's RSS while a client
     //    streams through all of them.
     let total = env_usize("PREPARER_BENCH_DEPLOYMENTS", 1_000_000);
-    let mut stores: Vec<(&str, String)> = vec![(
+    let mut stores: Vec<(&str, String, Option<String>)> = vec![(
         "SQLite",
         format!("sqlite:{}", dir.path().join("million.db").display()),
+        None,
     )];
     if let Some(pg) = &pg {
-        stores.push(("PostgreSQL", pg_store(pg)));
+        let (database, url) = pg_database(pg);
+        stores.push(("PostgreSQL", url, Some(database)));
     }
-    for (name, spec) in &stores {
+    for (name, spec, database) in &stores {
         let store = store::open(spec).await.expect("store");
         let start = Instant::now();
         fill(&store, total).await;
@@ -441,16 +657,35 @@ async fn main() {
             "{name}: filled {total} deployments in {:.1} s",
             start.elapsed().as_secs_f64()
         );
+        let print_pages = |when: &str,
+                           exact: (Duration, Duration),
+                           prefix: (Duration, Duration)| {
+            println!(
+                "{name}{when}: page of 100, exact metadata (~0.14%): median {:>7.2} ms (first {:.2} ms); prefix metadata (~1%): median {:>7.2} ms (first {:.2} ms) (target < 50 ms; goal 10 ms); load average {}",
+                ms(exact.1),
+                ms(exact.0),
+                ms(prefix.1),
+                ms(prefix.0),
+                load_average()
+            );
+        };
         let exact = page_query(&store, "r042/0").await;
         let prefix = page_query(&store, "r042/*").await;
-        println!(
-            "{name}: page of 100, exact metadata (~0.14%):  {:>7.2} ms (target < 50 ms; goal 10 ms)",
-            ms(exact)
-        );
-        println!(
-            "{name}: page of 100, prefix metadata (~1%):    {:>7.2} ms (target < 50 ms; goal 10 ms)",
-            ms(prefix)
-        );
+        print_pages("", exact, prefix);
+        if let (Some(pg), Some(database)) = (&pg, database) {
+            // What autovacuum does to a table after a bulk load (PostgreSQL 13+ vacuums on
+            // inserts too): statistics for the planner and the visibility map, which lets
+            // index-only scans skip the heap.
+            let start = Instant::now();
+            pg.psql(database, "VACUUM (ANALYZE)").expect("vacuum");
+            println!(
+                "{name}: VACUUM (ANALYZE) after the fill, as autovacuum would: {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+            let exact = page_query(&store, "r042/0").await;
+            let prefix = page_query(&store, "r042/*").await;
+            print_pages(" after VACUUM (ANALYZE)", exact, prefix);
+        }
         drop(store);
         let (rows, took, peak, before) = stream_all(spec).await;
         assert_eq!(rows, total, "every deployment streamed");

@@ -74,6 +74,17 @@ pub enum GetFormat {
     Json,
 }
 
+/// What every listing with metadata takes: the metadata filter and the output format.
+#[derive(Debug, clap::Args)]
+pub struct Listing {
+    /// Metadata k=PATTERN (repeatable).
+    #[arg(long = "metadata", value_name = "K=PATTERN")]
+    pub metadata: Vec<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub output: ListFormat,
+}
+
 /// Template and site subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
@@ -93,12 +104,9 @@ pub enum CatalogCommand {
         /// Id pattern (`*`, `**`; repeatable).
         #[arg(long = "id", value_name = "PATTERN")]
         ids: Vec<String>,
-        /// Metadata k=PATTERN (repeatable).
-        #[arg(long = "metadata", value_name = "K=PATTERN")]
-        metadata: Vec<String>,
-        /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
-        output: ListFormat,
+        /// Metadata filter and output format.
+        #[command(flatten)]
+        listing: Listing,
     },
     /// Show one.
     Get {
@@ -194,12 +202,9 @@ pub enum DeploymentCommand {
         /// Site id pattern (repeatable).
         #[arg(long = "site", value_name = "PATTERN")]
         sites: Vec<String>,
-        /// Metadata k=PATTERN (repeatable).
-        #[arg(long = "metadata", value_name = "K=PATTERN")]
-        metadata: Vec<String>,
-        /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
-        output: ListFormat,
+        /// Metadata filter and output format.
+        #[command(flatten)]
+        listing: Listing,
     },
     /// Show a deployment's package (or its row and package as JSON).
     Get {

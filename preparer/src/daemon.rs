@@ -52,6 +52,8 @@ pub struct RunningDaemon {
     pub shutdown: ShutdownHandle,
     /// The store it serves.
     pub store: Arc<dyn Store>,
+    /// Signalled on every write this daemon makes (the loop and watchers wake on it).
+    pub changes: Changes,
     server: JoinHandle<Result<nephrite_runtime::ServeReport, nephrite_runtime::ServeError>>,
     preparation: JoinHandle<()>,
 }
@@ -99,7 +101,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
         data_endpoint: endpoint.to_string(),
     };
     let preparation = tokio::spawn(
-        PreparationLoop::new(Arc::clone(&store), changes, config).run(shutdown.clone()),
+        PreparationLoop::new(Arc::clone(&store), changes.clone(), config).run(shutdown.clone()),
     );
     let server = tokio::spawn(bound.run());
     tracing::info!(%endpoint, store = store.backend(), "preparer serving");
@@ -107,6 +109,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
         endpoint,
         shutdown,
         store,
+        changes,
         server,
         preparation,
     })

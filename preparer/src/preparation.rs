@@ -75,6 +75,7 @@ pub(crate) struct PassContext<'a> {
     has_preparer: &'a (dyn Fn(&Gvk) -> bool + Sync),
     auto_approve: bool,
     now: &'a str,
+    lookups: &'a builtin::Lookups,
 }
 
 /// The loop.
@@ -232,6 +233,7 @@ impl PreparationLoop {
             )
         })?;
         let has_preparer = |gvk: &Gvk| preparers.has_preparer(gvk);
+        let lookups = builtin::Lookups::default();
         for _ in 0..MAX_ROUNDS {
             let pending = preparable_resources(&package, has_preparer);
             if pending.is_empty() {
@@ -248,6 +250,7 @@ impl PreparationLoop {
                     has_preparer: &has_preparer,
                     auto_approve: self.config.auto_approve,
                     now: &now,
+                    lookups: &lookups,
                 };
                 let before = package.clone();
                 let outcome = match preparers.plugin_for(&target.gvk()) {

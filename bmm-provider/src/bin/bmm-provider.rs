@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use nephrite_bmm_provider::controller;
 use nephrite_bmm_provider::standalone::{self, Pace, State};
-use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
+use nephrite_bmm_provider::{controller, daemon};
+use nephrite_runtime::leader::{LeaseLock, LeaseTiming};
+use nephrite_runtime::{DaemonIdentity, GrpcServer, LogFormat};
 
 #[derive(Parser)]
 #[command(
@@ -54,6 +55,9 @@ enum Command {
         node_lifecycle: bool,
         #[command(flatten)]
         election: ElectionFlags,
+        /// Health, metrics, TLS, log format and the shutdown grace period.
+        #[command(flatten)]
+        serve: nephrite_runtime::ServeArgs,
     },
     /// Provision the NvidiaBMMClusters and NvidiaBMMMachines of a file, without a management
     /// cluster; waits until every machine is Ready.
@@ -204,6 +208,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             dependency_poll_interval,
             node_lifecycle,
             election,
+            serve,
         } => {
             let client = kube::Client::try_default().await?;
             let config = controller::ControllerConfig {
@@ -214,28 +219,24 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 node_lifecycle,
                 ..Default::default()
             };
-            if !election.leader_elect {
-                tokio::select! {
-                    _ = controller::run_controllers(client, config) => {}
-                    _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
-                }
-                return Ok(());
-            }
-            let lock = LeaseLock::new(
-                election
-                    .leader_election_namespace
-                    .unwrap_or_else(|| client.default_namespace().to_string()),
-                election.leader_election_id,
-                election.identity.unwrap_or_else(|| {
-                    format!("{}_{}", host_name(), uuid::Uuid::new_v4().simple())
-                }),
-            );
-            let election = LeaderElection::start(client.clone(), lock, LeaseTiming::default());
-            tokio::select! {
-                _ = controller::run_while_leading(client, config, election.changes()) => {}
-                _ = tokio::signal::ctrl_c() => eprintln!("interrupted; stopping"),
-            }
-            election.step_down().await;
+            let identity = DaemonIdentity::new("bmm-provider", env!("CARGO_PKG_VERSION"));
+            let mut server = GrpcServer::from_args(identity, &serve)?;
+            config.metrics.register(&mut server)?;
+            let bound = server.bind(&serve.listen).await?;
+            let election = election.leader_elect.then(|| {
+                let lock = LeaseLock::new(
+                    election
+                        .leader_election_namespace
+                        .unwrap_or_else(|| client.default_namespace().to_string()),
+                    election.leader_election_id,
+                    election.identity.unwrap_or_else(|| {
+                        format!("{}_{}", host_name(), uuid::Uuid::new_v4().simple())
+                    }),
+                );
+                (lock, LeaseTiming::default())
+            });
+            let report = daemon::serve(bound, client, config, election).await?;
+            tracing::info!(reason = %report.reason, "stopped");
         }
         Command::Apply {
             file,
@@ -286,13 +287,19 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse().command).await {
+    let cli = Cli::parse();
+    // `serve` logs as its --log-format says (default text, `RUST_LOG` or info); the CLI
+    // commands log warnings as text.
+    let (format, default_filter) = match &cli.command {
+        Command::Serve { serve, .. } => (serve.log_format, None),
+        _ => (LogFormat::Text, Some("warn")),
+    };
+    let filter = std::env::var("RUST_LOG").ok();
+    if let Err(e) = nephrite_runtime::init_tracing(format, filter.as_deref().or(default_filter)) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    match run(cli.command).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

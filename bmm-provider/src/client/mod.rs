@@ -84,6 +84,7 @@ pub struct BmmClient {
     base: String,
     token: Token,
     retry: RetryPolicy,
+    metrics: Option<crate::metrics::ProviderMetrics>,
 }
 
 impl BmmClient {
@@ -122,7 +123,14 @@ impl BmmClient {
             base: format!("{endpoint}/v2/org/{org}/carbide"),
             token: config.token,
             retry: config.retry,
+            metrics: None,
         })
+    }
+
+    /// Counts every call this client makes in `metrics` (`bmm_provider_api_calls_total`).
+    pub fn with_metrics(mut self, metrics: crate::metrics::ProviderMetrics) -> BmmClient {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The base URL, `<endpoint>/v2/org/<org>/carbide`.

@@ -14,6 +14,11 @@ use super::{ApiError, BmmClient};
 /// The largest page the API serves.
 const PAGE_SIZE: u32 = 100;
 
+/// The filters of a by-name lookup in a site: the site, and `query` to narrow the list.
+fn in_site(site_id: &str, name: &str) -> [(&'static str, String); 2] {
+    [("siteId", site_id.to_string()), ("query", name.to_string())]
+}
+
 fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
     serde_json::from_str(text).map_err(|e| ApiError::Decode {
         op: op.to_string(),
@@ -22,6 +27,12 @@ fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
 }
 
 impl BmmClient {
+    fn count(&self, op: &str, result: &str) {
+        if let Some(m) = &self.metrics {
+            m.api_call(op, result);
+        }
+    }
+
     /// One HTTP exchange: (status, X-Pagination, body).
     async fn exchange(
         &self,
@@ -46,6 +57,14 @@ impl BmmClient {
             request = request.json(body);
         }
         let response = request.send().await.map_err(|source| {
+            self.count(
+                op,
+                if source.is_timeout() {
+                    "timeout"
+                } else {
+                    "transport"
+                },
+            );
             if source.is_timeout() {
                 ApiError::Transient {
                     op: op.to_string(),
@@ -60,6 +79,7 @@ impl BmmClient {
             }
         })?;
         let status = response.status().as_u16();
+        self.count(op, &status.to_string());
         let paging = response
             .headers()
             .get("X-Pagination")
@@ -206,6 +226,66 @@ impl BmmClient {
         }
     }
 
+    // ---- any object ------------------------------------------------------------------------
+
+    /// `GET {PATH}/{id}`; `None` on 404.
+    pub async fn fetch<T: ApiObject>(&self, id: &str) -> Result<Option<T>, ApiError> {
+        self.get(
+            &format!("GET {}/{{id}}", T::PATH),
+            &format!("{}/{id}", T::PATH),
+        )
+        .await
+    }
+
+    /// Every object of the list that `filters` select whose name is exactly `name` (the API
+    /// matches `query` loosely, so the client compares the names itself).
+    pub async fn named<T: ApiObject>(
+        &self,
+        filters: &[(&str, String)],
+        name: &str,
+    ) -> Result<Vec<T>, ApiError> {
+        let all: Vec<T> = self
+            .list_all(&format!("GET {}", T::PATH), T::PATH, filters)
+            .await?;
+        Ok(all.into_iter().filter(|o| o.name() == name).collect())
+    }
+
+    /// `DELETE {PATH}/{id}`, `accepted` its success codes; 404 counts as done.
+    async fn remove<T: ApiObject>(&self, id: &str, accepted: &[u16]) -> Result<(), ApiError> {
+        self.delete(
+            &format!("DELETE {}/{{id}}", T::PATH),
+            &format!("{}/{id}", T::PATH),
+            accepted,
+        )
+        .await
+    }
+
+    /// `POST {PATH}`, adopting on failure the object a 409 names or, without one, the first
+    /// object `lookup` finds.
+    async fn create_adopting<T, B, F, Fut>(&self, request: &B, lookup: F) -> Result<T, ApiError>
+    where
+        T: ApiObject,
+        B: Serialize,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Vec<T>, ApiError>>,
+    {
+        let lookup = &lookup;
+        self.create_or_adopt(
+            &format!("POST {}", T::PATH),
+            T::PATH,
+            request,
+            |id| async move {
+                if let Some(id) = id
+                    && let Some(found) = self.fetch::<T>(&id).await?
+                {
+                    return Ok(Some(found));
+                }
+                Ok(lookup().await?.into_iter().next())
+            },
+        )
+        .await
+    }
+
     // ---- tenant and site -------------------------------------------------------------------
 
     /// `GET tenant/current`.
@@ -219,15 +299,16 @@ impl BmmClient {
 
     /// `GET site/{id}`; `None` on 404.
     pub async fn site(&self, id: &str) -> Result<Option<Site>, ApiError> {
-        self.get("GET site/{id}", &format!("site/{id}")).await
+        self.fetch(id).await
     }
 
     /// The site with this exact name.
     pub async fn site_named(&self, name: &str) -> Result<Option<Site>, ApiError> {
-        let sites: Vec<Site> = self
-            .list_all("GET site", "site", &[("query", name.to_string())])
-            .await?;
-        Ok(sites.into_iter().find(|s| s.name == name))
+        Ok(self
+            .named(&[("query", name.to_string())], name)
+            .await?
+            .into_iter()
+            .next())
     }
 
     // ---- IP blocks -------------------------------------------------------------------------
@@ -238,19 +319,12 @@ impl BmmClient {
         site_id: &str,
         name: &str,
     ) -> Result<Vec<IpBlock>, ApiError> {
-        let all: Vec<IpBlock> = self
-            .list_all(
-                "GET ipblock",
-                "ipblock",
-                &[("siteId", site_id.to_string()), ("query", name.to_string())],
-            )
-            .await?;
-        Ok(all.into_iter().filter(|b| b.name == name).collect())
+        self.named(&in_site(site_id, name), name).await
     }
 
     /// `GET ipblock/{id}`; `None` on 404.
     pub async fn ip_block(&self, id: &str) -> Result<Option<IpBlock>, ApiError> {
-        self.get("GET ipblock/{id}", &format!("ipblock/{id}")).await
+        self.fetch(id).await
     }
 
     /// Creates an IP block, adopting one of the same name.
@@ -258,61 +332,38 @@ impl BmmClient {
         &self,
         request: &IpBlockCreateRequest,
     ) -> Result<IpBlock, ApiError> {
-        self.create_or_adopt("POST ipblock", "ipblock", request, |id| async move {
-            match id {
-                Some(id) => self.ip_block(&id).await,
-                None => Ok(self
-                    .ip_blocks_named(&request.site_id, &request.name)
-                    .await?
-                    .into_iter()
-                    .next()),
-            }
+        self.create_adopting(request, || {
+            self.ip_blocks_named(&request.site_id, &request.name)
         })
         .await
     }
 
     /// `DELETE ipblock/{id}` (202; 404 counts as done).
     pub async fn delete_ip_block(&self, id: &str) -> Result<(), ApiError> {
-        self.delete(
-            "DELETE ipblock/{id}",
-            &format!("ipblock/{id}"),
-            &[202, 200, 204],
-        )
-        .await
+        self.remove::<IpBlock>(id, &[202, 200, 204]).await
     }
 
     // ---- VPCs ------------------------------------------------------------------------------
 
     /// VPCs in a site with this exact name.
     pub async fn vpcs_named(&self, site_id: &str, name: &str) -> Result<Vec<Vpc>, ApiError> {
-        let all: Vec<Vpc> = self
-            .list_all(
-                "GET vpc",
-                "vpc",
-                &[("siteId", site_id.to_string()), ("query", name.to_string())],
-            )
-            .await?;
-        Ok(all.into_iter().filter(|v| v.name == name).collect())
+        self.named(&in_site(site_id, name), name).await
     }
 
     /// `GET vpc/{id}`; `None` on 404.
     pub async fn vpc(&self, id: &str) -> Result<Option<Vpc>, ApiError> {
-        self.get("GET vpc/{id}", &format!("vpc/{id}")).await
+        self.fetch(id).await
     }
 
-    /// Creates a VPC (client-chosen id), adopting one of the same name.
+    /// Creates a VPC (client-chosen id), adopting one of the same name (or of its id).
     pub async fn create_vpc(&self, request: &VpcCreateRequest) -> Result<Vpc, ApiError> {
-        self.create_or_adopt("POST vpc", "vpc", request, |id| async move {
-            if let Some(id) = id.or_else(|| request.id.clone())
-                && let Some(vpc) = self.vpc(&id).await?
+        self.create_adopting(request, || async {
+            if let Some(id) = &request.id
+                && let Some(vpc) = self.vpc(id).await?
             {
-                return Ok(Some(vpc));
+                return Ok(vec![vpc]);
             }
-            Ok(self
-                .vpcs_named(&request.site_id, &request.name)
-                .await?
-                .into_iter()
-                .next())
+            self.vpcs_named(&request.site_id, &request.name).await
         })
         .await
     }
@@ -341,8 +392,7 @@ impl BmmClient {
 
     /// `DELETE vpc/{id}` (202).
     pub async fn delete_vpc(&self, id: &str) -> Result<(), ApiError> {
-        self.delete("DELETE vpc/{id}", &format!("vpc/{id}"), &[202, 200, 204])
-            .await
+        self.remove::<Vpc>(id, &[202, 200, 204]).await
     }
 
     // ---- subnets ---------------------------------------------------------------------------
@@ -355,85 +405,44 @@ impl BmmClient {
 
     /// `GET subnet/{id}`; `None` on 404.
     pub async fn subnet(&self, id: &str) -> Result<Option<Subnet>, ApiError> {
-        self.get("GET subnet/{id}", &format!("subnet/{id}")).await
+        self.fetch(id).await
     }
 
     /// Creates a subnet, adopting one of the same name in the VPC.
     pub async fn create_subnet(&self, request: &SubnetCreateRequest) -> Result<Subnet, ApiError> {
-        self.create_or_adopt("POST subnet", "subnet", request, |id| async move {
-            match id {
-                Some(id) => self.subnet(&id).await,
-                None => Ok(self
-                    .subnets_of(&request.vpc_id)
-                    .await?
-                    .into_iter()
-                    .find(|s| s.name == request.name)),
-            }
+        self.create_adopting(request, || async {
+            self.named(&[("vpcId", request.vpc_id.clone())], &request.name)
+                .await
         })
         .await
     }
 
     /// `DELETE subnet/{id}` (204).
     pub async fn delete_subnet(&self, id: &str) -> Result<(), ApiError> {
-        self.delete(
-            "DELETE subnet/{id}",
-            &format!("subnet/{id}"),
-            &[204, 200, 202],
-        )
-        .await
+        self.remove::<Subnet>(id, &[204, 200, 202]).await
     }
 
     // ---- network security groups -------------------------------------------------------------
 
     /// NSGs in a site with this exact name.
     pub async fn nsgs_named(&self, site_id: &str, name: &str) -> Result<Vec<Nsg>, ApiError> {
-        let all: Vec<Nsg> = self
-            .list_all(
-                "GET network-security-group",
-                "network-security-group",
-                &[("siteId", site_id.to_string()), ("query", name.to_string())],
-            )
-            .await?;
-        Ok(all.into_iter().filter(|n| n.name == name).collect())
+        self.named(&in_site(site_id, name), name).await
     }
 
     /// `GET network-security-group/{id}`; `None` on 404.
     pub async fn nsg(&self, id: &str) -> Result<Option<Nsg>, ApiError> {
-        self.get(
-            "GET network-security-group/{id}",
-            &format!("network-security-group/{id}"),
-        )
-        .await
+        self.fetch(id).await
     }
 
     /// Creates an NSG, adopting one of the same name.
     pub async fn create_nsg(&self, request: &NsgCreateRequest) -> Result<Nsg, ApiError> {
-        self.create_or_adopt(
-            "POST network-security-group",
-            "network-security-group",
-            request,
-            |id| async move {
-                match id {
-                    Some(id) => self.nsg(&id).await,
-                    None => Ok(self
-                        .nsgs_named(&request.site_id, &request.name)
-                        .await?
-                        .into_iter()
-                        .next()),
-                }
-            },
-        )
-        .await
+        self.create_adopting(request, || self.nsgs_named(&request.site_id, &request.name))
+            .await
     }
 
     /// `DELETE network-security-group/{id}` (202).
     pub async fn delete_nsg(&self, id: &str) -> Result<(), ApiError> {
-        self.delete(
-            "DELETE network-security-group/{id}",
-            &format!("network-security-group/{id}"),
-            &[202, 200, 204],
-        )
-        .await
+        self.remove::<Nsg>(id, &[202, 200, 204]).await
     }
 
     // ---- instances -------------------------------------------------------------------------
@@ -444,14 +453,11 @@ impl BmmClient {
         site_id: &str,
         name: &str,
     ) -> Result<Vec<Instance>, ApiError> {
-        let all: Vec<Instance> = self
-            .list_all(
-                "GET instance",
-                "instance",
-                &[("siteId", site_id.to_string()), ("name", name.to_string())],
-            )
-            .await?;
-        Ok(all.into_iter().filter(|i| i.name == name).collect())
+        self.named(
+            &[("siteId", site_id.to_string()), ("name", name.to_string())],
+            name,
+        )
+        .await
     }
 
     /// Every instance in a VPC.
@@ -462,8 +468,7 @@ impl BmmClient {
 
     /// `GET instance/{id}`; `None` on 404.
     pub async fn instance(&self, id: &str) -> Result<Option<Instance>, ApiError> {
-        self.get("GET instance/{id}", &format!("instance/{id}"))
-            .await
+        self.fetch(id).await
     }
 
     /// Creates an instance, adopting one of the same name in the VPC.
@@ -471,35 +476,19 @@ impl BmmClient {
         &self,
         request: &InstanceCreateRequest,
     ) -> Result<Instance, ApiError> {
-        self.create_or_adopt("POST instance", "instance", request, |id| async move {
-            match id {
-                Some(id) => self.instance(&id).await,
-                None => {
-                    let all: Vec<Instance> = self
-                        .list_all(
-                            "GET instance",
-                            "instance",
-                            &[
-                                ("vpcId", request.vpc_id.clone()),
-                                ("name", request.name.clone()),
-                            ],
-                        )
-                        .await?;
-                    Ok(all.into_iter().find(|i| i.name == request.name))
-                }
-            }
+        self.create_adopting(request, || async {
+            let filters = [
+                ("vpcId", request.vpc_id.clone()),
+                ("name", request.name.clone()),
+            ];
+            self.named(&filters, &request.name).await
         })
         .await
     }
 
     /// `DELETE instance/{id}` (202).
     pub async fn delete_instance(&self, id: &str) -> Result<(), ApiError> {
-        self.delete(
-            "DELETE instance/{id}",
-            &format!("instance/{id}"),
-            &[202, 200, 204],
-        )
-        .await
+        self.remove::<Instance>(id, &[202, 200, 204]).await
     }
 
     /// `GET instance/{id}/status-history`.

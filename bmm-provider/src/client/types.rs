@@ -6,7 +6,37 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+/// An object the API serves at `{PATH}` (list, create) and `{PATH}/{id}` (get, delete), with a
+/// name the client matches exactly.
+pub trait ApiObject: DeserializeOwned {
+    /// The collection's path under the base URL, e.g. `vpc`.
+    const PATH: &'static str;
+    /// The object's name.
+    fn name(&self) -> &str;
+}
+
+macro_rules! api_object {
+    ($($ty:ty => $path:literal),* $(,)?) => {
+        $(impl ApiObject for $ty {
+            const PATH: &'static str = $path;
+            fn name(&self) -> &str {
+                &self.name
+            }
+        })*
+    };
+}
+
+api_object! {
+    Site => "site",
+    IpBlock => "ipblock",
+    Vpc => "vpc",
+    Subnet => "subnet",
+    Nsg => "network-security-group",
+    Instance => "instance",
+}
 
 /// `CarbideAPIError`: `{source, message, data}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,9 +11,11 @@ use kube::{Client, ResourceExt};
 use nephrite_bmm::crd::NvidiaBMMCluster;
 use nephrite_bmm::{CLUSTER_FINALIZER, MANAGED_BY_LABEL, PAUSED_ANNOTATION};
 
+use super::pacing::{Next, fingerprint};
 use super::{
-    ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, log_failures, now,
-    patch_status, requeue_after_error, set_finalizers, set_paused, settle, usable_credentials,
+    ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
+    log_failures, now, paced, related, report, requeue_after_error, set_finalizers, set_paused,
+    settle,
 };
 use crate::observe::{ClusterRecord, reconcile_cluster};
 
@@ -44,11 +46,21 @@ pub async fn run_cluster_controller(client: Client, config: ControllerConfig) {
         ),
     };
     let ctx = Ctx::shared(client, config);
+    let on_cluster = ctx.clone();
     let controller = Controller::new(api, watcher::Config::default()).watches_with(
         capi,
         capi_resource("Cluster", "clusters"),
         watcher::Config::default(),
-        |c| infrastructure_of(&c),
+        move |c| {
+            let target = infrastructure_of(&c);
+            let fingerprint = related::cluster_fingerprint(&c);
+            on_cluster
+                .related
+                .clusters
+                .keep(c, fingerprint)
+                .then_some(target)
+                .flatten()
+        },
     );
     log_failures(
         "cluster",
@@ -62,89 +74,117 @@ async fn reconcile_cluster_object(
     ctx: Arc<Ctx>,
 ) -> Result<Action, ControllerError> {
     let namespace = obj.namespace().unwrap_or_else(|| "default".into());
-    let name = obj.name_any();
-    let api: Api<NvidiaBMMCluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    tracing::debug!(%namespace, %name, "reconciling NvidiaBMMCluster");
+    let key = format!("{namespace}/{}", obj.name_any());
     if obj.labels().contains_key(MANAGED_BY_LABEL) {
         return Ok(Action::await_change());
     }
-    let deleting = obj.metadata.deletion_timestamp.is_some();
-    let has_finalizer = obj.finalizers().iter().any(|f| f == CLUSTER_FINALIZER);
-    let mut status = obj.status.clone().unwrap_or_default();
-    let now = now();
-
-    // The owner Cluster and pause.
     let owner = obj
         .owner_references()
         .iter()
         .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"))
         .cloned();
+    let deleting = obj.metadata.deletion_timestamp.is_some();
     if owner.is_none() && !deleting {
         return Ok(Action::await_change());
     }
-    let mut paused = obj.annotations().contains_key(PAUSED_ANNOTATION);
-    if let Some(owner) = &owner {
-        let clusters: Api<DynamicObject> = Api::namespaced_with(
-            ctx.client.clone(),
-            &namespace,
-            &capi_resource("Cluster", "clusters"),
-        );
-        paused |= cluster_paused(clusters.get_opt(&owner.name).await?.as_ref());
+    let cluster = match &owner {
+        Some(owner) => match ctx.related.clusters.get(&namespace, &owner.name) {
+            Some(c) => Some(c),
+            None => {
+                let clusters: Api<DynamicObject> = Api::namespaced_with(
+                    ctx.client.clone(),
+                    &namespace,
+                    &capi_resource("Cluster", "clusters"),
+                );
+                clusters.get_opt(&owner.name).await?.map(|c| {
+                    let f = related::cluster_fingerprint(&c);
+                    ctx.related.clusters.keep_if_absent(c.clone(), f);
+                    Arc::new(c)
+                })
+            }
+        },
+        None => None,
+    };
+    let inputs = fingerprint(&(
+        related::own_inputs(&obj.metadata, &obj.spec),
+        cluster.as_deref().map(related::cluster_inputs),
+    ));
+    let outcome = paced(
+        &ctx,
+        "cluster",
+        &key,
+        inputs,
+        reconcile_cluster_with(&obj, &ctx, cluster.as_deref()),
+    )
+    .await;
+    if deleting && !obj.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {
+        ctx.pacing.forget(&key);
     }
-    if paused {
+    outcome
+}
+
+async fn reconcile_cluster_with(
+    obj: &NvidiaBMMCluster,
+    ctx: &Ctx,
+    cluster: Option<&DynamicObject>,
+) -> Result<Next, ControllerError> {
+    let namespace = obj.namespace().unwrap_or_else(|| "default".into());
+    let name = obj.name_any();
+    let api: Api<NvidiaBMMCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    tracing::debug!(%namespace, %name, "reconciling NvidiaBMMCluster");
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer = obj.finalizers().iter().any(|f| f == CLUSTER_FINALIZER);
+    let mut status = obj.status.clone().unwrap_or_default();
+    let written = obj.status.as_ref();
+    let now = now();
+    if obj.annotations().contains_key(PAUSED_ANNOTATION) || cluster_paused(cluster) {
         set_paused(&mut status.conditions, &now);
-        if Some(&status) != obj.status.as_ref() {
-            patch_status(&api, &name, &status).await?;
-        }
-        return Ok(Action::await_change());
+        report(&api, &name, &status, written).await?;
+        return Ok(Next::Change);
     }
     if deleting && !has_finalizer {
-        return Ok(Action::await_change());
+        return Ok(Next::Change);
     }
     // Finalizer first, persisted before anything is created.
     if !deleting && !has_finalizer {
         let mut finalizers = obj.finalizers().to_vec();
         finalizers.push(CLUSTER_FINALIZER.to_string());
         set_finalizers(&api, &name, finalizers).await?;
-        return Ok(Action::requeue(Duration::from_millis(10)));
+        return Ok(Next::After(Duration::from_millis(10)));
     }
-    let credentials = match usable_credentials(
-        &ctx,
-        &namespace,
+    let credentials = match credentials::usable_or_report(
+        ctx,
+        &api,
+        (&namespace, &name),
         obj.spec.authentication.as_ref().map(|a| &a.secret_ref),
-        &mut status.conditions,
+        &mut status,
+        written,
         &now,
     )
-    .await
+    .await?
     {
         Ok(c) => c,
-        Err(action) => {
-            if Some(&status) != obj.status.as_ref() {
-                patch_status(&api, &name, &status).await?;
-            }
-            return Ok(action);
-        }
+        Err(next) => return Ok(next),
     };
     let mut record = ClusterRecord {
         namespace: namespace.clone(),
         name: name.clone(),
         spec: obj.spec.clone(),
-        status: status.clone(),
+        status,
         finalizer: true,
         control_plane_endpoint: None,
     };
     let outcome = reconcile_cluster(&credentials.client, &mut record, deleting, None).await;
     tracing::debug!(%namespace, %name, ?outcome, ready = record.status.ready, "NvidiaBMMCluster reconciled");
-    let action = settle(
-        &ctx,
+    let next = settle(
+        ctx,
         &credentials,
         outcome,
+        ctx.config.poll,
         &mut record.status.conditions,
         &now,
     );
-    if record.status != obj.status.clone().unwrap_or_default() {
-        patch_status(&api, &name, &record.status).await?;
-    }
+    report(&api, &name, &record.status, written).await?;
     if deleting && !record.finalizer {
         let finalizers: Vec<String> = obj
             .finalizers()
@@ -154,5 +194,5 @@ async fn reconcile_cluster_object(
             .collect();
         set_finalizers(&api, &name, finalizers).await?;
     }
-    Ok(action)
+    Ok(next)
 }

@@ -1,5 +1,8 @@
-//! The credentials Secret (`endpoint`, `orgName`, `token`), re-read on every reconcile, and
-//! the memory of tokens the API refused so a 401 is retried only once the Secret changes.
+//! The credentials Secret (`endpoint`, `orgName`, `token`), re-read on every reconcile that
+//! calls BMM; the client built from it, kept while the Secret's resourceVersion stays the same
+//! (so its connection pool and TLS sessions are reused, and a rotated Secret gives a new one at
+//! once); and the memory of tokens the API refused, so a 401 is retried only once the Secret
+//! changes.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -12,6 +15,7 @@ use nephrite_bmm::crd::SecretRef;
 use crate::client::{BmmClient, ClientConfig, Token};
 
 /// A client built from a Secret, with what identifies the token it carries.
+#[derive(Clone)]
 pub(crate) struct Credentials {
     /// The client.
     pub client: BmmClient,
@@ -47,6 +51,27 @@ impl RejectedTokens {
     }
 }
 
+/// The clients built from Secrets, per `namespace/name`, with the resourceVersion they were
+/// built from.
+#[derive(Default)]
+pub(super) struct ClientCache(Mutex<HashMap<String, (String, Credentials)>>);
+
+impl ClientCache {
+    fn get(&self, secret: &str, version: &str) -> Option<Credentials> {
+        let cache = self.0.lock().ok()?;
+        cache
+            .get(secret)
+            .filter(|(v, _)| v == version)
+            .map(|(_, c)| c.clone())
+    }
+
+    fn put(&self, version: String, credentials: &Credentials) {
+        if let Ok(mut cache) = self.0.lock() {
+            cache.insert(credentials.secret.clone(), (version, credentials.clone()));
+        }
+    }
+}
+
 fn fingerprint(token: &str) -> u64 {
     let mut h = DefaultHasher::new();
     token.hash(&mut h);
@@ -57,6 +82,7 @@ fn fingerprint(token: &str) -> u64 {
 pub(crate) async fn read(
     client: &Client,
     controller: &super::ControllerConfig,
+    cache: &ClientCache,
     namespace: &str,
     named: Option<&SecretRef>,
 ) -> Result<Credentials, String> {
@@ -82,6 +108,12 @@ pub(crate) async fn read(
         Ok(None) => return Err(format!("Secret {ns}/{name} does not exist")),
         Err(e) => return Err(format!("reading Secret {ns}/{name}: {e}")),
     };
+    let version = secret.metadata.resource_version.clone().unwrap_or_default();
+    if !version.is_empty()
+        && let Some(credentials) = cache.get(&format!("{ns}/{name}"), &version)
+    {
+        return Ok(credentials);
+    }
     let data = secret.data.unwrap_or_default();
     let string_data = secret.string_data.unwrap_or_default();
     let field = |key: &str| {
@@ -101,10 +133,50 @@ pub(crate) async fn read(
         .or_else(|| string_data.get("caCert").map(|v| v.clone().into_bytes()));
     config.timeout = controller.request_timeout;
     config.retry = controller.retry;
-    let client = BmmClient::new(config).map_err(|e| format!("Secret {ns}/{name}: {e}"))?;
-    Ok(Credentials {
+    let client = BmmClient::new(config)
+        .map_err(|e| format!("Secret {ns}/{name}: {e}"))?
+        .with_metrics(controller.metrics.clone());
+    let credentials = Credentials {
         client,
         secret: format!("{ns}/{name}"),
         fingerprint,
-    })
+    };
+    if !version.is_empty() {
+        cache.put(version, &credentials);
+    }
+    Ok(credentials)
+}
+
+/// The credentials to call BMM with; when the Secret is unusable, `Ready=False` with the
+/// reason is written to the object's status (if that changes it) and the answer is what to do
+/// instead (a token the API refused waits for the Secret to change, without a call).
+pub(super) async fn usable_or_report<K, S>(
+    ctx: &super::Ctx,
+    api: &Api<K>,
+    (namespace, name): (&str, &str),
+    named: Option<&SecretRef>,
+    status: &mut S,
+    written: Option<&S>,
+    now: &str,
+) -> Result<Result<Credentials, super::Next>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: super::Conditions + PartialEq + serde::Serialize,
+{
+    match read(&ctx.client, &ctx.config, &ctx.clients, namespace, named).await {
+        Ok(c) if ctx.rejected.is_rejected(&c) => {
+            Ok(Err(super::Next::After(ctx.config.dependency_poll)))
+        }
+        Ok(c) => Ok(Ok(c)),
+        Err(message) => {
+            super::set_not_ready(
+                status.conditions_mut(),
+                nephrite_bmm::conditions::reason::CREDENTIALS_INVALID,
+                message,
+                now,
+            );
+            super::report(api, name, status, written).await?;
+            Ok(Err(super::Next::Change))
+        }
+    }
 }

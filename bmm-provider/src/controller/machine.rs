@@ -9,15 +9,17 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use nephrite_bmm::conditions::reason;
+use nephrite_bmm::conditions::{self, reason};
 use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMMachine};
 use nephrite_bmm::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION};
+use nephrite_krm::condition::find_condition;
 use serde_json::json;
 
+use super::pacing::{Next, age_since, fingerprint, poll_after};
 use super::{
-    ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, log_failures, now,
-    patch_status, requeue_after_error, set_finalizers, set_not_ready, set_paused, settle,
-    usable_credentials,
+    ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
+    log_failures, now, paced, related, report, requeue_after_error, set_finalizers, set_not_ready,
+    set_paused, settle,
 };
 use crate::observe::{ClusterRecord, MachineRecord, reconcile_machine};
 
@@ -56,21 +58,28 @@ pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
     let ctx = Ctx::shared(client, config);
     let controller = Controller::new(api, watcher::Config::default());
     let (by_cluster, by_infra) = (controller.store(), controller.store());
+    let (on_machine, on_cluster, on_infra) = (ctx.clone(), ctx.clone(), ctx.clone());
     let controller = controller
         // The owner Machine: bootstrap data, failure domain.
         .watches_with(
             capi_machines,
             capi_resource("Machine", "machines"),
             watcher::Config::default(),
-            |m: DynamicObject| {
+            move |m: DynamicObject| {
                 let name = m
                     .data
                     .pointer("/spec/infrastructureRef/name")
                     .and_then(|n| n.as_str())
                     .map(str::to_string)
                     .or_else(|| m.metadata.name.clone());
-                name.zip(m.namespace())
-                    .map(|(n, ns)| ObjectRef::new(&n).within(&ns))
+                let target = name.zip(m.namespace());
+                let fingerprint = related::machine_fingerprint(&m);
+                on_machine
+                    .related
+                    .machines
+                    .keep(m, fingerprint)
+                    .then(|| target.map(|(n, ns)| ObjectRef::new(&n).within(&ns)))
+                    .flatten()
             },
         )
         // The Cluster: pause.
@@ -78,7 +87,15 @@ pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
             capi_clusters,
             capi_resource("Cluster", "clusters"),
             watcher::Config::default(),
-            move |c: DynamicObject| machines_of(&by_cluster, c.namespace(), &c.name_any()),
+            move |c: DynamicObject| {
+                let (namespace, name) = (c.namespace(), c.name_any());
+                let fingerprint = related::cluster_fingerprint(&c);
+                if on_cluster.related.clusters.keep(c, fingerprint) {
+                    machines_of(&by_cluster, namespace, &name)
+                } else {
+                    Vec::new()
+                }
+            },
         )
         // The infrastructure cluster: its network becoming Ready.
         .watches(
@@ -91,7 +108,13 @@ pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
                     .find(|o| o.kind == "Cluster")
                     .map(|o| o.name.clone())
                     .unwrap_or_else(|| c.name_any());
-                machines_of(&by_infra, c.namespace(), &cluster)
+                let namespace = c.namespace();
+                let fingerprint = related::infra_fingerprint(&c);
+                if on_infra.related.infra.keep(c, fingerprint) {
+                    machines_of(&by_infra, namespace, &cluster)
+                } else {
+                    Vec::new()
+                }
             },
         );
     log_failures(
@@ -122,17 +145,59 @@ async fn bootstrap_data(
     }))
 }
 
+/// The latest copy of a Cluster API object (`Machine` or `Cluster`), fetched when the watch
+/// has not delivered it yet.
+async fn capi_object(
+    ctx: &Ctx,
+    latest: &related::Latest<DynamicObject>,
+    (kind, plural): (&str, &str),
+    namespace: &str,
+    name: &str,
+    relevant: fn(&DynamicObject) -> u64,
+) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+    if let Some(o) = latest.get(namespace, name) {
+        return Ok(Some(o));
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &capi_resource(kind, plural));
+    Ok(api.get_opt(name).await?.map(|o| {
+        let f = relevant(&o);
+        latest.keep_if_absent(o.clone(), f);
+        Arc::new(o)
+    }))
+}
+
+/// The `NvidiaBMMCluster` named `name`, from the watch or fetched.
+async fn infra_cluster(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Arc<NvidiaBMMCluster>>, kube::Error> {
+    if let Some(c) = ctx.related.infra.get(namespace, name) {
+        return Ok(Some(c));
+    }
+    let api: Api<NvidiaBMMCluster> = Api::namespaced(ctx.client.clone(), namespace);
+    Ok(api.get_opt(name).await?.map(|c| {
+        let f = related::infra_fingerprint(&c);
+        ctx.related.infra.keep_if_absent(c.clone(), f);
+        Arc::new(c)
+    }))
+}
+
+/// What a machine reconcile depends on, read from the watches (or fetched once).
+struct Dependencies {
+    machine: Option<Arc<DynamicObject>>,
+    cluster: Option<Arc<DynamicObject>>,
+    infra_name: String,
+    infra: Option<Arc<NvidiaBMMCluster>>,
+}
+
 async fn reconcile_machine_object(
     obj: Arc<NvidiaBMMMachine>,
     ctx: Arc<Ctx>,
 ) -> Result<Action, ControllerError> {
     let namespace = obj.namespace().unwrap_or_else(|| "default".into());
-    let name = obj.name_any();
-    let api: Api<NvidiaBMMMachine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let deleting = obj.metadata.deletion_timestamp.is_some();
-    let has_finalizer = obj.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
-    let now = now();
-    let mut status = obj.status.clone().unwrap_or_default();
+    let key = format!("{namespace}/{}", obj.name_any());
     let Some(owner) = obj
         .owner_references()
         .iter()
@@ -144,75 +209,134 @@ async fn reconcile_machine_object(
     let Some(cluster_name) = obj.labels().get(CLUSTER_NAME_LABEL).cloned() else {
         return Ok(Action::await_change());
     };
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
+    let machine = capi_object(
+        &ctx,
+        &ctx.related.machines,
+        ("Machine", "machines"),
         &namespace,
-        &capi_resource("Machine", "machines"),
-    );
-    let machine = machines.get_opt(&owner.name).await?;
-    let capi_clusters: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
+        &owner.name,
+        related::machine_fingerprint,
+    )
+    .await?;
+    let cluster = capi_object(
+        &ctx,
+        &ctx.related.clusters,
+        ("Cluster", "clusters"),
         &namespace,
-        &capi_resource("Cluster", "clusters"),
-    );
-    let capi_cluster = capi_clusters.get_opt(&cluster_name).await?;
-    if obj.annotations().contains_key(PAUSED_ANNOTATION) || cluster_paused(capi_cluster.as_ref()) {
-        set_paused(&mut status.conditions, &now);
-        if Some(&status) != obj.status.as_ref() {
-            patch_status(&api, &name, &status).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    if deleting && !has_finalizer {
-        return Ok(Action::await_change());
-    }
+        &cluster_name,
+        related::cluster_fingerprint,
+    )
+    .await?;
     // The infrastructure cluster: Cluster.spec.infrastructureRef, else the same name.
-    let infra_name = capi_cluster
+    let infra_name = cluster
         .as_ref()
         .and_then(|c| c.data.pointer("/spec/infrastructureRef/name"))
         .and_then(|n| n.as_str())
         .map(str::to_string)
         .unwrap_or_else(|| cluster_name.clone());
-    let clusters: Api<NvidiaBMMCluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(infra) = clusters.get_opt(&infra_name).await? else {
+    let infra = infra_cluster(&ctx, &namespace, &infra_name).await?;
+    let inputs = fingerprint(&(
+        related::own_inputs(&obj.metadata, &obj.spec),
+        machine.as_deref().map(related::machine_inputs),
+        cluster.as_deref().map(related::cluster_inputs),
+        infra.as_deref().map(related::infra_inputs),
+    ));
+    let deps = Dependencies {
+        machine,
+        cluster,
+        infra_name,
+        infra,
+    };
+    let outcome = paced(
+        &ctx,
+        "machine",
+        &key,
+        inputs,
+        reconcile_machine_with(&obj, &ctx, deps),
+    )
+    .await;
+    if obj.metadata.deletion_timestamp.is_some()
+        && !obj.finalizers().iter().any(|f| f == MACHINE_FINALIZER)
+    {
+        ctx.pacing.forget(&key);
+    }
+    outcome
+}
+
+async fn reconcile_machine_with(
+    obj: &NvidiaBMMMachine,
+    ctx: &Ctx,
+    deps: Dependencies,
+) -> Result<Next, ControllerError> {
+    let namespace = obj.namespace().unwrap_or_else(|| "default".into());
+    let name = obj.name_any();
+    let api: Api<NvidiaBMMMachine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer = obj.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
+    let now = now();
+    let mut status = obj.status.clone().unwrap_or_default();
+    let written = obj.status.as_ref();
+    let cluster_name = obj
+        .labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    if obj.annotations().contains_key(PAUSED_ANNOTATION) || cluster_paused(deps.cluster.as_deref())
+    {
+        set_paused(&mut status.conditions, &now);
+        report(&api, &name, &status, written).await?;
+        return Ok(Next::Change);
+    }
+    if deleting && !has_finalizer {
+        return Ok(Next::Change);
+    }
+    let Some(infra) = deps.infra else {
         set_not_ready(
             &mut status.conditions,
             reason::WAITING_FOR_CLUSTER,
-            format!("NvidiaBMMCluster {infra_name} not found"),
+            format!("NvidiaBMMCluster {} not found", deps.infra_name),
             &now,
         );
-        if Some(&status) != obj.status.as_ref() {
-            patch_status(&api, &name, &status).await?;
-        }
-        return Ok(Action::requeue(ctx.config.dependency_poll));
+        report(&api, &name, &status, written).await?;
+        return Ok(Next::After(ctx.config.dependency_poll));
     };
     if !deleting && !has_finalizer {
         let mut finalizers = obj.finalizers().to_vec();
         finalizers.push(MACHINE_FINALIZER.to_string());
         set_finalizers(&api, &name, finalizers).await?;
-        return Ok(Action::requeue(Duration::from_millis(10)));
+        return Ok(Next::After(Duration::from_millis(10)));
     }
-    let bootstrap = bootstrap_data(&ctx.client, &namespace, machine.as_ref()).await?;
-    let credentials = match usable_credentials(
-        &ctx,
-        &namespace,
+    let uid = obj.metadata.uid.clone().unwrap_or_default();
+    if status.instance_id.is_none() {
+        status.instance_id = ctx
+            .instance_ids
+            .lock()
+            .ok()
+            .and_then(|ids| ids.get(&uid).cloned());
+    }
+    // Bootstrap data matters only until the instance exists.
+    let bootstrap = if status.instance_id.is_none() && !deleting {
+        bootstrap_data(&ctx.client, &namespace, deps.machine.as_deref()).await?
+    } else {
+        None
+    };
+    let credentials = match credentials::usable_or_report(
+        ctx,
+        &api,
+        (&namespace, &name),
         infra.spec.authentication.as_ref().map(|a| &a.secret_ref),
-        &mut status.conditions,
+        &mut status,
+        written,
         &now,
     )
-    .await
+    .await?
     {
         Ok(c) => c,
-        Err(action) => {
-            if Some(&status) != obj.status.as_ref() {
-                patch_status(&api, &name, &status).await?;
-            }
-            return Ok(action);
-        }
+        Err(next) => return Ok(next),
     };
     let cluster_record = ClusterRecord {
         namespace: namespace.clone(),
-        name: infra_name,
+        name: deps.infra_name,
         spec: infra.spec.clone(),
         status: infra.status.clone().unwrap_or_default(),
         finalizer: true,
@@ -228,7 +352,8 @@ async fn reconcile_machine_object(
         finalizer: true,
         bootstrap,
         bootstrap_required: true,
-        failure_domain: machine
+        failure_domain: deps
+            .machine
             .as_ref()
             .and_then(|m| m.data.pointer("/spec/failureDomain"))
             .and_then(|d| d.as_str())
@@ -236,10 +361,26 @@ async fn reconcile_machine_object(
     };
     let outcome =
         reconcile_machine(&credentials.client, &cluster_record, &mut record, deleting).await;
-    let action = settle(
-        &ctx,
+    // An instance in progress is polled by its age: since InstanceProvisioned turned True
+    // (its creation) or, while deleting, since Ready turned False.
+    let clock = if deleting {
+        conditions::READY
+    } else {
+        conditions::INSTANCE_PROVISIONED
+    };
+    let since = find_condition(&record.status.conditions, clock)
+        .and_then(|c| c.last_transition_time.as_deref());
+    let poll = poll_after(
+        ctx.config.poll,
+        ctx.config.poll_max,
+        age_since(since, jiff::Timestamp::now()),
+        fastrand::f64(),
+    );
+    let next = settle(
+        ctx,
         &credentials,
         outcome,
+        poll,
         &mut record.status.conditions,
         &now,
     );
@@ -251,10 +392,14 @@ async fn reconcile_machine_object(
         )
         .await?;
     }
-    if Some(&record.status) != obj.status.as_ref() {
-        patch_status(&api, &name, &record.status).await?;
+    report(&api, &name, &record.status, written).await?;
+    if let (Some(id), Ok(mut ids)) = (&record.status.instance_id, ctx.instance_ids.lock()) {
+        ids.insert(uid.clone(), id.clone());
     }
     if deleting && !record.finalizer {
+        if let Ok(mut ids) = ctx.instance_ids.lock() {
+            ids.remove(&uid);
+        }
         let finalizers: Vec<String> = obj
             .finalizers()
             .iter()
@@ -263,5 +408,5 @@ async fn reconcile_machine_object(
             .collect();
         set_finalizers(&api, &name, finalizers).await?;
     }
-    Ok(action)
+    Ok(next)
 }

@@ -18,6 +18,8 @@ mod cluster;
 mod credentials;
 mod machine;
 mod node;
+mod pacing;
+mod related;
 
 use std::time::Duration;
 
@@ -37,6 +39,8 @@ pub use cluster::run_cluster_controller;
 pub use credentials::RejectedTokens;
 pub use machine::run_machine_controller;
 pub use node::run_node_controller;
+
+use pacing::Next;
 
 /// Runs the cluster and machine controllers (and the node-lifecycle controller when
 /// configured) until one of them stops.
@@ -92,8 +96,11 @@ pub struct ControllerConfig {
     pub namespace: Option<String>,
     /// The Secret used when an object names none (`namespace/name` or `name`).
     pub default_credentials: Option<String>,
-    /// Poll interval while cloud objects are in progress.
+    /// Poll interval while cloud objects are in progress (the first poll of an instance; later
+    /// ones are spaced by a quarter of its age, up to `poll_max`).
     pub poll: Duration,
+    /// The longest interval between polls of an instance in progress.
+    pub poll_max: Duration,
     /// Poll interval while waiting for another object (and for a rotated token after a 401).
     pub dependency_poll: Duration,
     /// Per-request timeout of the BMM client.
@@ -104,6 +111,8 @@ pub struct ControllerConfig {
     pub retry: RetryPolicy,
     /// Also run the node-lifecycle controller (with the default credentials).
     pub node_lifecycle: bool,
+    /// Where reconciles and API calls are counted.
+    pub metrics: crate::metrics::ProviderMetrics,
 }
 
 impl Default for ControllerConfig {
@@ -112,11 +121,13 @@ impl Default for ControllerConfig {
             namespace: None,
             default_credentials: None,
             poll: Duration::from_secs(10),
+            poll_max: Duration::from_secs(30),
             dependency_poll: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             resync: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             node_lifecycle: false,
+            metrics: crate::metrics::ProviderMetrics::default(),
         }
     }
 }
@@ -129,11 +140,20 @@ pub enum ControllerError {
     Kube(#[from] kube::Error),
 }
 
-/// What both controllers share.
+/// What a controller keeps between reconciles.
 struct Ctx {
     client: Client,
     config: ControllerConfig,
     rejected: RejectedTokens,
+    /// BMM clients per credentials Secret.
+    clients: credentials::ClientCache,
+    /// When each object is due again (see [`pacing`]).
+    pacing: pacing::Pacing,
+    /// The objects reconciles depend on, as their watches delivered them.
+    related: related::Related,
+    /// The instance id recorded for each machine (by uid): the watch's copy of a machine can
+    /// lag behind the status just written, and must not make it create (and adopt) again.
+    instance_ids: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Ctx {
@@ -142,8 +162,47 @@ impl Ctx {
             client,
             config,
             rejected: RejectedTokens::default(),
+            clients: credentials::ClientCache::default(),
+            pacing: pacing::Pacing::default(),
+            related: related::Related::default(),
+            instance_ids: Default::default(),
         })
     }
+}
+
+/// A status with conditions.
+trait Conditions {
+    /// Its conditions.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+}
+
+impl Conditions for nephrite_bmm::crd::NvidiaBMMClusterStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+impl Conditions for nephrite_bmm::crd::NvidiaBMMMachineStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+/// Writes `status` unless it is what the object already has (`written`).
+async fn report<K, S>(
+    api: &Api<K>,
+    name: &str,
+    status: &S,
+    written: Option<&S>,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: PartialEq + serde::Serialize,
+{
+    if Some(status) != written {
+        patch_status(api, name, status).await?;
+    }
+    Ok(())
 }
 
 /// After a failed Kubernetes call: try again after the poll interval.
@@ -252,24 +311,27 @@ fn cluster_paused(cluster: Option<&kube::api::DynamicObject>) -> bool {
         .unwrap_or(false)
 }
 
-/// Turns the outcome of a reconcile into the next [`Action`], recording a failure as
+/// Turns the outcome of a reconcile into what comes next, recording a failure as
 /// `Ready=False`: a 401/403 remembers the token so the API is called again only with another
 /// one; a transient failure polls; a terminal one waits for a change.
+///
+/// `poll` is the wait when something is in progress.
 fn settle(
     ctx: &Ctx,
     credentials: &credentials::Credentials,
     outcome: Result<Wait, ReconcileError>,
+    poll: Duration,
     conditions: &mut Vec<Condition>,
     now: &str,
-) -> Action {
+) -> Next {
     match outcome {
         Ok(wait) => {
             ctx.rejected.accept(credentials);
             match wait {
-                Wait::Poll => Action::requeue(ctx.config.poll),
-                Wait::Dependency => Action::requeue(ctx.config.dependency_poll),
-                Wait::Steady => Action::requeue(ctx.config.resync),
-                Wait::Blocked => Action::await_change(),
+                Wait::Poll => Next::After(poll),
+                Wait::Dependency => Next::After(ctx.config.dependency_poll),
+                Wait::Steady => Next::After(ctx.config.resync),
+                Wait::Blocked => Next::Change,
             }
         }
         Err(e) => {
@@ -277,34 +339,48 @@ fn settle(
             set_not_ready(conditions, why, e.to_string(), now);
             if why == reason::AUTH_FAILED {
                 ctx.rejected.reject(credentials);
-                Action::requeue(ctx.config.dependency_poll)
+                Next::After(ctx.config.dependency_poll)
             } else if retry {
-                Action::requeue(ctx.config.poll)
+                Next::After(ctx.config.poll)
             } else {
-                Action::await_change()
+                Next::Change
             }
         }
     }
 }
 
-/// The credentials to call BMM with, or — with `Ready=False` recorded in `conditions` when the
-/// Secret is unusable — what to do instead (a token the API refused waits for the Secret to
-/// change, without a call).
-async fn usable_credentials(
+/// Runs `reconcile` unless the object's inputs (`inputs`, a [`pacing::fingerprint`]) are
+/// those of its last reconcile and its requeue is not due; records what it asked for and
+/// counts it (`controller` names the controller in the metrics).
+async fn paced<F>(
     ctx: &Ctx,
-    namespace: &str,
-    named: Option<&nephrite_bmm::crd::SecretRef>,
-    conditions: &mut Vec<Condition>,
-    now: &str,
-) -> Result<credentials::Credentials, Action> {
-    match credentials::read(&ctx.client, &ctx.config, namespace, named).await {
-        Ok(c) if ctx.rejected.is_rejected(&c) => Err(Action::requeue(ctx.config.dependency_poll)),
-        Ok(c) => Ok(c),
-        Err(message) => {
-            set_not_ready(conditions, reason::CREDENTIALS_INVALID, message, now);
-            Err(Action::await_change())
-        }
+    controller: &str,
+    key: &str,
+    inputs: u64,
+    reconcile: F,
+) -> Result<Action, ControllerError>
+where
+    F: std::future::Future<Output = Result<Next, ControllerError>>,
+{
+    let metrics = &ctx.config.metrics;
+    let started = std::time::Instant::now();
+    if let Some(next) = ctx.pacing.unchanged(key, inputs, started) {
+        metrics.reconciled(controller, "skipped", None);
+        return Ok(next.into());
     }
+    let outcome = reconcile.await;
+    let seconds = Some(started.elapsed().as_secs_f64());
+    let next = match outcome {
+        Ok(next) => next,
+        Err(e) => {
+            metrics.reconciled(controller, "error", seconds);
+            return Err(e);
+        }
+    };
+    metrics.reconciled(controller, "ok", seconds);
+    ctx.pacing
+        .record(key, inputs, next, std::time::Instant::now());
+    Ok(next.into())
 }
 
 /// Drives a controller's result stream, logging failed reconciles.

@@ -79,7 +79,15 @@ async fn reconcile_node(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Contro
     };
     let name = node.name_any();
     let namespace = ctx.config.namespace.as_deref().unwrap_or("default");
-    let credentials = match credentials::read(&ctx.client, &ctx.config, namespace, None).await {
+    let credentials = match credentials::read(
+        &ctx.client,
+        &ctx.config,
+        &ctx.clients,
+        namespace,
+        None,
+    )
+    .await
+    {
         Ok(c) => c,
         Err(message) => {
             tracing::warn!(node = %name, %message, "no credentials for the node-lifecycle controller");

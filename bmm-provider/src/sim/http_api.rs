@@ -109,59 +109,74 @@ const EXACT_FILTERS: &[&str] = &[
     "networkSecurityGroupId",
 ];
 
-/// Filters and pages a list as the API does.
-fn page(items: Vec<Value>, params: &HashMap<String, String>) -> Response {
-    let number = match params.get("pageNumber").map(|v| v.parse::<u64>()) {
-        None => 1,
-        Some(Ok(n)) if n >= 1 => n,
-        Some(_) => {
-            return error(
-                400,
-                "Error validating request data",
-                json!({"pageNumber": "must be an integer >= 1"}),
-            );
+/// A list request's paging and filters, as the API reads them.
+struct ListQuery<'a> {
+    number: u64,
+    size: u64,
+    params: &'a HashMap<String, String>,
+    query: Option<String>,
+    has_instance: Option<bool>,
+}
+
+impl<'a> ListQuery<'a> {
+    /// Reads the paging and filters; a 400 refusal when they are invalid.
+    fn read(params: &'a HashMap<String, String>) -> Result<ListQuery<'a>, Refusal> {
+        let number = match params.get("pageNumber").map(|v| v.parse::<u64>()) {
+            None => 1,
+            Some(Ok(n)) if n >= 1 => n,
+            Some(_) => {
+                return Err(fail(
+                    400,
+                    "Error validating request data",
+                    json!({"pageNumber": "must be an integer >= 1"}),
+                ));
+            }
+        };
+        let size = match params.get("pageSize").map(|v| v.parse::<u64>()) {
+            None => 20,
+            Some(Ok(n)) if (1..=100).contains(&n) => n,
+            Some(_) => {
+                return Err(fail(
+                    400,
+                    "Error validating request data",
+                    json!({"pageSize": "must be an integer from 1 to 100"}),
+                ));
+            }
+        };
+        for key in UUID_FILTERS {
+            if let Some(v) = params.get(*key)
+                && uuid::Uuid::parse_str(v).is_err()
+            {
+                return Err(fail(
+                    400,
+                    "Error validating request data",
+                    json!({*key: "must be a UUID"}),
+                ));
+            }
         }
-    };
-    let size = match params.get("pageSize").map(|v| v.parse::<u64>()) {
-        None => 20,
-        Some(Ok(n)) if (1..=100).contains(&n) => n,
-        Some(_) => {
-            return error(
-                400,
-                "Error validating request data",
-                json!({"pageSize": "must be an integer from 1 to 100"}),
-            );
-        }
-    };
-    for key in UUID_FILTERS {
-        if let Some(v) = params.get(*key)
-            && uuid::Uuid::parse_str(v).is_err()
-        {
-            return error(
-                400,
-                "Error validating request data",
-                json!({*key: "must be a UUID"}),
-            );
-        }
-    }
-    let query = params.get("query").map(|q| q.to_lowercase());
-    let has_instance = params.get("hasInstance").map(|v| v == "true");
-    let matching: Vec<Value> = items
-        .into_iter()
-        .filter(|item| {
-            EXACT_FILTERS.iter().all(|key| match params.get(*key) {
-                Some(want) => item.get(*key).and_then(Value::as_str) == Some(want.as_str()),
-                None => true,
-            })
+        Ok(ListQuery {
+            number,
+            size,
+            params,
+            query: params.get("query").map(|q| q.to_lowercase()),
+            has_instance: params.get("hasInstance").map(|v| v == "true"),
         })
-        .filter(|item| match &query {
+    }
+
+    /// Whether an item passes the filters.
+    fn matches(&self, item: &Map<String, Value>) -> bool {
+        let exact = EXACT_FILTERS.iter().all(|key| match self.params.get(*key) {
+            Some(want) => item.get(*key).and_then(Value::as_str) == Some(want.as_str()),
+            None => true,
+        });
+        let text = |k: &str| {
+            item.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_lowercase)
+                .unwrap_or_default()
+        };
+        let query = match &self.query {
             Some(q) => {
-                let text = |k: &str| {
-                    item.get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_lowercase)
-                        .unwrap_or_default()
-                };
                 text("name").contains(q.as_str())
                     || text("status") == *q
                     || item
@@ -175,27 +190,44 @@ fn page(items: Vec<Value>, params: &HashMap<String, String>) -> Response {
                         })
             }
             None => true,
-        })
-        .filter(|item| match has_instance {
+        };
+        let has_instance = match self.has_instance {
             Some(want) => item.get("instanceId").is_some_and(|v| !v.is_null()) == want,
             None => true,
-        })
-        .collect();
-    let total = matching.len();
-    let start = ((number - 1) * size) as usize;
-    let slice: Vec<Value> = matching
-        .into_iter()
-        .skip(start)
-        .take(size as usize)
-        .collect();
-    let header =
-        json!({"pageNumber": number, "pageSize": size, "total": total, "orderBy": "CREATED_ASC"})
-            .to_string();
-    let mut response = ok(StatusCode::OK, Value::Array(slice));
-    if let Ok(v) = HeaderValue::from_str(&header) {
-        response.headers_mut().insert("X-Pagination", v);
+        };
+        exact && query && has_instance
     }
-    response
+
+    /// The page of the matching items, with the `X-Pagination` header.
+    fn page(&self, matching: Vec<Value>) -> Response {
+        let total = matching.len();
+        let start = ((self.number - 1) * self.size) as usize;
+        let slice: Vec<Value> = matching
+            .into_iter()
+            .skip(start)
+            .take(self.size as usize)
+            .collect();
+        let header = json!({"pageNumber": self.number, "pageSize": self.size, "total": total, "orderBy": "CREATED_ASC"})
+            .to_string();
+        let mut response = ok(StatusCode::OK, Value::Array(slice));
+        if let Ok(v) = HeaderValue::from_str(&header) {
+            response.headers_mut().insert("X-Pagination", v);
+        }
+        response
+    }
+}
+
+/// Filters and pages a list as the API does.
+fn page(items: Vec<Value>, params: &HashMap<String, String>) -> Response {
+    let query = match ListQuery::read(params) {
+        Ok(q) => q,
+        Err(r) => return refusal(r),
+    };
+    let matching = items
+        .into_iter()
+        .filter(|item| item.as_object().is_some_and(|o| query.matches(o)))
+        .collect();
+    query.page(matching)
 }
 
 fn tenant_id(world: &mut World, org: &str) -> String {
@@ -243,14 +275,18 @@ async fn create(sim: Sim, kind: Kind, org: String, bytes: Bytes) -> Response {
 }
 
 async fn list(sim: Sim, kind: Kind, org: String, params: HashMap<String, String>) -> Response {
+    let query = match ListQuery::read(&params) {
+        Ok(q) => q,
+        Err(r) => return refusal(r),
+    };
+    // Filtered under the lock, so only the matching objects are copied.
     match with_world(&sim, |w| {
         let tenant = tenant_id(w, &org);
-        w.list(kind)
-            .into_iter()
-            .filter(|o| o.get("tenantId").and_then(Value::as_str) == Some(tenant.as_str()))
-            .collect::<Vec<_>>()
+        w.list_matching(kind, |o| {
+            o.get("tenantId").and_then(Value::as_str) == Some(tenant.as_str()) && query.matches(o)
+        })
     }) {
-        Ok(items) => page(items, &params),
+        Ok(items) => query.page(items),
         Err(r) => refusal(r),
     }
 }
@@ -435,9 +471,30 @@ pub fn router(sim: Sim) -> Router {
         .with_state(sim)
 }
 
+/// The route of a request path, ids replaced: `/v2/org/o/carbide/instance/<uuid>` →
+/// `instance/{id}`.
+fn route_of(path: &str) -> String {
+    let rest = path
+        .strip_prefix("/v2/org/")
+        .and_then(|p| p.split_once('/'))
+        .and_then(|(_, p)| p.strip_prefix("carbide/"))
+        .unwrap_or(path);
+    rest.split('/')
+        .enumerate()
+        .map(|(i, segment)| match segment {
+            "type" | "status-history" | "interface" | "current" => segment,
+            _ if i > 0 => "{id}",
+            _ => segment,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Latency, injected faults and the bearer check, in that order; counts the answer.
 async fn guard(State(sim): State<Sim>, request: Request, next: Next) -> Response {
     let method = request.method().clone();
+    sim.metrics
+        .count_path(&format!("{method} {}", route_of(request.uri().path())));
     let response = guarded(&sim, request, next).await;
     sim.metrics
         .requests

@@ -32,6 +32,8 @@ pub struct SimMetrics {
     pub faults: Counter,
     /// Requests answered, all together.
     pub answered: Counter,
+    /// Requests per `METHOD route` (e.g. `GET instance/{instanceId}`).
+    by_path: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl SimMetrics {
@@ -58,7 +60,23 @@ impl SimMetrics {
             requests,
             faults,
             answered: Counter::default(),
+            by_path: Default::default(),
         }
+    }
+
+    /// Counts a request to `route` (`METHOD path-template`).
+    pub fn count_path(&self, route: &str) {
+        if let Ok(mut m) = self.by_path.lock() {
+            *m.entry(route.to_string()).or_default() += 1;
+        }
+    }
+
+    /// Requests per `METHOD route`, faults included.
+    pub fn requests_by_path(&self) -> Vec<(String, u64)> {
+        self.by_path
+            .lock()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default()
     }
 
     /// The text exposition.

@@ -127,6 +127,11 @@ impl Sim {
         self.metrics.answered.get()
     }
 
+    /// Requests so far per `METHOD route` (e.g. `GET instance/{instanceId}`), faults included.
+    pub fn requests_by_path(&self) -> Vec<(String, u64)> {
+        self.metrics.requests_by_path()
+    }
+
     /// Faults injected so far.
     pub fn faults_injected(&self) -> u64 {
         self.metrics.faults.get()

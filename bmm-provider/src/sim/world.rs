@@ -257,6 +257,18 @@ impl World {
             .collect()
     }
 
+    /// The live objects of a kind that `keep` accepts, oldest first (only those are copied).
+    pub fn list_matching(
+        &self,
+        kind: Kind,
+        keep: impl Fn(&Map<String, Value>) -> bool,
+    ) -> Vec<Value> {
+        self.live(kind)
+            .filter(|b| keep(b))
+            .map(|b| Value::Object(b.clone()))
+            .collect()
+    }
+
     /// One object by id.
     pub fn get(&self, kind: Kind, id: &str) -> Option<Value> {
         self.record(kind, id).map(|r| Value::Object(r.body.clone()))

@@ -9,6 +9,10 @@
 //!   Services, EndpointSlices, Secrets and IngressClasses → [`L7Config`], with rejections,
 //!   conflicts and warnings.
 //! - [`RouteTable`]: the configuration compiled for lookups that do not scan every rule.
+//! - [`haproxy`]: the configuration rendered for HAProxy 2.6 (Octavia's amphora template with
+//!   the OpenShift router's TLS front), and the certificate files it refers to.
+//! - [`status`]: what a controller writes back to Kubernetes (Ingress and Route status, Warning
+//!   Events) for a translation.
 //!
 //! ```
 //! use nephrite_krm::Package;
@@ -43,8 +47,10 @@
 
 pub mod backends;
 pub mod eval;
+pub mod haproxy;
 pub mod model;
 pub mod objects;
+pub mod status;
 pub mod table;
 pub mod translate;
 

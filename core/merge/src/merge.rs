@@ -179,21 +179,22 @@ impl IdentityHasher {
 /// `Override`: `over` deep-merged into a copy of `existing`, as [`deep_merge`] would merge
 /// their JSON forms — metadata field by field (labels, annotations and unlisted fields merge
 /// key by key, the rest replace when set), the body key by key — without the round trip
-/// through JSON.
-fn override_object(existing: &Object, over: &Object) -> Result<Object, MergeError> {
+/// through JSON. `over` is consumed: its values move into the result, uncopied.
+fn override_object(existing: &Object, over: Object) -> Result<Object, MergeError> {
+    let resource = || describe(existing);
     let mut merged = existing.clone();
-    merged.api_version.clone_from(&over.api_version);
-    merged.kind.clone_from(&over.kind);
-    override_metadata(&mut merged.metadata, &over.metadata);
-    for (key, value) in over.body.iter() {
-        match merged.body.get_mut(key) {
-            Some(existing) => deep_merge(existing, value.clone()),
+    merged.api_version = over.api_version;
+    merged.kind = over.kind;
+    override_metadata(&mut merged.metadata, over.metadata);
+    for (key, value) in over.body.into_map() {
+        match merged.body.get_mut(&key) {
+            Some(existing) => deep_merge(existing, value),
             None => {
                 merged
                     .body
-                    .insert(key.clone(), value.clone())
+                    .insert(key, value)
                     .map_err(|source| MergeError::Override {
-                        resource: describe(over),
+                        resource: resource(),
                         source,
                     })?;
             }
@@ -202,20 +203,20 @@ fn override_object(existing: &Object, over: &Object) -> Result<Object, MergeErro
     Ok(merged)
 }
 
-fn override_metadata(base: &mut ObjectMeta, over: &ObjectMeta) {
-    fn set<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
+fn override_metadata(base: &mut ObjectMeta, over: ObjectMeta) {
+    fn set<T>(base: &mut Option<T>, over: Option<T>) {
         if over.is_some() {
-            base.clone_from(over);
+            *base = over;
         }
     }
     fn merge_strings(
         base: &mut Option<IndexMap<String, String>>,
-        over: &Option<IndexMap<String, String>>,
+        over: Option<IndexMap<String, String>>,
     ) {
         if let Some(over) = over {
-            let base = base.get_or_insert_with(IndexMap::new);
-            for (key, value) in over {
-                base.insert(key.clone(), value.clone());
+            match base {
+                Some(base) => base.extend(over),
+                None => *base = Some(over),
             }
         }
     }
@@ -248,10 +249,10 @@ fn override_metadata(base: &mut ObjectMeta, over: &ObjectMeta) {
     set(&mut base.owner_references, owner_references);
     set(&mut base.finalizers, finalizers);
     for (key, value) in extra {
-        match base.extra.get_mut(key) {
-            Some(existing) => deep_merge(existing, value.clone()),
+        match base.extra.get_mut(&key) {
+            Some(existing) => deep_merge(existing, value),
             None => {
-                base.extra.insert(key.clone(), value.clone());
+                base.extra.insert(key, value);
             }
         }
     }
@@ -314,9 +315,9 @@ pub fn merge_package(
     is_preparable: impl Fn(&Object) -> bool,
 ) -> Result<MergeReport, MergeError> {
     let count = source.len();
-    // Each source resource in its merged form, with where it goes and, for an override, the
-    // combined result.
-    let mut prepared: Vec<(Object, Slot, Option<Box<Object>>)> = Vec::with_capacity(count);
+    // Each source resource's result — its merged form, or for an override the combined
+    // object — with where it goes.
+    let mut prepared: Vec<(Object, Slot)> = Vec::with_capacity(count);
     let mut superseded = vec![false; count];
     // Appended identities in first-appearance order: the source position of the last result.
     let mut appends: Vec<usize> = Vec::new();
@@ -343,8 +344,8 @@ pub fn merge_package(
             let (existing, slot) = match latest.get(&key) {
                 Some(&earlier) => {
                     superseded[earlier] = true;
-                    let (object, slot, result) = &prepared[earlier];
-                    (Some(result.as_deref().unwrap_or(object)), *slot)
+                    let (result, slot) = &prepared[earlier];
+                    (Some(result), *slot)
                 }
                 None => match index.get(&key) {
                     Some(&position) => (Some(&target.objects()[position]), Slot::Target(position)),
@@ -355,21 +356,21 @@ pub fn merge_package(
                 (None, _) => {
                     report.appended += 1;
                     appends.push(at);
-                    None
+                    object
                 }
                 (Some(_), MergeMode::Replace) => {
                     report.replaced += 1;
-                    None
+                    object
                 }
                 (Some(existing), MergeMode::Override) => {
                     report.overridden += 1;
-                    Some(Box::new(override_object(existing, &object)?))
+                    override_object(existing, object)?
                 }
             };
             if let Slot::Append(k) = slot {
                 appends[k] = at;
             }
-            prepared.push((object, slot, result));
+            prepared.push((result, slot));
             latest.insert(key, at);
         }
     }
@@ -377,14 +378,10 @@ pub fn merge_package(
     // Write each identity's last result: in place, or appended in first-appearance order.
     let mut tail: Vec<Option<Object>> = Vec::new();
     tail.resize_with(appends.len(), || None);
-    for (at, (object, slot, result)) in prepared.into_iter().enumerate() {
+    for (at, (object, slot)) in prepared.into_iter().enumerate() {
         if superseded[at] {
             continue;
         }
-        let object = match result {
-            Some(result) => *result,
-            None => object,
-        };
         match slot {
             Slot::Target(position) => target.objects_mut()[position] = object,
             Slot::Append(k) => tail[k] = Some(object),

@@ -31,8 +31,8 @@ pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};
 pub use model::{Model, Network, PortRequest};
 pub use module::{
-    Gate, Module, ModuleId, ModuleKind, Pipeline, Port, PortId, RenderFacts, copy_id, egress_id,
-    ingress_id, port_id,
+    Gate, Module, ModuleId, ModuleKind, Pipeline, Port, PortId, RemoteHost, RenderFacts, copy_id,
+    egress_id, ingress_id, port_id,
 };
 pub use network::{
     AclAction, AclProtocol, AclRule, DEFAULT_MTU, MetaFunction, MetaModule, MetaPipeline,

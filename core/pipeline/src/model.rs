@@ -82,6 +82,19 @@ impl Model {
         self.ports.get(&port_id(container_id, ifname))
     }
 
+    /// The smallest slot no port of `network` holds (slots are this
+    /// model's gate numbers: a port arriving from another host of the fabric
+    /// takes a free one here, whatever its slot is on its own host).
+    pub fn free_slot(&self, network: &str) -> Gate {
+        let used: BTreeSet<Gate> = self
+            .ports
+            .values()
+            .filter(|p| p.network == network)
+            .map(|p| p.slot)
+            .collect();
+        (0..).find(|s| !used.contains(s)).unwrap_or(0)
+    }
+
     /// Every module and pipeline, derived.
     pub fn rendered(&self) -> Rendered {
         let mut out = Rendered::default();
@@ -231,8 +244,7 @@ impl Model {
         if same_net.iter().any(|p| p.address.addr == req.address.addr) {
             return Err(bad_addr("held by another port"));
         }
-        let used: BTreeSet<Gate> = same_net.iter().map(|p| p.slot).collect();
-        let slot = (0..).find(|s| !used.contains(s)).unwrap_or(0);
+        let slot = self.free_slot(&req.network);
         self.ports.insert(
             id.clone(),
             Port {
@@ -244,6 +256,7 @@ impl Model {
                 address: req.address,
                 slot,
                 facts: None,
+                remote: None,
             },
         );
         let mut plan = RenderPlan::default();

@@ -127,12 +127,32 @@ pub struct Port {
     /// FIB entries pointing at it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<RenderFacts>,
+    /// The host the port lives on, when it is another host of the fabric
+    /// (`None`: this host). A remote port's own pipeline is rendered by its
+    /// host; here it is only an egress (reached over the overlay) and FIB
+    /// entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteHost>,
+}
+
+/// Another host of the fabric, as the ports it owns name it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RemoteHost {
+    /// The host's name in the fabric.
+    pub host: String,
+    /// Its underlay address: where overlay frames for its ports are sent.
+    pub underlay: Ipv4Addr,
 }
 
 impl Port {
     /// True once the data plane has rendered the port.
     pub fn is_live(&self) -> bool {
         self.facts.is_some()
+    }
+
+    /// True when the port lives on another host of the fabric.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
     }
 
     /// The MAC the data plane returned.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
@@ -22,10 +22,11 @@ use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
 
+use super::balance::Balancer;
 use super::upstream::body::ProxyBody;
 use super::upstream::head::{Forwarding, strip_hop_by_hop, write_request_head};
-use super::upstream::request_framing;
-use super::{HttpsClient, Router};
+use super::upstream::{UpstreamError, request_framing};
+use super::{HttpsClient, RequestBody, Router, RouterState};
 
 struct HeaderView<'a>(&'a HeaderMap);
 
@@ -35,7 +36,7 @@ impl Headers for HeaderView<'_> {
     }
 }
 
-fn answer(status: StatusCode, text: &'static str) -> Response<ProxyBody> {
+pub(crate) fn answer(status: StatusCode, text: &'static str) -> Response<ProxyBody> {
     let mut response = Response::new(ProxyBody::fixed(Bytes::from_static(text.as_bytes())));
     *response.status_mut() = status;
     response
@@ -65,19 +66,29 @@ where
     }
 }
 
-/// The host the request is for, as sent (with port), or why it is refused.
-fn request_host(request: &http::request::Parts) -> Result<Option<&str>, &'static str> {
-    let mut hosts = request.headers.get_all(header::HOST).iter();
+/// The host the request is for, as sent (with port), or why it is refused: `hosts` are the
+/// values of its `Host` headers, `authority` the one of an absolute-form target.
+pub(crate) fn request_host<'a>(
+    mut hosts: impl Iterator<Item = &'a [u8]>,
+    authority: Option<&'a str>,
+    http11: bool,
+) -> Result<Option<&'a str>, &'static str> {
     let header = hosts.next();
     if hosts.next().is_some() {
         return Err("several Host headers\n");
     }
-    if let Some(authority) = request.uri.authority() {
-        return Ok(Some(authority.as_str()));
+    if let Some(authority) = authority {
+        return Ok(Some(authority));
     }
     match header {
         Some(value) => {
-            let text = value.to_str().map_err(|_| "Host is not text\n")?;
+            // As `HeaderValue::to_str`: visible ASCII (and tabs) only.
+            let text = value
+                .iter()
+                .all(|b| *b == b'\t' || (0x20..0x7f).contains(b))
+                .then(|| std::str::from_utf8(value).ok())
+                .flatten()
+                .ok_or("Host is not text\n")?;
             if text.is_empty()
                 || text
                     .bytes()
@@ -87,7 +98,7 @@ fn request_host(request: &http::request::Parts) -> Result<Option<&str>, &'static
             }
             Ok(Some(text))
         }
-        None if request.version == Version::HTTP_11 => Err("HTTP/1.1 request without Host\n"),
+        None if http11 => Err("HTTP/1.1 request without Host\n"),
         None => Ok(None),
     }
 }
@@ -102,6 +113,120 @@ fn valid_escapes(target: &str) -> bool {
     })
 }
 
+/// The member a request goes to.
+pub(crate) struct Target<'s> {
+    /// The pool's id.
+    pub pool_id: &'s str,
+    /// The pool's balancer (for success and failure).
+    pub balancer: &'s Balancer,
+    /// The member picked.
+    pub member: SocketAddr,
+    /// Hyper's TLS client for a reencrypt pool; `None` for plain HTTP.
+    pub https_client: Option<&'s HttpsClient>,
+}
+
+/// Where a request goes: an answer the router makes itself, or a member.
+pub(crate) enum Routed<'s> {
+    /// Answer this.
+    Answer(Response<ProxyBody>),
+    /// Forward to this member.
+    Member(Target<'s>),
+}
+
+/// Checks the target and looks the request up in `state`'s table: `raw_host` is the host as
+/// sent (see [`request_host`]), `target` the path and query.
+pub(crate) fn route<'s>(
+    state: &'s RouterState,
+    https: bool,
+    raw_host: Option<&str>,
+    target: &str,
+    headers: &dyn Headers,
+) -> Routed<'s> {
+    let host = raw_host.and_then(normalize_host).unwrap_or_default();
+    if !valid_escapes(target) {
+        return Routed::Answer(answer(
+            StatusCode::BAD_REQUEST,
+            "bad percent-encoding in the request target\n",
+        ));
+    }
+    let path = normalize_path(target);
+    let listener = if https {
+        &state.table.https
+    } else {
+        &state.table.http
+    };
+    let l7_request = nephrite_l7::Request {
+        host: &host,
+        path: &path,
+        target,
+        headers,
+        client_cert: None,
+    };
+    let pool_id = match listener.lookup(&l7_request) {
+        Outcome::Pool(pool) => pool,
+        Outcome::Reject => return Routed::Answer(answer(StatusCode::FORBIDDEN, "rejected\n")),
+        Outcome::Redirect { code, location } => {
+            let mut response = answer(StatusCode::from_u16(code).unwrap_or(StatusCode::FOUND), "");
+            return Routed::Answer(match HeaderValue::from_str(&location) {
+                Ok(value) => {
+                    response.headers_mut().insert(header::LOCATION, value);
+                    response
+                }
+                Err(_) => answer(StatusCode::BAD_REQUEST, "cannot redirect this target\n"),
+            });
+        }
+        Outcome::Status(404) => return Routed::Answer(answer(StatusCode::NOT_FOUND, "no route\n")),
+        Outcome::Status(status) => {
+            return Routed::Answer(answer(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                "no route\n",
+            ));
+        }
+    };
+    let Some((pool_id, balancer)) = state.balancers.get_key_value(pool_id) else {
+        return Routed::Answer(answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n"));
+    };
+    let Some(member) = balancer.pick() else {
+        return Routed::Answer(answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"));
+    };
+    Routed::Member(Target {
+        pool_id,
+        balancer,
+        member,
+        https_client: state.https_clients.get(pool_id),
+    })
+}
+
+/// The answer for a failed member exchange (502, or 400 when the client's body failed),
+/// counting the failure against the member when it is the member's.
+pub(crate) fn failed(target: &Target<'_>, err: &UpstreamError) -> Response<ProxyBody> {
+    if err.is_client_side() {
+        tracing::debug!(member = %target.member, pool = %target.pool_id, "{err}");
+        return answer(StatusCode::BAD_REQUEST, "request body failed\n");
+    }
+    target.balancer.failure(target.member);
+    tracing::debug!(member = %target.member, pool = %target.pool_id, "upstream: {err}");
+    answer(StatusCode::BAD_GATEWAY, "member failed\n")
+}
+
+/// The answer from a reencrypt member (or 502), counted for or against it.
+pub(crate) fn tls_answered(
+    target: &Target<'_>,
+    result: Result<Response<ProxyBody>, String>,
+) -> Response<ProxyBody> {
+    match result {
+        Ok(response) => {
+            target.balancer.success(target.member);
+            response
+        }
+        Err(err) => {
+            target.balancer.failure(target.member);
+            tracing::debug!(member = %target.member, pool = %target.pool_id, "upstream: {err}");
+            answer(StatusCode::BAD_GATEWAY, "member failed\n")
+        }
+    }
+}
+
 pub(crate) async fn handle(
     router: Arc<Router>,
     request: Request<Incoming>,
@@ -109,95 +234,49 @@ pub(crate) async fn handle(
     https: bool,
 ) -> Response<ProxyBody> {
     let (parts, body) = request.into_parts();
-    let raw_host = match request_host(&parts) {
+    let raw_host = match request_host(
+        parts
+            .headers
+            .get_all(header::HOST)
+            .iter()
+            .map(|v| v.as_bytes()),
+        parts.uri.authority().map(|a| a.as_str()),
+        parts.version == Version::HTTP_11,
+    ) {
         Ok(host) => host,
         Err(why) => return answer(StatusCode::BAD_REQUEST, why),
     };
-    let host = raw_host.and_then(normalize_host).unwrap_or_default();
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    if !valid_escapes(target) {
-        return answer(
-            StatusCode::BAD_REQUEST,
-            "bad percent-encoding in the request target\n",
-        );
-    }
-    let path = normalize_path(target);
     let state = router.state();
-    let listener = if https {
-        &state.table.https
-    } else {
-        &state.table.http
-    };
-    let outcome = {
-        let headers = HeaderView(&parts.headers);
-        let l7_request = nephrite_l7::Request {
-            host: &host,
-            path: &path,
-            target,
-            headers: &headers,
-            client_cert: None,
-        };
-        match listener.lookup(&l7_request) {
-            Outcome::Pool(pool) => Ok(pool),
-            Outcome::Reject => Err(Outcome::Reject),
-            Outcome::Redirect { code, location } => Err(Outcome::Redirect { code, location }),
-            Outcome::Status(status) => Err(Outcome::Status(status)),
-        }
-    };
-    let pool_id = match outcome {
-        Ok(pool) => pool,
-        Err(Outcome::Pool(_)) => return answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n"),
-        Err(Outcome::Reject) => return answer(StatusCode::FORBIDDEN, "rejected\n"),
-        Err(Outcome::Redirect { code, location }) => {
-            let mut response = answer(StatusCode::from_u16(code).unwrap_or(StatusCode::FOUND), "");
-            match HeaderValue::from_str(&location) {
-                Ok(value) => {
-                    response.headers_mut().insert(header::LOCATION, value);
-                }
-                Err(_) => return answer(StatusCode::BAD_REQUEST, "cannot redirect this target\n"),
-            }
-            return response;
-        }
-        Err(Outcome::Status(404)) => return answer(StatusCode::NOT_FOUND, "no route\n"),
-        Err(Outcome::Status(status)) => {
-            return answer(
-                StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-                "no route\n",
-            );
-        }
-    };
-    let Some(balancer) = state.balancers.get(pool_id) else {
-        return answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n");
-    };
-    let Some(member) = balancer.pick() else {
-        return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
+    let routed = route(&state, https, raw_host, target, &HeaderView(&parts.headers));
+    let target_member = match routed {
+        Routed::Answer(response) => return response,
+        Routed::Member(target) => target,
     };
     let forwarding = Forwarding {
         client: client.ip(),
         https,
         host: raw_host,
     };
-    if let Some(https_client) = state.https_clients.get(pool_id) {
+    if let Some(https_client) = target_member.https_client {
         let (target, host) = (target.to_owned(), raw_host.map(str::to_owned));
         let forwarding = Forwarding {
             host: host.as_deref(),
             ..forwarding
         };
-        return forward_tls(https_client, parts, body, &forwarding, &target, member)
-            .await
-            .map_or_else(
-                |err| {
-                    balancer.failure(member);
-                    tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
-                    answer(StatusCode::BAD_GATEWAY, "member failed\n")
-                },
-                |response| {
-                    balancer.success(member);
-                    response
-                },
-            );
+        let body = body.map_err(Into::into).boxed();
+        let result = forward_tls(
+            https_client,
+            parts,
+            body,
+            &forwarding,
+            &target,
+            target_member.member,
+        )
+        .await;
+        return tls_answered(&target_member, result);
     }
-    let Some(connections) = state.connections.get(&member) else {
+    let Some(connections) = state.connections.get(&target_member.member) else {
         return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
     };
     let framing = request_framing(&parts.headers, &body);
@@ -211,11 +290,11 @@ pub(crate) async fn handle(
         framing,
     );
     match connections
-        .exchange(&parts.method, &head, body, framing)
+        .exchange(parts.method == Method::HEAD, &head, body, framing)
         .await
     {
         Ok(response) => {
-            balancer.success(member);
+            target_member.balancer.success(target_member.member);
             let (mut response_parts, body) = response.into_parts();
             strip_hop_by_hop(&mut response_parts.headers);
             // The client's connection keeps its own version and keep-alive, whatever the
@@ -223,23 +302,15 @@ pub(crate) async fn handle(
             response_parts.version = parts.version;
             Response::from_parts(response_parts, ProxyBody::Upstream(body))
         }
-        Err(err) if err.is_client_side() => {
-            tracing::debug!(%member, pool = %pool_id, "{err}");
-            answer(StatusCode::BAD_REQUEST, "request body failed\n")
-        }
-        Err(err) => {
-            balancer.failure(member);
-            tracing::debug!(%member, pool = %pool_id, "upstream: {err}");
-            answer(StatusCode::BAD_GATEWAY, "member failed\n")
-        }
+        Err(err) => failed(&target_member, &err),
     }
 }
 
 /// Forwards a request to a reencrypt (HTTPS) member through hyper's pooled TLS client.
-async fn forward_tls(
+pub(crate) async fn forward_tls(
     client: &HttpsClient,
     mut parts: http::request::Parts,
-    body: Incoming,
+    body: RequestBody,
     forwarding: &Forwarding<'_>,
     target: &str,
     member: std::net::SocketAddr,

@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http::{Method, Response};
+use http::Response;
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use tokio::io::AsyncWriteExt;
@@ -84,19 +84,44 @@ impl UpstreamError {
 
 /// One connection to a member and its read buffer.
 pub(crate) struct Connection {
-    stream: TcpStream,
-    buffer: BytesMut,
+    pub(crate) stream: TcpStream,
+    pub(crate) buffer: BytesMut,
 }
 
 impl Connection {
+    /// A connection over `stream` with an empty read buffer.
+    pub(crate) fn new(stream: TcpStream) -> Self {
+        Connection {
+            stream,
+            buffer: BytesMut::with_capacity(READ_AHEAD),
+        }
+    }
+
     /// Reads what the socket has into the buffer: `Ready(Ok(0))` at end of stream.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
         self.buffer.reserve(READ_AHEAD);
         loop {
             std::task::ready!(self.stream.poll_read_ready(cx))?;
-            match self.stream.try_read_buf(&mut self.buffer) {
-                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-                result => return Poll::Ready(result),
+            let room = self.buffer.capacity() - self.buffer.len();
+            // A short read drained the socket: its readiness is forgotten with the read, so
+            // that the next read waits for new data instead of spending a system call to learn
+            // there is none. The readiness is taken before the read, so an event that arrives
+            // after it is kept (tokio's `try_io` guarantee).
+            let mut read = None;
+            let (stream, buffer) = (&self.stream, &mut self.buffer);
+            let result = stream.try_io(tokio::io::Interest::READABLE, || {
+                let n = stream.try_read_buf(buffer)?;
+                read = Some(n);
+                if n > 0 && n < room {
+                    Err(std::io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(n)
+                }
+            });
+            match (read, result) {
+                (Some(n), _) => return Poll::Ready(Ok(n)),
+                (None, Err(err)) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                (None, result) => return Poll::Ready(result),
             }
         }
     }
@@ -113,7 +138,7 @@ impl Connection {
         }
     }
 
-    async fn fill(&mut self) -> std::io::Result<usize> {
+    pub(crate) async fn fill(&mut self) -> std::io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_fill(cx)).await
     }
 
@@ -186,17 +211,15 @@ impl MemberConnections {
             source,
         })?;
         let _ = stream.set_nodelay(true);
-        Ok(Connection {
-            stream,
-            buffer: BytesMut::with_capacity(READ_AHEAD),
-        })
+        Ok(Connection::new(stream))
     }
 
     /// Sends a request (its head already written in `head`, its body `body` framed by
     /// `framing`) and reads the response head; the body follows as the client reads it.
+    /// `head_request` is whether the method is `HEAD` (its answer never has a body).
     pub(crate) async fn exchange<B>(
         self: &Arc<Self>,
-        method: &Method,
+        head_request: bool,
         head: &[u8],
         body: B,
         framing: RequestFraming,
@@ -205,7 +228,36 @@ impl MemberConnections {
         B: Body<Data = Bytes> + Unpin,
         B::Error: Into<BoxError>,
     {
-        let head_request = *method == Method::HEAD;
+        let mut headers = http::HeaderMap::new();
+        let (meta, body) = self
+            .exchange_with(head_request, head, body, framing, |meta, raw, bytes| {
+                headers = head::header_map(raw, bytes, meta)?;
+                Ok(())
+            })
+            .await?;
+        let mut response = Response::new(body);
+        *response.status_mut() = meta.status;
+        *response.version_mut() = meta.version;
+        *response.headers_mut() = headers;
+        Ok(response)
+    }
+
+    /// [`exchange`](Self::exchange) handing the final response head to `on_head` as it lies
+    /// in the read buffer (headers as parsed, and the buffer they point into), with no header
+    /// map built.
+    pub(crate) async fn exchange_with<B, F>(
+        self: &Arc<Self>,
+        head_request: bool,
+        head: &[u8],
+        body: B,
+        framing: RequestFraming,
+        mut on_head: F,
+    ) -> Result<(head::ResponseMeta, UpstreamBody), UpstreamError>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BoxError>,
+        F: FnMut(&head::ResponseMeta, &[httparse::Header<'_>], &[u8]) -> Result<(), UpstreamError>,
+    {
         let mut body = Some(body);
         loop {
             // A request with a body checks that the reused connection is still open before
@@ -228,22 +280,16 @@ impl MemberConnections {
             };
             let sent = send(&mut connection, self.address, head, &mut body, framing).await;
             let answered = match sent {
-                Ok(()) => read_head(&mut connection, head_request, self.address).await,
+                Ok(()) => {
+                    read_head(&mut connection, head_request, self.address, &mut on_head).await
+                }
                 Err(err) => Err(err),
             };
             match answered {
-                Ok(response_head) => {
-                    let (keep_alive, framing) = (response_head.keep_alive, response_head.framing);
-                    let mut response = Response::new(UpstreamBody::new(
-                        connection,
-                        framing,
-                        keep_alive,
-                        self.clone(),
-                    ));
-                    *response.status_mut() = response_head.status;
-                    *response.version_mut() = response_head.version;
-                    *response.headers_mut() = response_head.headers;
-                    return Ok(response);
+                Ok(meta) => {
+                    let body =
+                        UpstreamBody::new(connection, meta.framing, meta.keep_alive, self.clone());
+                    return Ok((meta, body));
                 }
                 // A stale pooled connection: try again while the request is still whole.
                 Err(UpstreamError::Io { .. } | UpstreamError::NoAnswer(_))
@@ -304,24 +350,31 @@ where
     Ok(())
 }
 
-/// Reads the final response head (skipping `100 Continue` and other interim answers).
-async fn read_head(
+/// Reads the final response head (skipping `100 Continue` and other interim answers), handing
+/// it to `on_head` in place, and takes it out of the buffer.
+async fn read_head<F>(
     connection: &mut Connection,
     head_request: bool,
     member: SocketAddr,
-) -> Result<head::ResponseHead, UpstreamError> {
+    on_head: &mut F,
+) -> Result<head::ResponseMeta, UpstreamError>
+where
+    F: FnMut(&head::ResponseMeta, &[httparse::Header<'_>], &[u8]) -> Result<(), UpstreamError>,
+{
     let mut received = false;
     loop {
         if !connection.buffer.is_empty() {
             received = true;
-            if let Some(parsed) = head::parse_response_head(&connection.buffer, head_request)? {
-                bytes::Buf::advance(&mut connection.buffer, parsed.length);
-                if parsed.status.is_informational()
-                    && parsed.status != http::StatusCode::SWITCHING_PROTOCOLS
-                {
+            let bytes = &connection.buffer[..];
+            let parsed = head::parse_response(bytes, head_request, |meta, headers| {
+                on_head(meta, headers, bytes)
+            })?;
+            if let Some(meta) = parsed {
+                bytes::Buf::advance(&mut connection.buffer, meta.length);
+                if !meta.is_final() {
                     continue;
                 }
-                return Ok(parsed);
+                return Ok(meta);
             }
         }
         match connection.fill().await {

@@ -23,6 +23,7 @@ fn version_of_event(event: &pb::WatchEvent) -> (&'static str, String) {
     match &event.event {
         Some(pb::watch_event::Event::Snapshot(s)) => ("snapshot", s.version.clone()),
         Some(pb::watch_event::Event::Unchanged(u)) => ("unchanged", u.version.clone()),
+        Some(pb::watch_event::Event::Delta(d)) => ("delta", d.version.clone()),
         None => ("none", String::new()),
     }
 }
@@ -37,6 +38,7 @@ async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_kno
         .watch(Request::new(pb::WatchRequest {
             router: "r1".into(),
             known_version: String::new(),
+            accept_deltas: false,
         }))
         .await
         .unwrap()
@@ -59,6 +61,7 @@ async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_kno
         .watch(Request::new(pb::WatchRequest {
             router: "r2".into(),
             known_version: second.clone(),
+            accept_deltas: false,
         }))
         .await
         .unwrap()
@@ -112,4 +115,53 @@ async fn acknowledgements_are_listed_by_router() {
         .map(|r| (r.router.as_str(), r.version.as_str()))
         .collect();
     assert_eq!(seen, [("a", "v2"), ("b", "v")]);
+}
+
+#[tokio::test]
+async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
+    let publisher = Publisher::new(&translation(1));
+    let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
+    let mut stream = service
+        .watch(Request::new(pb::WatchRequest {
+            router: "r1".into(),
+            known_version: String::new(),
+            accept_deltas: true,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(pb::watch_event::Event::Snapshot(mut served)) =
+        stream.next().await.unwrap().unwrap().event
+    else {
+        panic!("a whole snapshot first");
+    };
+    for port in 2..5 {
+        publisher.publish(&translation(port), &[]);
+        let Some(pb::watch_event::Event::Delta(delta)) =
+            stream.next().await.unwrap().unwrap().event
+        else {
+            panic!("a delta for version {port}");
+        };
+        // Only the pool changed: the listeners are not sent again.
+        assert!(delta.http.is_none() && delta.https.is_none(), "{delta:?}");
+        served = crate::wire::delta::apply(&served, &delta).unwrap();
+        assert_eq!(served, *publisher.current());
+    }
+
+    // A router that knows the current version gets `unchanged`, then a whole snapshot (this
+    // stream never sent it a base for a delta).
+    let mut stream = service
+        .watch(Request::new(pb::WatchRequest {
+            router: "r2".into(),
+            known_version: served.version.clone(),
+            accept_deltas: true,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let event = stream.next().await.unwrap().unwrap();
+    assert_eq!(version_of_event(&event).0, "unchanged");
+    let (version, _) = publisher.publish(&translation(9), &[]);
+    let event = stream.next().await.unwrap().unwrap();
+    assert_eq!(version_of_event(&event), ("snapshot", version));
 }

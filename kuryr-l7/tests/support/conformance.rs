@@ -65,6 +65,21 @@ pub const CASES: &[Case] = &[
     to("exact.example.com", "/x", "exact"),
     status("exact.example.com", "/x/", 404),
     status("missing.example.com", "/", 503),
+    // Matching uses the path with dot-segments removed, `%2F` not decoded and the query
+    // ignored; the member gets the original target (checked for every case with a backend).
+    to("shop.example.com", "/x/../api/items", "api"),
+    to("shop.example.com", "/../api", "api"),
+    to("shop.example.com", "/api/../apinae", "web"),
+    to("shop.example.com", "/api/./v1/exact", "exact"),
+    to("shop.example.com", "/api/v1/exact/.", "api"),
+    to("shop.example.com", "/api/v1/x/../exact?q=/../y", "exact"),
+    to("shop.example.com", "/api/v1%2Fexact", "api"),
+    to("shop.example.com", "/api%2F..%2Fexact", "web"),
+    to("shop.example.com", "/api/%2F?q=%2F", "api"),
+    to("exact.example.com", "/y/../x", "exact"),
+    status("exact.example.com", "/x/.", 404),
+    to("cart.example.com", "/a/../cart?x=/../y", "route"),
+    status("cart.example.com", "/cart/../x", 404),
     Case {
         host: "secure.example.com",
         target: "/pay?x=1",
@@ -147,13 +162,19 @@ pub async fn check(http: SocketAddr) {
             .get("location")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let forwarded = case.backend.is_none_or(|b| {
+            reply
+                .body
+                .starts_with(&format!("{b} path={} ", case.target))
+        });
         if reply.status != case.status
             || backend.as_deref() != case.backend
+            || !forwarded
             || (case.location.is_some() && location.as_deref() != case.location)
         {
             wrong.push(format!(
-                "{} {}: got {} from {backend:?} (location {location:?}), want {case:?}",
-                case.host, case.target, reply.status
+                "{} {}: got {} from {backend:?} (location {location:?}, body {:?}), want {case:?}",
+                case.host, case.target, reply.status, reply.body
             ));
         }
     }

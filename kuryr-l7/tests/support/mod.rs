@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod conformance;
+pub mod tls_conformance;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -14,9 +14,11 @@ use nephrite_proto::nimbess::cni::v1 as pb;
 use tokio::sync::Mutex;
 
 use crate::driver::{Driver, DriverError};
+use crate::fabric::{Fabric, FabricView};
 use crate::plugin::{CniFailure, code, valid_ifname};
 use crate::state::{PersistedState, Record, StateError, StateStore};
 
+mod fabric;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +32,11 @@ pub struct AgentState {
     /// The data plane.
     pub driver: Driver,
     store: StateStore,
+    /// The networks of the config file (the fabric may add more).
+    configured: Vec<NetworkSpec>,
+    /// The fabric this host belongs to (`--store`), and what it has seen of it.
+    fabric: Option<Fabric>,
+    view: FabricView,
 }
 
 /// Why the agent could not start or reload.
@@ -44,6 +51,9 @@ pub enum AgentError {
     /// The driver could not reconcile.
     #[error("driver: {0}")]
     Driver(#[from] DriverError),
+    /// The fabric's store failed.
+    #[error("fabric: {0}")]
+    Fabric(#[from] crate::fabric::etcd::EtcdError),
 }
 
 /// The agent.
@@ -78,23 +88,17 @@ impl Agent {
     pub async fn start(
         store: StateStore,
         networks: &[NetworkSpec],
-        mut driver: Driver,
+        driver: Driver,
     ) -> Result<Self, AgentError> {
-        let PersistedState {
-            mut model,
-            mut ipam,
-        } = store.load()?;
-        model.apply_networks(networks)?;
-        ipam.sync_networks(networks)?;
-        for (port, facts) in driver.reconcile(&model).await? {
-            model.record_facts(&port, facts)?;
-        }
-        let mut state = AgentState {
-            model,
-            ipam,
-            driver,
+        let mut state = AgentState::load(
             store,
-        };
+            networks,
+            networks,
+            driver,
+            None,
+            FabricView::default(),
+        )
+        .await?;
         state.persist()?;
         Ok(Agent {
             state: Mutex::new(state),
@@ -113,17 +117,12 @@ impl Agent {
     /// old networks stay).
     pub async fn reload(&self, networks: &[NetworkSpec]) -> Result<RenderPlan, AgentError> {
         let mut st = self.state.lock().await;
-        let saved = (st.model.clone(), st.ipam.clone());
-        let plan = st.model.apply_networks(networks)?;
-        if let Err(e) = st.ipam.sync_networks(networks) {
-            (st.model, st.ipam) = saved;
-            return Err(e.into());
+        if let Some(fabric) = &st.fabric {
+            fabric.publish_networks(networks).await?;
         }
-        let specs = st.specs();
-        if let Err(e) = st.driver.apply(&plan, &specs).await {
-            (st.model, st.ipam) = saved;
-            return Err(e.into());
-        }
+        let effective = fabric::effective_networks(networks, &st.view);
+        let plan = st.apply_networks(&effective).await?;
+        st.configured = networks.to_vec();
         st.persist()?;
         Ok(plan)
     }
@@ -155,8 +154,17 @@ impl Agent {
             return Err(unknown_network(&req.network));
         };
         if let Some(existing) = st.model.port_of(&req.container_id, &req.ifname) {
+            if let Some(remote) = &existing.remote {
+                return Err(CniFailure::new(
+                    code::INVALID_CONFIG,
+                    format!(
+                        "container {} interface {} is attached on host {}",
+                        req.container_id, req.ifname, remote.host
+                    ),
+                ));
+            }
             if existing.network == req.network {
-                return Ok(result_of(existing, &spec));
+                return Ok(result_of(existing, &spec, st.fabric.is_some()));
             }
             return Err(CniFailure::new(
                 code::INVALID_CONFIG,
@@ -170,14 +178,7 @@ impl Agent {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
         };
-        let address = st
-            .ipam
-            .allocate(&req.network, &owner)
-            .map_err(|e| CniFailure {
-                code: code::TRY_AGAIN_LATER,
-                msg: format!("no address on network {}", req.network),
-                details: e.to_string(),
-            })?;
+        let address = st.allocate(&req.network, &owner).await?;
         let plan = match st.model.add_port(PortRequest {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
@@ -187,7 +188,7 @@ impl Agent {
         }) {
             Ok(plan) => plan,
             Err(e) => {
-                st.ipam.release(&req.network, &owner);
+                st.release(&req.network, &owner).await;
                 return Err(CniFailure::new(code::INVALID_CONFIG, e.to_string()));
             }
         };
@@ -210,9 +211,20 @@ impl Agent {
                 }
             }
         }
+        if let Err(e) = st.publish(&id).await {
+            let failure = CniFailure {
+                code: code::TRY_AGAIN_LATER,
+                msg: "the fabric's store did not take the port".into(),
+                details: e.to_string(),
+            };
+            let e = DriverError::State(e.to_string());
+            st.roll_back(&owner, &req.network, &plan, &e).await;
+            return Err(failure);
+        }
         if let Err(e) = st.persist_port(&id) {
             let failure = store_failure(&e);
             let e = DriverError::State(e.to_string());
+            st.withdraw(&id, &owner, &[]).await;
             st.roll_back(&owner, &req.network, &plan, &e).await;
             return Err(failure);
         }
@@ -220,7 +232,7 @@ impl Agent {
             .model
             .port(&id)
             .ok_or_else(|| CniFailure::new(code::DRIVER_FAILURE, format!("port {id} vanished")))?;
-        Ok(result_of(port, &spec))
+        Ok(result_of(port, &spec, st.fabric.is_some()))
     }
 
     /// CNI DEL: idempotent; releases by (container, ifname) from the state.
@@ -235,7 +247,11 @@ impl Agent {
         if !st.model.networks().contains_key(&req.network) {
             return Err(unknown_network(&req.network));
         }
-        let Some(port) = st.model.port_of(&req.container_id, &req.ifname) else {
+        let Some(port) = st
+            .model
+            .port_of(&req.container_id, &req.ifname)
+            .filter(|p| !p.is_remote())
+        else {
             return Err(CniFailure::new(
                 code::UNKNOWN_CONTAINER,
                 format!(
@@ -293,14 +309,16 @@ impl Agent {
             .model
             .ports()
             .values()
-            .filter(|p| p.network == req.network)
+            .filter(|p| p.network == req.network && !p.is_remote())
             .map(|p| (p.container_id.clone(), p.ifname.clone()))
             .filter(|k| !keep.contains(k))
             .collect();
         for (container, ifname) in stale {
             st.delete(&container, &ifname).await?;
         }
-        // addresses held without a port (an ADD that crashed before the model saw it)
+        // addresses held without a port (an ADD that crashed before the model
+        // saw it); those other hosts of the fabric hold are theirs
+        let remote = st.remote_owners(&req.network);
         let orphans: Vec<Owner> = st
             .ipam
             .pool(&req.network)
@@ -312,8 +330,9 @@ impl Agent {
                 .model
                 .port_of(&owner.container_id, &owner.ifname)
                 .is_some();
-            if !known && !keep.contains(&(owner.container_id.clone(), owner.ifname.clone())) {
-                st.ipam.release(&req.network, &owner);
+            let kept = keep.contains(&(owner.container_id.clone(), owner.ifname.clone()));
+            if !known && !kept && !remote.contains(&owner) {
+                st.release(&req.network, &owner).await;
                 changed = true;
             }
         }
@@ -331,14 +350,14 @@ fn unknown_network(name: &str) -> CniFailure {
     )
 }
 
-/// The CNI result of a port.
-pub fn result_of(port: &Port, spec: &NetworkSpec) -> pb::CniResult {
+/// The CNI result of a port (`in_fabric`: its network spans hosts).
+pub fn result_of(port: &Port, spec: &NetworkSpec, in_fabric: bool) -> pb::CniResult {
     let gateway = spec.gateway().map(|g| g.to_string()).unwrap_or_default();
     pb::CniResult {
         interfaces: vec![pb::Interface {
             name: port.ifname.clone(),
             mac: port.mac().map(|m| m.to_string()).unwrap_or_default(),
-            mtu: spec.mtu(),
+            mtu: crate::fabric::port_mtu(spec, in_fabric),
             sandbox: port.netns.clone(),
         }],
         ips: vec![pb::IpConfig {
@@ -355,6 +374,62 @@ pub fn result_of(port: &Port, spec: &NetworkSpec) -> pb::CniResult {
 }
 
 impl AgentState {
+    /// Load the state files, apply `effective` networks and reconcile the
+    /// data plane (adopting what exists). Ports of other hosts a snapshot
+    /// may hold are dropped: the fabric's view brings them back.
+    async fn load(
+        store: StateStore,
+        configured: &[NetworkSpec],
+        effective: &[NetworkSpec],
+        mut driver: Driver,
+        fabric: Option<Fabric>,
+        view: FabricView,
+    ) -> Result<Self, AgentError> {
+        let PersistedState {
+            mut model,
+            mut ipam,
+        } = store.load()?;
+        let remote: Vec<String> = model
+            .ports()
+            .values()
+            .filter(|p| p.is_remote())
+            .map(|p| p.id.clone())
+            .collect();
+        for id in remote {
+            model.remove_port(&id)?;
+        }
+        model.apply_networks(effective)?;
+        ipam.sync_networks(effective)?;
+        for (port, facts) in driver.reconcile(&model).await? {
+            model.record_facts(&port, facts)?;
+        }
+        Ok(AgentState {
+            model,
+            ipam,
+            driver,
+            store,
+            configured: configured.to_vec(),
+            fabric,
+            view,
+        })
+    }
+
+    /// Replace the networks as one plan; on failure the old ones stay.
+    async fn apply_networks(&mut self, networks: &[NetworkSpec]) -> Result<RenderPlan, AgentError> {
+        let saved = (self.model.clone(), self.ipam.clone());
+        let plan = self.model.apply_networks(networks)?;
+        if let Err(e) = self.ipam.sync_networks(networks) {
+            (self.model, self.ipam) = saved;
+            return Err(e.into());
+        }
+        let specs = self.specs();
+        if let Err(e) = self.driver.apply(&plan, &specs).await {
+            (self.model, self.ipam) = saved;
+            return Err(e.into());
+        }
+        Ok(plan)
+    }
+
     fn specs(&self) -> std::collections::BTreeMap<String, NetworkSpec> {
         self.model
             .networks()
@@ -404,7 +479,7 @@ impl AgentState {
                 tracing::warn!(port = %port.id, error = %e, "rollback could not remove the port");
             }
         }
-        self.ipam.release(network, owner);
+        self.release(network, owner).await;
         // Re-render what the rollback touched (other pipelines' FIBs) from the restored model.
         if let Err(e) = self.driver.reconcile(&self.model).await {
             tracing::warn!(error = %e, "reconcile after rollback failed");
@@ -418,6 +493,10 @@ impl AgentState {
             ifname: ifname.to_string(),
         };
         let id = port_id(container, ifname);
+        if self.model.port(&id).is_some_and(Port::is_remote) {
+            // another host's port: its own agent deletes it
+            return Ok(());
+        }
         let released = if let Some(port) = self.model.port(&id).cloned() {
             let plan = self
                 .model
@@ -438,10 +517,13 @@ impl AgentState {
                     details: e.to_string(),
                 });
             }
-            self.ipam.release_everywhere(&owner);
+            let freed = self.ipam.release_everywhere(&owner);
+            self.withdraw(&id, &owner, &freed).await;
             true
         } else {
-            !self.ipam.release_everywhere(&owner).is_empty()
+            let freed = self.ipam.release_everywhere(&owner);
+            self.withdraw(&id, &owner, &freed).await;
+            !freed.is_empty()
         };
         if released {
             let records = [Record::PortGone { port: id }, Record::Released { owner }];

@@ -181,3 +181,18 @@ async fn reload_applies_acl_to_every_port_pipeline_of_the_network() {
     // a network with ports cannot vanish
     assert!(agent.reload(&[]).await.is_err());
 }
+
+#[test]
+fn the_fabric_adds_networks_and_the_config_wins_on_a_shared_name() {
+    let mut view = FabricView::default();
+    let mut theirs = spec("blue", "10.9.0.0/24");
+    theirs.mtu = Some(9000);
+    view.networks.insert("blue".into(), theirs);
+    view.networks
+        .insert("green".into(), spec("green", "10.8.0.0/24"));
+    let configured = [spec("blue", "10.5.0.0/24"), spec("red", "10.6.0.0/24")];
+    let effective = fabric::effective_networks(&configured, &view);
+    let names: Vec<&str> = effective.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["blue", "green", "red"]);
+    assert_eq!(effective[0], configured[0], "this host's config wins");
+}

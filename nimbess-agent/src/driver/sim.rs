@@ -58,7 +58,7 @@ impl SimDriver {
 
     pub(crate) fn apply(&mut self, plan: &RenderPlan) -> Vec<(PortId, RenderFacts)> {
         let mut out = Vec::new();
-        for port in &plan.ports_added {
+        for port in plan.ports_added.iter().filter(|p| !p.is_remote()) {
             self.ports.insert(port.id.clone());
             out.push((port.id.clone(), self.facts(&port.id)));
         }
@@ -89,7 +89,13 @@ impl SimDriver {
 
     pub(crate) fn verify(&self, model: &Model) -> Vec<String> {
         let mut drift = Vec::new();
-        for id in model.ports().keys() {
+        // ports of other hosts of a fabric are simulated there
+        for id in model
+            .ports()
+            .values()
+            .filter(|p| !p.is_remote())
+            .map(|p| &p.id)
+        {
             if !self.ports.contains(id) {
                 drift.push(format!(
                     "port {id} is in the model but not in the simulation"

@@ -31,12 +31,27 @@ pub struct AgentProcess {
     pub config: PathBuf,
     pub driver: String,
     pub networks: Vec<String>,
+    /// Command words run before the agent (e.g. `ip netns exec HOST`).
+    pub prefix: Vec<String>,
+    /// Extra `serve` flags (e.g. `--store`).
+    pub extra: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
 }
 
 impl AgentProcess {
     /// Start with `config_yaml` in a fresh directory and wait for the socket.
     pub fn start(config_yaml: &str, driver: &str, networks: &[&str]) -> AgentProcess {
+        Self::start_with(config_yaml, driver, networks, &[], &[])
+    }
+
+    /// [`AgentProcess::start`] with command words before the agent and extra `serve` flags.
+    pub fn start_with(
+        config_yaml: &str,
+        driver: &str,
+        networks: &[&str],
+        prefix: &[&str],
+        extra: &[&str],
+    ) -> AgentProcess {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
         let config = dir.join("agent.yaml");
@@ -48,6 +63,8 @@ impl AgentProcess {
             dir,
             driver: driver.to_string(),
             networks: networks.iter().map(|s| s.to_string()).collect(),
+            prefix: prefix.iter().map(|s| s.to_string()).collect(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             _tmp: Some(tmp),
         };
         agent.spawn();
@@ -58,7 +75,15 @@ impl AgentProcess {
     pub fn spawn(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
         let log = std::fs::File::create(self.dir.join("agent.log")).expect("log");
-        let child = Command::new(AGENT)
+        let mut command = match self.prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(AGENT);
+                c
+            }
+            None => Command::new(AGENT),
+        };
+        let child = command
             .args(["serve", "--config"])
             .arg(&self.config)
             .arg("--socket")
@@ -66,6 +91,7 @@ impl AgentProcess {
             .arg("--state-dir")
             .arg(self.dir.join("state"))
             .args(["--driver", &self.driver])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -140,7 +166,30 @@ impl AgentProcess {
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
+        // ACL tables of ports never deleted outlive their veths: remove them
+        // (an agent in a host namespace takes them along with the namespace)
+        let ports: Vec<String> = if self.driver == "kernel" && self.prefix.is_empty() {
+            let (_, out) = self.cli(&["ports", "-o", "json"]);
+            serde_json::from_str::<Vec<Value>>(&out)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| p["id"].as_str().map(str::to_string))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.kill9();
+        for port in ports {
+            let _ = Command::new("nft")
+                .args([
+                    "delete",
+                    "table",
+                    "netdev",
+                    &nimbess_agent::naming::host_veth_name(&port),
+                ])
+                .stderr(Stdio::null())
+                .status();
+        }
         if self.driver == "kernel" {
             for net in &self.networks {
                 let _ = Command::new("ip")

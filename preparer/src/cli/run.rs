@@ -14,7 +14,7 @@ use tonic::transport::Channel;
 
 use super::output::{deployment_json, pairs, render, table};
 use super::{
-    CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, ListFormat, PluginCommand,
+    CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, ListFormat, Listing, PluginCommand,
 };
 
 /// Runs a client subcommand (not `serve`), printing to stdout.
@@ -27,8 +27,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut client = DataClient::new(channel);
     let text = match cli.command {
         Command::Serve(_) => bail!("serve is not a client command"),
-        Command::Template(command) => catalog(&mut client, true, command).await?,
-        Command::Site(command) => catalog(&mut client, false, command).await?,
+        Command::Template(command) => catalog(&mut client, Catalog::Templates, command).await?,
+        Command::Site(command) => catalog(&mut client, Catalog::Sites, command).await?,
         Command::Plugin(command) => plugin(&mut client, command).await?,
         Command::Deployment(command) => deployment(&mut client, command).await?,
     };
@@ -60,37 +60,144 @@ fn read_package_file(path: &Path) -> anyhow::Result<Package> {
     Package::from_yaml(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
+/// Templates or sites: the two catalogs, whose commands differ only in the calls they make.
+#[derive(Clone, Copy)]
+enum Catalog {
+    Templates,
+    Sites,
+}
+
+impl Catalog {
+    fn noun(self) -> &'static str {
+        match self {
+            Catalog::Templates => "template",
+            Catalog::Sites => "site",
+        }
+    }
+
+    /// Registers (or replaces) an entry; whether it was new.
+    async fn register(
+        self,
+        client: &mut DataClient<Channel>,
+        id: String,
+        metadata: HashMap<String, String>,
+        package_yaml: String,
+    ) -> Result<bool, tonic::Status> {
+        Ok(match self {
+            Catalog::Templates => {
+                client
+                    .register_template(pb::RegisterTemplateRequest {
+                        id,
+                        metadata,
+                        package_yaml,
+                    })
+                    .await?
+                    .into_inner()
+                    .created
+            }
+            Catalog::Sites => {
+                client
+                    .register_site(pb::RegisterSiteRequest {
+                        id,
+                        metadata,
+                        package_yaml,
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner()
+                    .created
+            }
+        })
+    }
+
+    /// One page of (id, metadata).
+    async fn page(
+        self,
+        client: &mut DataClient<Channel>,
+        id_patterns: Vec<String>,
+        metadata_patterns: HashMap<String, String>,
+        window: pb::Window,
+    ) -> Result<Vec<(String, HashMap<String, String>)>, tonic::Status> {
+        let window = Some(window);
+        let mut page = Vec::new();
+        match self {
+            Catalog::Templates => {
+                let request = pb::ListTemplatesRequest {
+                    id_patterns,
+                    metadata_patterns,
+                    window,
+                };
+                let mut stream = client.list_templates(request).await?.into_inner();
+                while let Some(item) = stream.message().await? {
+                    page.push((item.id, item.metadata));
+                }
+            }
+            Catalog::Sites => {
+                let request = pb::ListSitesRequest {
+                    id_patterns,
+                    metadata_patterns,
+                    window,
+                };
+                let mut stream = client.list_sites(request).await?.into_inner();
+                while let Some(item) = stream.message().await? {
+                    page.push((item.id, item.metadata));
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    /// An entry's metadata and package.
+    async fn get(
+        self,
+        client: &mut DataClient<Channel>,
+        id: String,
+    ) -> Result<(HashMap<String, String>, String), tonic::Status> {
+        let request = pb::GetRequest { id };
+        Ok(match self {
+            Catalog::Templates => {
+                let t = client.get_template(request).await?.into_inner();
+                (t.info.unwrap_or_default().metadata, t.package_yaml)
+            }
+            Catalog::Sites => {
+                let s = client.get_site(request).await?.into_inner();
+                (s.info.unwrap_or_default().metadata, s.package_yaml)
+            }
+        })
+    }
+
+    /// Deletes an entry; whether it existed.
+    async fn delete(
+        self,
+        client: &mut DataClient<Channel>,
+        id: String,
+    ) -> Result<bool, tonic::Status> {
+        let request = pb::DeleteRequest { id };
+        let response = match self {
+            Catalog::Templates => client.delete_template(request).await?,
+            Catalog::Sites => client.delete_site(request).await?,
+        };
+        Ok(response.into_inner().deleted)
+    }
+}
+
+/// Rows per page when a command fetches every page.
+const PAGE: u32 = 1000;
+
 async fn catalog(
     client: &mut DataClient<Channel>,
-    templates: bool,
+    kind: Catalog,
     command: CatalogCommand,
 ) -> anyhow::Result<String> {
-    let noun = if templates { "template" } else { "site" };
+    let noun = kind.noun();
     match command {
         CatalogCommand::Register { id, file, metadata } => {
             let package = read_package_file(&file)?;
             let metadata = key_values("--metadata", &metadata)?;
-            let created = if templates {
-                client
-                    .register_template(pb::RegisterTemplateRequest {
-                        id: id.clone(),
-                        metadata,
-                        package_yaml: package.to_yaml(),
-                    })
-                    .await
-            } else {
-                client
-                    .register_site(pb::RegisterSiteRequest {
-                        id: id.clone(),
-                        metadata,
-                        package_yaml: package.to_yaml(),
-                        ..Default::default()
-                    })
-                    .await
-            }
-            .map_err(status)?
-            .into_inner()
-            .created;
+            let created = kind
+                .register(client, id.clone(), metadata, package.to_yaml())
+                .await
+                .map_err(status)?;
             tracing::info!(
                 "{noun} {id} {}",
                 if created { "registered" } else { "replaced" }
@@ -99,47 +206,22 @@ async fn catalog(
         }
         CatalogCommand::List {
             ids,
-            metadata,
-            output,
+            listing: Listing { metadata, output },
         } => {
             let metadata_patterns = key_values("--metadata", &metadata)?;
             let mut rows: Vec<(String, HashMap<String, String>)> = Vec::new();
             let mut after_id = String::new();
             loop {
-                let window = Some(pb::Window {
+                let window = pb::Window {
                     offset: 0,
-                    max_count: 1000,
+                    max_count: PAGE,
                     after_id: after_id.clone(),
-                });
-                let mut page = Vec::new();
-                if templates {
-                    let mut stream = client
-                        .list_templates(pb::ListTemplatesRequest {
-                            id_patterns: ids.clone(),
-                            metadata_patterns: metadata_patterns.clone(),
-                            window,
-                        })
-                        .await
-                        .map_err(status)?
-                        .into_inner();
-                    while let Some(item) = stream.message().await.map_err(status)? {
-                        page.push((item.id, item.metadata));
-                    }
-                } else {
-                    let mut stream = client
-                        .list_sites(pb::ListSitesRequest {
-                            id_patterns: ids.clone(),
-                            metadata_patterns: metadata_patterns.clone(),
-                            window,
-                        })
-                        .await
-                        .map_err(status)?
-                        .into_inner();
-                    while let Some(item) = stream.message().await.map_err(status)? {
-                        page.push((item.id, item.metadata));
-                    }
-                }
-                let done = page.len() < 1000;
+                };
+                let page = kind
+                    .page(client, ids.clone(), metadata_patterns.clone(), window)
+                    .await
+                    .map_err(status)?;
+                let done = page.len() < PAGE as usize;
                 if let Some((last, _)) = page.last() {
                     after_id = last.clone();
                 }
@@ -170,21 +252,7 @@ async fn catalog(
             }
         }
         CatalogCommand::Get { id, output } => {
-            let (metadata, package_yaml) = if templates {
-                let t = client
-                    .get_template(pb::GetRequest { id: id.clone() })
-                    .await
-                    .map_err(status)?
-                    .into_inner();
-                (t.info.unwrap_or_default().metadata, t.package_yaml)
-            } else {
-                let s = client
-                    .get_site(pb::GetRequest { id: id.clone() })
-                    .await
-                    .map_err(status)?
-                    .into_inner();
-                (s.info.unwrap_or_default().metadata, s.package_yaml)
-            };
+            let (metadata, package_yaml) = kind.get(client, id.clone()).await.map_err(status)?;
             match output {
                 GetFormat::Yaml => Ok(package_yaml),
                 GetFormat::Json => {
@@ -198,19 +266,7 @@ async fn catalog(
             }
         }
         CatalogCommand::Delete { id } => {
-            let deleted = if templates {
-                client
-                    .delete_template(pb::DeleteRequest { id: id.clone() })
-                    .await
-            } else {
-                client
-                    .delete_site(pb::DeleteRequest { id: id.clone() })
-                    .await
-            }
-            .map_err(status)?
-            .into_inner()
-            .deleted;
-            if !deleted {
+            if !kind.delete(client, id.clone()).await.map_err(status)? {
                 bail!("{noun} not found: {id}");
             }
             Ok(String::new())
@@ -233,6 +289,15 @@ fn parse_trigger(text: &str) -> anyhow::Result<GroupVersionKind> {
         version: version.to_owned(),
         kind: kind.to_owned(),
     })
+}
+
+/// A plugin's triggers as `group/version/Kind`.
+fn trigger_texts(plugin: &pb::Plugin) -> Vec<String> {
+    plugin
+        .triggers
+        .iter()
+        .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
+        .collect()
 }
 
 async fn plugin(
@@ -270,7 +335,7 @@ async fn plugin(
             let mut stream = client
                 .list_plugins(pb::ListPluginsRequest {
                     window: Some(pb::Window {
-                        max_count: 1000,
+                        max_count: PAGE,
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -282,13 +347,7 @@ async fn plugin(
             while let Some(p) = stream.message().await.map_err(status)? {
                 plugins.push(p);
             }
-            let trigger_text = |p: &pb::Plugin| {
-                p.triggers
-                    .iter()
-                    .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let trigger_text = |p: &pb::Plugin| trigger_texts(p).join(",");
             match output {
                 ListFormat::Table => Ok(table(
                     &["NAME", "ENDPOINT", "TRIGGERS"],
@@ -314,11 +373,7 @@ async fn plugin(
                 .await
                 .map_err(status)?
                 .into_inner();
-            let triggers: Vec<String> = p
-                .triggers
-                .iter()
-                .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
-                .collect();
+            let triggers = trigger_texts(&p);
             render(
                 &json!({"name": p.name, "endpoint": p.endpoint, "triggers": triggers, "arguments": p.arguments}),
                 false,
@@ -377,8 +432,7 @@ async fn deployment(
             approved,
             templates,
             sites,
-            metadata,
-            output,
+            listing: Listing { metadata, output },
         } => {
             let metadata_patterns = key_values("--metadata", &metadata)?;
             let mut rows = Vec::new();
@@ -394,7 +448,7 @@ async fn deployment(
                         approved,
                         window: Some(pb::Window {
                             offset: 0,
-                            max_count: 1000,
+                            max_count: PAGE,
                             after_id: after_id.clone(),
                         }),
                         ..Default::default()

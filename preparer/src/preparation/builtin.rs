@@ -2,6 +2,8 @@
 //! `Site` (with `provisionIfNotFound`) and `Sites`. They run in-process and use the store
 //! directly (the same operations the Data API offers plugins).
 
+use std::sync::Mutex;
+
 use nephrite_krm::{Gvk, Object, Package};
 use nephrite_merge::metadata::MetadataSelector;
 use nephrite_merge::preparation::is_preparable;
@@ -17,6 +19,48 @@ use crate::store::{CatalogFilter, SiteRecord, StoreError, Window};
 
 /// Children created per store transaction.
 const CREATE_CHUNK: usize = 250;
+
+/// What one deployment's preparation has looked up already. The built-in preparers of a
+/// package often ask the same: a Placement and the Sites resource it names list the same
+/// sites, a Placement and its Template resolve the same template. Asking once also makes them
+/// agree.
+#[derive(Default)]
+pub(crate) struct Lookups {
+    /// Site ids by selector.
+    sites: Mutex<Vec<(MetadataSelector, Vec<String>)>>,
+    /// Template ids known to exist.
+    templates: Mutex<Vec<String>>,
+}
+
+impl Lookups {
+    fn sites(&self, selector: &MetadataSelector) -> Option<Vec<String>> {
+        let sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+        sites
+            .iter()
+            .find(|(known, _)| known == selector)
+            .map(|(_, ids)| ids.clone())
+    }
+
+    fn remember_sites(&self, selector: &MetadataSelector, ids: &[String]) {
+        let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+        sites.push((selector.clone(), ids.to_vec()));
+    }
+
+    /// A site was registered: listings may have changed.
+    fn forget_sites(&self) {
+        self.sites.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn knows_template(&self, id: &str) -> bool {
+        let templates = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        templates.iter().any(|known| known == id)
+    }
+
+    fn remember_template(&self, id: &str) {
+        let mut templates = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        templates.push(id.to_owned());
+    }
+}
 
 /// Prepares `package.objects()[index]` (a built-in kind) for deployment `deployment_id`.
 pub(super) async fn prepare(
@@ -74,8 +118,12 @@ fn store_error(err: StoreError) -> String {
 
 async fn resolve_template(context: &PassContext<'_>, object: &Object) -> Result<String, String> {
     match template_choice(object).map_err(|e| e.to_string())? {
+        Choice::Id(id) if context.lookups.knows_template(&id) => Ok(id),
         Choice::Id(id) => match context.store.get_template(&id).await {
-            Ok(_) => Ok(id),
+            Ok(_) => {
+                context.lookups.remember_template(&id);
+                Ok(id)
+            }
             Err(StoreError::NotFound { .. }) => Err(format!("template not found: {id}")),
             Err(err) => Err(store_error(err)),
         },
@@ -103,6 +151,18 @@ async fn resolve_template(context: &PassContext<'_>, object: &Object) -> Result<
 }
 
 async fn matching_sites(
+    context: &PassContext<'_>,
+    selector: &MetadataSelector,
+) -> Result<Vec<String>, String> {
+    if let Some(ids) = context.lookups.sites(selector) {
+        return Ok(ids);
+    }
+    let ids = list_sites(context, selector).await?;
+    context.lookups.remember_sites(selector, &ids);
+    Ok(ids)
+}
+
+async fn list_sites(
     context: &PassContext<'_>,
     selector: &MetadataSelector,
 ) -> Result<Vec<String>, String> {
@@ -235,6 +295,7 @@ async fn provision_site(
         })
         .await
         .map_err(store_error)?;
+    context.lookups.forget_sites();
     Ok(site_id)
 }
 

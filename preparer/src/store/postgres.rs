@@ -2,13 +2,13 @@
 //! `C` collation so ids sort bytewise, as in SQLite (keyset paging and prefix ranges rely on
 //! it). Several daemons may share one database: see [`super::sql`] for how they share work.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use postgres::types::{ToSql, Type};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, GenericClient, NoTls, Statement};
 
 use super::StoreError;
-use super::sql::{Connection, Row, SqlStore, SqlValue, Tx};
+use super::sql::{Commit, Connection, Row, SqlStore, SqlValue, Tx};
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS templates (
@@ -54,11 +54,50 @@ EXPLAIN SELECT * FROM store_meta WHERE key = '';
 /// build their SQL from the filters) the cache starts over.
 const STATEMENT_CACHE: usize = 256;
 
-/// One PostgreSQL connection, with its prepared statements: each SQL text is parsed and
-/// planned once per connection, so a statement costs one round trip instead of two.
+/// The statements of one connection. A SQL text seen for the first time runs as an unnamed
+/// statement with its parameter types given (parse, bind and execute in one round trip); seen
+/// again, it is prepared and kept, so from then on the server neither parses it nor, once its
+/// plan is generic, plans it. One-off texts (a batch of unusual size) never cost a prepare.
+#[derive(Default)]
+struct Statements {
+    prepared: HashMap<String, Statement>,
+    seen: HashSet<String>,
+}
+
+impl Statements {
+    /// The prepared statement of `sql`, when it is worth having: `None` the first time.
+    fn lookup<G: GenericClient>(
+        &mut self,
+        client: &mut G,
+        sql: &str,
+    ) -> Result<Option<Statement>, StoreError> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(Some(statement.clone()));
+        }
+        if self.seen.len() >= STATEMENT_CACHE {
+            self.seen.clear();
+        }
+        if self.seen.insert(sql.to_owned()) {
+            return Ok(None);
+        }
+        let statement = client.prepare(&numbered(sql)).map_err(backend)?;
+        if self.prepared.len() >= STATEMENT_CACHE {
+            self.prepared.clear();
+        }
+        self.prepared.insert(sql.to_owned(), statement.clone());
+        Ok(Some(statement))
+    }
+
+    /// A failed statement is prepared afresh next time (its plan may be what failed).
+    fn forget(&mut self, sql: &str) {
+        self.prepared.remove(sql);
+    }
+}
+
+/// One PostgreSQL connection, with its statements.
 pub struct PostgresConnection {
     client: Option<Client>,
-    statements: HashMap<String, Statement>,
+    statements: Statements,
 }
 
 impl Drop for PostgresConnection {
@@ -115,7 +154,7 @@ pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection
             .into_iter()
             .map(|client| PostgresConnection {
                 client: Some(client),
-                statements: HashMap::new(),
+                statements: Statements::default(),
             })
             .collect(),
     ))
@@ -136,92 +175,95 @@ fn numbered(sql: &str) -> String {
     out
 }
 
-fn bind(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync>> {
+/// NULL as a bound value (typed text: the SQL here binds no NULL where a number is expected).
+static NULL: Option<&str> = None;
+
+/// The parameters with their types: integers as `int8`, text as `text`, borrowed.
+fn typed(params: &[SqlValue]) -> Vec<(&(dyn ToSql + Sync), Type)> {
     params
         .iter()
-        .map(|value| -> Box<dyn ToSql + Sync> {
+        .map(|value| -> (&(dyn ToSql + Sync), Type) {
             match value {
-                SqlValue::Null => Box::new(Option::<String>::None),
-                SqlValue::Int(n) => Box::new(*n),
-                SqlValue::Text(t) => Box::new(t.clone()),
+                SqlValue::Null => (&NULL, Type::TEXT),
+                SqlValue::Int(n) => (n, Type::INT8),
+                SqlValue::Text(t) => (t, Type::TEXT),
+                SqlValue::Texts(list) => (list, Type::TEXT_ARRAY),
+                SqlValue::Ints(list) => (list, Type::INT8_ARRAY),
             }
         })
         .collect()
 }
 
-struct PostgresTx<'a, 'b> {
-    transaction: &'a mut postgres::Transaction<'b>,
-    statements: &'a mut HashMap<String, Statement>,
+fn value(row: &postgres::Row, at: usize) -> Result<SqlValue, StoreError> {
+    Ok(match *row.columns()[at].type_() {
+        Type::INT8 => row
+            .try_get::<_, Option<i64>>(at)
+            .map_err(backend)?
+            .map_or(SqlValue::Null, SqlValue::Int),
+        Type::INT4 => row
+            .try_get::<_, Option<i32>>(at)
+            .map_err(backend)?
+            .map_or(SqlValue::Null, |n| SqlValue::Int(n.into())),
+        _ => row
+            .try_get::<_, Option<String>>(at)
+            .map_err(backend)?
+            .map_or(SqlValue::Null, SqlValue::Text),
+    })
 }
 
-impl PostgresTx<'_, '_> {
-    /// The prepared statement of `sql` (`?` placeholders), prepared on first use.
-    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.transaction.prepare(&numbered(sql)).map_err(backend)?;
-        if self.statements.len() >= STATEMENT_CACHE {
-            self.statements.clear();
-        }
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
+/// Statements on a client or inside a transaction of it.
+struct PostgresTx<'a, G: GenericClient> {
+    client: &'a mut G,
+    statements: &'a mut Statements,
+}
 
-    /// A failed statement is prepared afresh next time (its plan may be what failed).
-    fn forget_on_error<T>(
+impl<G: GenericClient> PostgresTx<'_, G> {
+    /// Runs `sql` through its prepared statement or, the first time, as an unnamed one.
+    fn run<T>(
         &mut self,
         sql: &str,
-        result: Result<T, postgres::Error>,
+        params: &[SqlValue],
+        prepared: impl FnOnce(&mut G, &Statement, &[&(dyn ToSql + Sync)]) -> Result<T, postgres::Error>,
+        unnamed: impl FnOnce(&mut G, &str, &[(&(dyn ToSql + Sync), Type)]) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
+        let typed = typed(params);
+        let result = match self.statements.lookup(self.client, sql)? {
+            Some(statement) => {
+                let values: Vec<&(dyn ToSql + Sync)> = typed.iter().map(|(v, _)| *v).collect();
+                prepared(self.client, &statement, &values)
+            }
+            None => unnamed(self.client, &numbered(sql), &typed),
+        };
         if result.is_err() {
-            self.statements.remove(sql);
+            self.statements.forget(sql);
         }
         result.map_err(backend)
     }
 }
 
-impl Tx for PostgresTx<'_, '_> {
+impl<G: GenericClient> Tx for PostgresTx<'_, G> {
     fn backend(&self) -> &'static str {
         "postgres"
     }
 
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
-        let statement = self.statement(sql)?;
-        let bound = bind(params);
-        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
-        let result = self.transaction.execute(&statement, &refs);
-        self.forget_on_error(sql, result)
+        self.run(
+            sql,
+            params,
+            |client, statement, values| client.execute(statement, values),
+            |client, sql, typed| client.execute_typed(sql, typed),
+        )
     }
 
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        let bound = bind(params);
-        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
-        let result = self.transaction.query(&statement, &refs);
-        let rows = self.forget_on_error(sql, result)?;
+        let rows = self.run(
+            sql,
+            params,
+            |client, statement, values| client.query(statement, values),
+            |client, sql, typed| client.query_typed(sql, typed),
+        )?;
         rows.iter()
-            .map(|row| {
-                (0..row.len())
-                    .map(|at| {
-                        let column = &row.columns()[at];
-                        Ok(match *column.type_() {
-                            Type::INT8 => row
-                                .try_get::<_, Option<i64>>(at)
-                                .map_err(backend)?
-                                .map_or(SqlValue::Null, SqlValue::Int),
-                            Type::INT4 => row
-                                .try_get::<_, Option<i32>>(at)
-                                .map_err(backend)?
-                                .map_or(SqlValue::Null, |n| SqlValue::Int(n.into())),
-                            _ => row
-                                .try_get::<_, Option<String>>(at)
-                                .map_err(backend)?
-                                .map_or(SqlValue::Null, SqlValue::Text),
-                        })
-                    })
-                    .collect()
-            })
+            .map(|row| (0..row.len()).map(|at| value(row, at)).collect())
             .collect()
     }
 }
@@ -229,17 +271,24 @@ impl Tx for PostgresTx<'_, '_> {
 impl Connection for PostgresConnection {
     const BACKEND: &'static str = "postgres";
 
-    fn transaction<T>(
+    fn run<T>(
         &mut self,
+        commit: Commit,
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let client = self.client.as_mut().ok_or_else(|| StoreError::Backend {
             backend: "postgres",
             message: "the connection is closed".to_owned(),
         })?;
+        if commit == Commit::EachStatement {
+            return work(&mut PostgresTx {
+                client,
+                statements: &mut self.statements,
+            });
+        }
         let mut transaction = client.transaction().map_err(backend)?;
         let result = work(&mut PostgresTx {
-            transaction: &mut transaction,
+            client: &mut transaction,
             statements: &mut self.statements,
         });
         match result {

@@ -32,6 +32,10 @@ pub enum SqlValue {
     Int(i64),
     /// Text.
     Text(String),
+    /// A column of texts, bound as one array (`text[]`; PostgreSQL only).
+    Texts(Vec<String>),
+    /// A column of integers, bound as one array (`int8[]`; PostgreSQL only).
+    Ints(Vec<i64>),
 }
 
 impl From<&str> for SqlValue {
@@ -73,13 +77,25 @@ pub trait Tx {
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError>;
 }
 
+/// How the statements of one store operation are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// In one transaction: committed when the work returns `Ok`, rolled back otherwise.
+    Together,
+    /// Each statement on its own (no `BEGIN` / `COMMIT`: on PostgreSQL two round trips fewer).
+    /// For reads — PostgreSQL's READ COMMITTED gives each statement of a transaction its own
+    /// snapshot anyway — and for writes that are one statement.
+    EachStatement,
+}
+
 /// A database connection of one backend.
 pub trait Connection: Send + 'static {
     /// `sqlite` or `postgres`.
     const BACKEND: &'static str;
-    /// Runs `work` in a transaction: committed when it returns `Ok`, rolled back otherwise.
-    fn transaction<T>(
+    /// Runs `work`, its statements committed as `commit` says.
+    fn run<T>(
         &mut self,
+        commit: Commit,
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError>;
 }
@@ -113,6 +129,22 @@ impl<C: Connection> SqlStore<C> {
         &self,
         work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.run_as(Commit::Together, work).await
+    }
+
+    /// Runs `work` with each statement committed on its own ([`Commit::EachStatement`]).
+    async fn run_each<T: Send + 'static>(
+        &self,
+        work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.run_as(Commit::EachStatement, work).await
+    }
+
+    async fn run_as<T: Send + 'static>(
+        &self,
+        commit: Commit,
+        work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let store = self.clone();
         let mut work = work;
         tokio::task::spawn_blocking(move || {
@@ -130,7 +162,7 @@ impl<C: Connection> SqlStore<C> {
                 backend: C::BACKEND,
                 message: "a connection was poisoned by a panic".to_owned(),
             })?;
-            connection.transaction(&mut work)
+            connection.run(commit, &mut work)
         })
         .await
         .map_err(|e| StoreError::Backend {
@@ -225,7 +257,8 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn get_template(&self, id: &str) -> Result<TemplateRecord, StoreError> {
         let id = id.to_owned();
-        self.run(move |tx| catalog::get_template(tx, &id)).await
+        self.run_each(move |tx| catalog::get_template(tx, &id))
+            .await
     }
     async fn list_templates(
         &self,
@@ -233,7 +266,7 @@ impl<C: Connection> Store for SqlStore<C> {
         window: &Window,
     ) -> Result<Vec<(String, Metadata)>, StoreError> {
         let (filter, window) = (filter.clone(), window.clone());
-        self.run(move |tx| catalog::list_templates(tx, &filter, &window))
+        self.run_each(move |tx| catalog::list_templates(tx, &filter, &window))
             .await
     }
     async fn delete_template(&self, id: &str) -> Result<bool, StoreError> {
@@ -247,7 +280,7 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn get_site(&self, id: &str) -> Result<SiteRecord, StoreError> {
         let id = id.to_owned();
-        self.run(move |tx| catalog::get_site(tx, &id)).await
+        self.run_each(move |tx| catalog::get_site(tx, &id)).await
     }
     async fn list_sites(
         &self,
@@ -255,7 +288,7 @@ impl<C: Connection> Store for SqlStore<C> {
         window: &Window,
     ) -> Result<Vec<SiteRecord>, StoreError> {
         let (filter, window) = (filter.clone(), window.clone());
-        self.run(move |tx| catalog::list_sites(tx, &filter, &window))
+        self.run_each(move |tx| catalog::list_sites(tx, &filter, &window))
             .await
     }
     async fn delete_site(&self, id: &str) -> Result<bool, StoreError> {
@@ -269,10 +302,11 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn get_plugin(&self, name: &str) -> Result<PluginRecord, StoreError> {
         let name = name.to_owned();
-        self.run(move |tx| catalog::get_plugin(tx, &name)).await
+        self.run_each(move |tx| catalog::get_plugin(tx, &name))
+            .await
     }
     async fn list_plugins(&self) -> Result<Vec<PluginRecord>, StoreError> {
-        self.run(catalog::list_plugins).await
+        self.run_each(catalog::list_plugins).await
     }
     async fn delete_plugin(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_owned();
@@ -289,7 +323,7 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn get_deployment(&self, id: &str) -> Result<DeploymentRecord, StoreError> {
         let id = id.to_owned();
-        self.run(move |tx| deployments::get(tx, &id)).await
+        self.run_each(move |tx| deployments::get(tx, &id)).await
     }
     async fn list_deployments(
         &self,
@@ -297,7 +331,7 @@ impl<C: Connection> Store for SqlStore<C> {
         window: &Window,
     ) -> Result<(Vec<DeploymentInfo>, bool), StoreError> {
         let (filter, window) = (filter.clone(), window.clone());
-        self.run(move |tx| deployments::list(tx, &filter, &window))
+        self.run_each(move |tx| deployments::list(tx, &filter, &window))
             .await
     }
     async fn delete_deployment(&self, id: &str) -> Result<Vec<String>, StoreError> {
@@ -309,7 +343,7 @@ impl<C: Connection> Store for SqlStore<C> {
         now_ms: i64,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        self.run(move |tx| deployments::due(tx, now_ms, limit))
+        self.run_each(move |tx| deployments::due(tx, now_ms, limit))
             .await
     }
 
@@ -321,8 +355,10 @@ impl<C: Connection> Store for SqlStore<C> {
         expires_ms: i64,
     ) -> Result<DeploymentRecord, StoreError> {
         let (id, token) = (id.to_owned(), token.to_owned());
-        self.run(move |tx| deployments::start_modification(tx, &id, &token, now_ms, expires_ms))
-            .await
+        self.run_each(move |tx| {
+            deployments::start_modification(tx, &id, &token, now_ms, expires_ms)
+        })
+        .await
     }
     async fn renew_modification(
         &self,
@@ -332,8 +368,10 @@ impl<C: Connection> Store for SqlStore<C> {
         expires_ms: i64,
     ) -> Result<(), StoreError> {
         let (id, token) = (id.to_owned(), token.to_owned());
-        self.run(move |tx| deployments::renew_modification(tx, &id, &token, now_ms, expires_ms))
-            .await
+        self.run_each(move |tx| {
+            deployments::renew_modification(tx, &id, &token, now_ms, expires_ms)
+        })
+        .await
     }
     async fn write_modification(
         &self,
@@ -357,16 +395,16 @@ impl<C: Connection> Store for SqlStore<C> {
         retry_at_ms: i64,
     ) -> Result<(), StoreError> {
         let (id, token, error) = (id.to_owned(), token.to_owned(), error.to_owned());
-        self.run(move |tx| deployments::record_failure(tx, &id, &token, &error, retry_at_ms))
+        self.run_each(move |tx| deployments::record_failure(tx, &id, &token, &error, retry_at_ms))
             .await
     }
 
     async fn changes_since(&self, revision: i64, limit: usize) -> Result<Vec<Change>, StoreError> {
-        self.run(move |tx| changes::since(tx, revision, limit))
+        self.run_each(move |tx| changes::since(tx, revision, limit))
             .await
     }
     async fn current_revision(&self) -> Result<i64, StoreError> {
-        self.run(changes::current).await
+        self.run_each(changes::current).await
     }
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError> {
         self.run(move |tx| changes::compact(tx, keep)).await

@@ -5,7 +5,7 @@ use std::path::Path;
 use rusqlite::types::{Value as Sqlite, ValueRef};
 
 use super::StoreError;
-use super::sql::{Connection, Row, SqlStore, SqlValue, Tx};
+use super::sql::{Commit, Connection, Row, SqlStore, SqlValue, Tx};
 
 /// The schema; every statement is idempotent, so it runs at every start.
 const SCHEMA: &str = "
@@ -70,15 +70,20 @@ pub fn open(path: &str) -> Result<SqlStore<SqliteConnection>, StoreError> {
     Ok(SqlStore::new(vec![SqliteConnection(connection)]))
 }
 
-fn bind(value: &SqlValue) -> Sqlite {
+fn bind(value: &SqlValue) -> Result<Sqlite, StoreError> {
     match value {
-        SqlValue::Null => Sqlite::Null,
-        SqlValue::Int(n) => Sqlite::Integer(*n),
-        SqlValue::Text(t) => Sqlite::Text(t.clone()),
+        SqlValue::Null => Ok(Sqlite::Null),
+        SqlValue::Int(n) => Ok(Sqlite::Integer(*n)),
+        SqlValue::Text(t) => Ok(Sqlite::Text(t.clone())),
+        SqlValue::Texts(_) | SqlValue::Ints(_) => Err(StoreError::Backend {
+            backend: "sqlite",
+            message: "SQLite binds no arrays".to_owned(),
+        }),
     }
 }
 
-struct SqliteTx<'a>(&'a rusqlite::Transaction<'a>);
+/// Statements on a connection, inside a transaction or not.
+struct SqliteTx<'a>(&'a rusqlite::Connection);
 
 impl Tx for SqliteTx<'_> {
     fn backend(&self) -> &'static str {
@@ -87,7 +92,7 @@ impl Tx for SqliteTx<'_> {
 
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
         let mut statement = self.0.prepare_cached(sql).map_err(backend)?;
-        let bound: Vec<Sqlite> = params.iter().map(bind).collect();
+        let bound = params.iter().map(bind).collect::<Result<Vec<_>, _>>()?;
         let changed = statement
             .execute(rusqlite::params_from_iter(bound))
             .map_err(backend)?;
@@ -97,7 +102,7 @@ impl Tx for SqliteTx<'_> {
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError> {
         let mut statement = self.0.prepare_cached(sql).map_err(backend)?;
         let columns = statement.column_count();
-        let bound: Vec<Sqlite> = params.iter().map(bind).collect();
+        let bound = params.iter().map(bind).collect::<Result<Vec<_>, _>>()?;
         let mut rows = statement
             .query(rusqlite::params_from_iter(bound))
             .map_err(backend)?;
@@ -123,10 +128,14 @@ impl Tx for SqliteTx<'_> {
 impl Connection for SqliteConnection {
     const BACKEND: &'static str = "sqlite";
 
-    fn transaction<T>(
+    fn run<T>(
         &mut self,
+        commit: Commit,
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        if commit == Commit::EachStatement {
+            return work(&mut SqliteTx(&self.0));
+        }
         let transaction = self
             .0
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)

@@ -129,79 +129,71 @@ fn take_up_to(connection: &mut Connection, left: u64) -> (Bytes, u64) {
     (connection.take(take), left - take as u64)
 }
 
-/// A member's response body, read from its connection.
-pub(crate) struct UpstreamBody {
-    connection: Option<Connection>,
+/// Decodes one message body (by length or chunked coding, or until the peer closes) off a
+/// connection's read buffer, reading more as needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decoder {
     state: State,
-    /// Whether the connection may serve another request once the body is read.
-    keep_alive: bool,
-    home: Arc<MemberConnections>,
 }
 
-impl UpstreamBody {
-    pub(super) fn new(
-        connection: Connection,
-        framing: super::head::ResponseFraming,
-        keep_alive: bool,
-        home: Arc<MemberConnections>,
-    ) -> Self {
-        use super::head::ResponseFraming;
-        let state = match framing {
-            ResponseFraming::Empty => State::Done,
-            ResponseFraming::Length(n) => State::Length(n),
-            ResponseFraming::Chunked => State::Chunked(Chunk::Size),
-            ResponseFraming::UntilClose => State::UntilClose,
-        };
-        let mut body = UpstreamBody {
-            connection: Some(connection),
-            state,
-            keep_alive,
-            home,
-        };
-        if body.state == State::Done {
-            body.finish();
-        }
-        body
-    }
-
-    /// The body is complete: the connection goes back to its member's idle pool when it can
-    /// carry another request (nothing unread after the body), else it is closed.
-    fn finish(&mut self) {
-        self.state = State::Done;
-        if let Some(connection) = self.connection.take()
-            && self.keep_alive
-            && connection.buffer.is_empty()
-        {
-            self.home.put_back(connection);
+impl Decoder {
+    /// A body of exactly `length` bytes.
+    pub(crate) fn length(length: u64) -> Self {
+        Decoder {
+            state: if length == 0 {
+                State::Done
+            } else {
+                State::Length(length)
+            },
         }
     }
 
-    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+    /// A chunked body.
+    pub(crate) fn chunked() -> Self {
+        Decoder {
+            state: State::Chunked(Chunk::Size),
+        }
+    }
+
+    /// Whether the whole body has been read.
+    pub(crate) fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// What is known of the bytes left (exact when the length is known).
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        match self.state {
+            State::Length(n) => SizeHint::with_exact(n),
+            State::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+
+    /// The next piece of the body: `None` once it is complete. After an error the connection
+    /// cannot carry another message.
+    pub(crate) fn poll_next(
+        &mut self,
+        connection: &mut Connection,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, std::io::Error>>> {
         loop {
-            let Some(connection) = self.connection.as_mut() else {
-                return Poll::Ready(None);
-            };
             match self.state {
-                State::Done => {
-                    self.connection = None;
-                    return Poll::Ready(None);
-                }
+                State::Done => return Poll::Ready(None),
                 State::Length(left) => {
                     if connection.buffer.is_empty() && ready!(connection.poll_fill(cx))? == 0 {
-                        self.connection = None;
                         return Poll::Ready(Some(Err(invalid("closed before Content-Length"))));
                     }
                     let (data, left) = take_up_to(connection, left);
-                    self.state = State::Length(left);
-                    if left == 0 {
-                        self.finish();
-                    }
+                    self.state = if left == 0 {
+                        State::Done
+                    } else {
+                        State::Length(left)
+                    };
                     return Poll::Ready(Some(Ok(data)));
                 }
                 State::UntilClose => {
                     if connection.buffer.is_empty() && ready!(connection.poll_fill(cx))? == 0 {
                         self.state = State::Done;
-                        self.connection = None;
                         return Poll::Ready(None);
                     }
                     let data = connection.buffer.split().freeze();
@@ -209,7 +201,6 @@ impl UpstreamBody {
                 }
                 State::Chunked(Chunk::Data(left)) => {
                     if connection.buffer.is_empty() && ready!(connection.poll_fill(cx))? == 0 {
-                        self.connection = None;
                         return Poll::Ready(Some(Err(invalid("closed inside a chunk"))));
                     }
                     let (data, left) = take_up_to(connection, left);
@@ -223,13 +214,11 @@ impl UpstreamBody {
                 State::Chunked(Chunk::DataEnd) => {
                     if connection.buffer.len() < 2 {
                         if ready!(connection.poll_fill(cx))? == 0 {
-                            self.connection = None;
                             return Poll::Ready(Some(Err(invalid("closed after a chunk"))));
                         }
                         continue;
                     }
                     if &connection.buffer[..2] != b"\r\n" {
-                        self.connection = None;
                         return Poll::Ready(Some(Err(invalid("chunk not followed by CRLF"))));
                     }
                     connection.buffer.advance(2);
@@ -238,11 +227,9 @@ impl UpstreamBody {
                 State::Chunked(chunk @ (Chunk::Size | Chunk::Trailers)) => {
                     let Some(end) = connection.buffer.windows(2).position(|w| w == b"\r\n") else {
                         if connection.buffer.len() > MAX_LINE {
-                            self.connection = None;
                             return Poll::Ready(Some(Err(invalid("chunk line too long"))));
                         }
                         if ready!(connection.poll_fill(cx))? == 0 {
-                            self.connection = None;
                             return Poll::Ready(Some(Err(invalid("closed inside chunk framing"))));
                         }
                         continue;
@@ -250,13 +237,7 @@ impl UpstreamBody {
                     let line = connection.buffer.split_to(end + 2);
                     match chunk {
                         Chunk::Size => {
-                            let size = match chunk_size(&line[..end]) {
-                                Ok(size) => size,
-                                Err(err) => {
-                                    self.connection = None;
-                                    return Poll::Ready(Some(Err(err)));
-                                }
-                            };
+                            let size = chunk_size(&line[..end])?;
                             self.state = State::Chunked(if size == 0 {
                                 Chunk::Trailers
                             } else {
@@ -264,7 +245,7 @@ impl UpstreamBody {
                             });
                         }
                         _ if end == 0 => {
-                            self.finish();
+                            self.state = State::Done;
                             return Poll::Ready(None);
                         }
                         _ => {}
@@ -275,10 +256,72 @@ impl UpstreamBody {
     }
 }
 
+/// A member's response body, read from its connection.
+pub(crate) struct UpstreamBody {
+    connection: Option<Connection>,
+    decoder: Decoder,
+    /// Whether the connection may serve another request once the body is read.
+    keep_alive: bool,
+    home: Arc<MemberConnections>,
+}
+
+impl UpstreamBody {
+    pub(super) fn new(
+        connection: Connection,
+        framing: super::head::ResponseFraming,
+        keep_alive: bool,
+        home: Arc<MemberConnections>,
+    ) -> Self {
+        use super::head::ResponseFraming;
+        let decoder = match framing {
+            ResponseFraming::Empty => Decoder::length(0),
+            ResponseFraming::Length(n) => Decoder::length(n),
+            ResponseFraming::Chunked => Decoder::chunked(),
+            ResponseFraming::UntilClose => Decoder {
+                state: State::UntilClose,
+            },
+        };
+        let mut body = UpstreamBody {
+            connection: Some(connection),
+            decoder,
+            keep_alive,
+            home,
+        };
+        if body.decoder.is_done() {
+            body.finish();
+        }
+        body
+    }
+
+    /// The body is complete: the connection goes back to its member's idle pool when it can
+    /// carry another request (nothing unread after the body), else it is closed.
+    fn finish(&mut self) {
+        if let Some(connection) = self.connection.take()
+            && self.keep_alive
+            && connection.buffer.is_empty()
+        {
+            self.home.put_back(connection);
+        }
+    }
+
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+        let Some(connection) = self.connection.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let next = ready!(self.decoder.poll_next(connection, cx));
+        match &next {
+            Some(Err(_)) => self.connection = None,
+            _ if self.decoder.is_done() => self.finish(),
+            _ => {}
+        }
+        Poll::Ready(next)
+    }
+}
+
 impl std::fmt::Debug for UpstreamBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamBody")
-            .field("state", &self.state)
+            .field("decoder", &self.decoder)
             .field("keep_alive", &self.keep_alive)
             .finish_non_exhaustive()
     }
@@ -304,14 +347,10 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.state == State::Done
+        self.decoder.is_done()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.state {
-            State::Length(n) => SizeHint::with_exact(n),
-            State::Done => SizeHint::with_exact(0),
-            _ => SizeHint::default(),
-        }
+        self.decoder.size_hint()
     }
 }

@@ -22,18 +22,6 @@ pub(crate) const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// Whether `name` is hop-by-hop or listed in one of the message's `Connection` headers.
-fn is_hop_by_hop(name: &HeaderName, connection: &[HeaderValue]) -> bool {
-    HOP_BY_HOP.contains(&name.as_str())
-        || connection.iter().any(|value| {
-            value.as_bytes().split(|b| *b == b',').any(|listed| {
-                listed
-                    .trim_ascii()
-                    .eq_ignore_ascii_case(name.as_str().as_bytes())
-            })
-        })
-}
-
 /// Removes the hop-by-hop headers of `headers` (the fixed ones and those its `Connection`
 /// headers list).
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -102,33 +90,72 @@ pub(crate) fn write_request_head(
     forwarding: &Forwarding<'_>,
     framing: RequestFraming,
 ) {
-    out.extend_from_slice(method.as_str().as_bytes());
+    let pairs: Vec<(&[u8], &[u8])> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+        .collect();
+    write_request_head_from(
+        out,
+        method.as_str(),
+        target,
+        pairs.iter().copied(),
+        forwarding,
+        framing,
+    );
+}
+
+/// Whether `name` (any case) is listed in one of the `Connection` headers of `headers`.
+fn listed_in_connection<'h>(
+    name: &[u8],
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+) -> bool {
+    headers
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+        .any(|(_, value)| {
+            value
+                .split(|b| *b == b',')
+                .any(|listed| listed.trim_ascii().eq_ignore_ascii_case(name))
+        })
+}
+
+/// [`write_request_head`] for headers given as (name, value) pairs in any case, as a client
+/// sent them; names are written as received.
+pub(crate) fn write_request_head_from<'h, I>(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    headers: I,
+    forwarding: &Forwarding<'_>,
+    framing: RequestFraming,
+) where
+    I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
+{
+    out.extend_from_slice(method.as_bytes());
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let connection: Vec<HeaderValue> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .cloned()
-        .collect();
+    let has_connection = headers
+        .clone()
+        .any(|(name, _)| name.eq_ignore_ascii_case(b"connection"));
     let mut has_host = false;
-    let mut previous_for: Option<&HeaderValue> = None;
-    for (name, value) in headers {
-        let text = name.as_str();
-        if text == "x-forwarded-for" {
+    let mut previous_for: Option<&[u8]> = None;
+    for (name, value) in headers.clone() {
+        if name.eq_ignore_ascii_case(b"x-forwarded-for") {
             previous_for.get_or_insert(value);
             continue;
         }
-        if text == "x-forwarded-proto"
-            || (text == "x-forwarded-host" && forwarding.host.is_some())
-            || *name == header::EXPECT
-            || (*name == header::CONTENT_LENGTH && framing != RequestFraming::Length)
-            || is_hop_by_hop(name, &connection)
+        let lower = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
+        if lower("x-forwarded-proto")
+            || (forwarding.host.is_some() && lower("x-forwarded-host"))
+            || lower("expect")
+            || (framing != RequestFraming::Length && lower("content-length"))
+            || HOP_BY_HOP.iter().any(|hop| lower(hop))
+            || (has_connection && listed_in_connection(name, headers.clone()))
         {
             continue;
         }
-        has_host |= *name == header::HOST;
-        push_header(out, name.as_str().as_bytes(), value.as_bytes());
+        has_host |= lower("host");
+        push_header(out, name, value);
     }
     if let Some(host) = forwarding.host {
         if !has_host {
@@ -138,7 +165,7 @@ pub(crate) fn write_request_head(
     }
     out.extend_from_slice(b"x-forwarded-for: ");
     if let Some(previous) = previous_for {
-        out.extend_from_slice(previous.as_bytes());
+        out.extend_from_slice(previous);
         out.extend_from_slice(b", ");
     }
     // An IP address formats without allocating through `Display` into the buffer.
@@ -171,21 +198,40 @@ pub(crate) enum ResponseFraming {
     UntilClose,
 }
 
-/// A parsed response head.
-#[derive(Debug)]
-pub(crate) struct ResponseHead {
+/// What a response head says about its message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResponseMeta {
     /// Status code.
     pub status: StatusCode,
     /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
+    /// How the body is delimited.
+    pub framing: ResponseFraming,
+    /// Whether the connection may carry another request after this response.
+    pub keep_alive: bool,
+    /// Whether its `Content-Length` headers stand (not overridden by `Transfer-Encoding`).
+    pub length_stands: bool,
+    /// Length of the head in bytes (where the body starts).
+    pub length: usize,
+}
+
+impl ResponseMeta {
+    /// Whether this is the final answer (not an interim 1xx one).
+    pub(crate) fn is_final(&self) -> bool {
+        !self.status.is_informational() || self.status == StatusCode::SWITCHING_PROTOCOLS
+    }
+}
+
+/// A parsed response head with its header map (tests).
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct ResponseHead {
     /// Every header as received.
     pub headers: HeaderMap,
     /// How the body is delimited.
     pub framing: ResponseFraming,
     /// Whether the connection may carry another request after this response.
     pub keep_alive: bool,
-    /// Length of the head in bytes (where the body starts).
-    pub length: usize,
 }
 
 /// Longest response head the router accepts from a member.
@@ -193,10 +239,37 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// Parses a response head at the start of `bytes`: `Ok(None)` when more bytes are needed.
 /// `head_request` is whether the request was `HEAD` (whose response never has a body).
+#[cfg(test)]
 pub(crate) fn parse_response_head(
     bytes: &[u8],
     head_request: bool,
 ) -> Result<Option<ResponseHead>, UpstreamError> {
+    let mut headers = HeaderMap::new();
+    let meta = parse_response(bytes, head_request, |meta, raw| {
+        headers = header_map(raw, bytes, meta)?;
+        Ok(())
+    })?;
+    Ok(meta.map(|meta| ResponseHead {
+        headers,
+        framing: meta.framing,
+        keep_alive: meta.keep_alive,
+    }))
+}
+
+/// Parses a response head at the start of `bytes` in place: `Ok(None)` when more bytes are
+/// needed. `on_final` sees the headers of a final (not 1xx) answer as they are in `bytes`.
+pub(crate) fn parse_response(
+    bytes: &[u8],
+    head_request: bool,
+    mut on_final: impl FnMut(&ResponseMeta, &[httparse::Header<'_>]) -> Result<(), UpstreamError>,
+) -> Result<Option<ResponseMeta>, UpstreamError> {
+    let mut complete = |response: &httparse::Response<'_, '_>, length| {
+        let meta = meta_of(response, length, head_request)?;
+        if meta.is_final() {
+            on_final(&meta, response.headers)?;
+        }
+        Ok(Some(meta))
+    };
     let mut small = [httparse::EMPTY_HEADER; 48];
     let mut response = httparse::Response::new(&mut small);
     let parsed = match response.parse(bytes) {
@@ -204,9 +277,7 @@ pub(crate) fn parse_response_head(
             let mut large = vec![httparse::EMPTY_HEADER; 512];
             let mut response = httparse::Response::new(&mut large);
             match response.parse(bytes) {
-                Ok(httparse::Status::Complete(length)) => {
-                    return head_of(&response, bytes, length, head_request).map(Some);
-                }
+                Ok(httparse::Status::Complete(length)) => return complete(&response, length),
                 Ok(httparse::Status::Partial) => None,
                 Err(err) => return Err(UpstreamError::BadResponse(err.to_string())),
             }
@@ -216,7 +287,7 @@ pub(crate) fn parse_response_head(
         Ok(httparse::Status::Complete(length)) => Some(length),
     };
     match parsed {
-        Some(length) => head_of(&response, bytes, length, head_request).map(Some),
+        Some(length) => complete(&response, length),
         None if bytes.len() > MAX_HEAD => Err(UpstreamError::BadResponse(format!(
             "response head longer than {MAX_HEAD} bytes"
         ))),
@@ -224,16 +295,16 @@ pub(crate) fn parse_response_head(
     }
 }
 
-fn head_of(
+fn bad(why: String) -> UpstreamError {
+    UpstreamError::BadResponse(why)
+}
+
+/// Status, framing and keep-alive of a parsed response (RFC 9112 section 6.3).
+fn meta_of(
     response: &httparse::Response<'_, '_>,
-    bytes: &[u8],
     length: usize,
     head_request: bool,
-) -> Result<ResponseHead, UpstreamError> {
-    // One copy of the head; header values are slices of it (no allocation per header).
-    let block = Bytes::copy_from_slice(&bytes[..length]);
-    let base = bytes.as_ptr() as usize;
-    let bad = |why: String| UpstreamError::BadResponse(why);
+) -> Result<ResponseMeta, UpstreamError> {
     let status = response
         .code
         .and_then(|code| StatusCode::from_u16(code).ok())
@@ -243,21 +314,13 @@ fn head_of(
     } else {
         Version::HTTP_11
     };
-    let mut headers = HeaderMap::with_capacity(response.headers.len());
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut transfer_encoding = false;
     let mut close = version == Version::HTTP_10;
     for h in response.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| bad(format!("invalid header name {:?}", h.name)))?;
-        let start = (h.value.as_ptr() as usize).wrapping_sub(base);
-        let value = match block.get(start..start + h.value.len()) {
-            Some(_) => HeaderValue::from_maybe_shared(block.slice(start..start + h.value.len())),
-            None => HeaderValue::from_bytes(h.value),
-        }
-        .map_err(|_| bad(format!("invalid value of header {name}")))?;
-        if name == header::CONTENT_LENGTH {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
             let text = std::str::from_utf8(h.value).unwrap_or("");
             let n: u64 = text
                 .trim()
@@ -267,7 +330,7 @@ fn head_of(
                 return Err(bad("conflicting Content-Length headers".into()));
             }
             content_length = Some(n);
-        } else if name == header::TRANSFER_ENCODING {
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             transfer_encoding = true;
             // Only the last coding decides whether the body is chunked.
             chunked = h
@@ -275,7 +338,7 @@ fn head_of(
                 .rsplit(|b| *b == b',')
                 .next()
                 .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name == header::CONNECTION {
+        } else if name.eq_ignore_ascii_case(b"connection") {
             for token in h.value.split(|b| *b == b',') {
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
@@ -285,7 +348,6 @@ fn head_of(
                 }
             }
         }
-        headers.append(name, value);
     }
     let no_body = head_request
         || status.is_informational()
@@ -306,19 +368,43 @@ fn head_of(
             None => ResponseFraming::UntilClose,
         }
     };
-    if transfer_encoding {
-        // A message with both is framed by Transfer-Encoding; the length is not passed on.
-        headers.remove(header::CONTENT_LENGTH);
-    }
     let keep_alive = !close
         && framing != ResponseFraming::UntilClose
         && status != StatusCode::SWITCHING_PROTOCOLS;
-    Ok(ResponseHead {
+    Ok(ResponseMeta {
         status,
         version,
-        headers,
         framing,
         keep_alive,
+        length_stands: !transfer_encoding,
         length,
     })
+}
+
+/// The headers of a parsed response as a map (without `Content-Length` when
+/// `Transfer-Encoding` overrides it).
+pub(crate) fn header_map(
+    headers: &[httparse::Header<'_>],
+    bytes: &[u8],
+    meta: &ResponseMeta,
+) -> Result<HeaderMap, UpstreamError> {
+    // One copy of the head; header values are slices of it (no allocation per header).
+    let block = Bytes::copy_from_slice(&bytes[..meta.length]);
+    let base = bytes.as_ptr() as usize;
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for h in headers {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| bad(format!("invalid header name {:?}", h.name)))?;
+        if !meta.length_stands && name == header::CONTENT_LENGTH {
+            continue;
+        }
+        let start = (h.value.as_ptr() as usize).wrapping_sub(base);
+        let value = match block.get(start..start + h.value.len()) {
+            Some(_) => HeaderValue::from_maybe_shared(block.slice(start..start + h.value.len())),
+            None => HeaderValue::from_bytes(h.value),
+        }
+        .map_err(|_| bad(format!("invalid value of header {name}")))?;
+        map.append(name, value);
+    }
+    Ok(map)
 }

@@ -10,7 +10,7 @@ use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourState};
 
 use super::{KernelDriver, acl, find_link, nl, routed};
 use crate::driver::{DriverError, ModuleObject};
-use crate::naming::{bridge_name, host_veth_name, miss_sink_name};
+use crate::naming::{bridge_name, host_veth_name, miss_sink_name, vxlan_name};
 
 impl KernelDriver {
     async fn fdb_dump(&self) -> Result<BTreeSet<(Mac, u32, bool)>, DriverError> {
@@ -64,7 +64,7 @@ impl KernelDriver {
             }
         }
         let mut veths: BTreeMap<PortId, u32> = BTreeMap::new();
-        for port in model.ports().values() {
+        for port in model.ports().values().filter(|p| !p.is_remote()) {
             let host = host_veth_name(&port.id);
             match find_link(&self.handle, &host).await? {
                 None => drift.push(format!("port {}: veth {host} is missing", port.id)),
@@ -136,6 +136,26 @@ impl KernelDriver {
         let mut out = BTreeMap::new();
         for m in model.rendered().modules.values() {
             let port = &m.port;
+            if let Some(remote) = model.port(port).and_then(|p| p.remote.as_ref()) {
+                // rendered by its own host; here only its MAC's FDB entries exist
+                let object = match &m.kind {
+                    ModuleKind::EgressPort { .. } => format!(
+                        "VXLAN {} towards host {} ({})",
+                        vxlan_name(&m.network),
+                        remote.host,
+                        remote.underlay
+                    ),
+                    _ => format!("on host {}", remote.host),
+                };
+                out.insert(
+                    m.id.clone(),
+                    ModuleObject {
+                        object,
+                        ..Default::default()
+                    },
+                );
+                continue;
+            }
             let host = host_veth_name(port);
             let link = find_link(&self.handle, &host).await.ok().flatten();
             let stats = link.clone().unwrap_or_default();

@@ -19,30 +19,28 @@
 //! whatever `net.ipv4.ip_forward` says (the agent never touches it).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    FibKey, Mac, Model, NetworkKind, NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
-    fib_entries,
+    Mac, Model, NetworkKind, NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
 };
-use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
-    AfSpecInet6, AfSpecUnspec, In6AddrGenMode, InfoData, InfoVeth, LinkAttribute, LinkMessage,
+    AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage,
 };
-use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourMessage, NeighbourState};
 use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth};
 
 use super::DriverError;
 use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name};
 
 pub mod acl;
+mod fib;
 mod inspect;
 pub mod netns;
+mod overlay;
+mod port;
 pub mod routed;
-
-use netns::in_netns;
 
 fn nl(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> DriverError {
     let what = what.into();
@@ -137,6 +135,12 @@ pub struct KernelDriver {
     route_refs: BTreeMap<(std::net::Ipv4Addr, PortId), usize>,
     /// What the driver rendered of each port: its network and MAC.
     rendered: BTreeMap<PortId, (String, Mac)>,
+    /// This host's underlay address inside a fabric (`None`: a single host).
+    underlay: Option<Ipv4Addr>,
+    /// Ports of other hosts, reached over the overlay.
+    remote: BTreeMap<PortId, overlay::RemotePort>,
+    /// (network, remote underlay) → how many of its ports are on the network.
+    flood: BTreeMap<(String, Ipv4Addr), usize>,
 }
 
 impl KernelDriver {
@@ -156,7 +160,17 @@ impl KernelDriver {
             fdb_refs: BTreeMap::new(),
             route_refs: BTreeMap::new(),
             rendered: BTreeMap::new(),
+            underlay: None,
+            remote: BTreeMap::new(),
+            flood: BTreeMap::new(),
         })
+    }
+
+    /// Join a fabric: L2 networks get a VXLAN device from `underlay`, ports
+    /// an MTU [`crate::fabric::VXLAN_OVERHEAD`] below the network's, and ports of other
+    /// hosts are reached over it.
+    pub fn set_underlay(&mut self, underlay: Ipv4Addr) {
+        self.underlay = Some(underlay);
     }
 
     /// The network's shared object: its bridge (L2, `Some(ifindex)`) or its
@@ -166,7 +180,9 @@ impl KernelDriver {
             routed::ensure_table(&self.handle, spec).await?;
             return Ok(None);
         }
-        self.ensure_bridge(spec).await.map(Some)
+        let bridge = self.ensure_bridge(spec).await?;
+        self.ensure_overlay(spec, bridge).await?;
+        Ok(Some(bridge))
     }
 
     async fn ensure_bridge(&self, spec: &NetworkSpec) -> Result<u32, DriverError> {
@@ -278,219 +294,6 @@ impl KernelDriver {
             )))
     }
 
-    async fn create_port(
-        &self,
-        port: &Port,
-        spec: &NetworkSpec,
-    ) -> Result<RenderFacts, DriverError> {
-        let bridge = self.ensure_network(spec).await?;
-        let host = host_veth_name(&port.id);
-        // A leftover of an ADD that crashed half-way is ours to replace.
-        self.delete_link(&host).await?;
-        let netns = std::fs::File::open(&port.netns).map_err(|source| DriverError::Os {
-            what: format!("open netns {}", port.netns),
-            source,
-        })?;
-        let mtu = spec.mtu();
-        let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new()
-            .name(port.ifname.clone())
-            .mtu(mtu)
-            .setns_by_fd(std::os::fd::AsRawFd::as_raw_fd(&netns))
-            .build();
-        let msg = LinkVeth::new(&host, &port.ifname)
-            .mtu(mtu)
-            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
-            .build();
-        self.handle
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .map_err(nl(format!(
-                "create veth {host} with {} in {}",
-                port.ifname, port.netns
-            )))?;
-        drop(netns);
-        let link = find_link(&self.handle, &host)
-            .await?
-            .ok_or_else(|| DriverError::State(format!("veth {host} vanished after creation")))?;
-        no_ipv6_autoconf(&self.handle, link.index).await;
-        match bridge {
-            Some(bridge) => {
-                self.set_bridge_port(link.index, bridge, &host, false)
-                    .await?
-            }
-            None => {
-                routed::attach(&self.handle, &host, spec).await?;
-                self.handle
-                    .link()
-                    .set(LinkUnspec::new_with_index(link.index).up().build())
-                    .execute()
-                    .await
-                    .map_err(nl(format!("set {host} up")))?;
-            }
-        }
-        let host_mac = link
-            .mac
-            .ok_or_else(|| DriverError::State(format!("veth {host} has no MAC")))?;
-        let routed_spec = (spec.kind == NetworkKind::L3).then(|| spec.clone());
-
-        let ifname = port.ifname.clone();
-        let address = port.address;
-        let mac = in_netns(
-            Path::new(&port.netns),
-            Box::new(move |h: Handle| {
-                Box::pin(async move {
-                    let inner = find_link(&h, &ifname).await?.ok_or_else(|| {
-                        DriverError::State(format!("{ifname} missing in the pod"))
-                    })?;
-                    no_ipv6_autoconf(&h, inner.index).await;
-                    if let Some(spec) = &routed_spec {
-                        routed::configure_pod(&h, inner.index, &ifname, address, spec, host_mac)
-                            .await?;
-                    } else {
-                        h.address()
-                            .add(inner.index, IpAddr::V4(address.addr), address.prefix)
-                            .execute()
-                            .await
-                            .map_err(nl(format!("address {address} on {ifname}")))?;
-                        h.link()
-                            .set(LinkUnspec::new_with_index(inner.index).up().build())
-                            .execute()
-                            .await
-                            .map_err(nl(format!("set {ifname} up")))?;
-                    }
-                    if let Some(lo) = find_link(&h, "lo").await? {
-                        h.link()
-                            .set(LinkUnspec::new_with_index(lo.index).up().build())
-                            .execute()
-                            .await
-                            .map_err(nl("set lo up"))?;
-                    }
-                    inner
-                        .mac
-                        .ok_or_else(|| DriverError::State(format!("{ifname} has no MAC")))
-                })
-            }),
-        )
-        .await?;
-
-        let forwarder_object = match bridge {
-            Some(_) => format!("bridge {} port {host}", bridge_name(&spec.name)),
-            None => format!(
-                "rule iif {host} lookup table {}",
-                routed::route_table(&spec.name)
-            ),
-        };
-        let forwarder = match spec.kind {
-            NetworkKind::L2 => "switch",
-            NetworkKind::L3 => "router",
-        };
-        let mut modules = BTreeMap::new();
-        for (id, object) in [
-            (
-                nephrite_pipeline::ingress_id(&port.id),
-                format!("veth {host} rx"),
-            ),
-            (
-                nephrite_pipeline::egress_id(&port.id),
-                format!("veth {host} tx"),
-            ),
-            (
-                nephrite_pipeline::copy_id(forwarder, &port.id),
-                forwarder_object,
-            ),
-            (
-                nephrite_pipeline::copy_id("acl", &port.id),
-                format!("veth {host} ingress filters"),
-            ),
-        ] {
-            modules.insert(id, BTreeMap::from([("object".to_string(), object)]));
-        }
-        Ok(RenderFacts {
-            mac,
-            ifindex: link.index,
-            modules,
-        })
-    }
-
-    async fn fdb(&self, mac: Mac, egress_port: &str, add: bool) -> Result<(), DriverError> {
-        let host = host_veth_name(egress_port);
-        let Some(link) = find_link(&self.handle, &host).await? else {
-            return if add {
-                Err(DriverError::State(format!(
-                    "FIB entry {mac}: veth {host} of {egress_port} is missing"
-                )))
-            } else {
-                Ok(())
-            };
-        };
-        if add {
-            self.handle
-                .neighbours()
-                .add_bridge(link.index, &mac.0)
-                .state(NeighbourState::Noarp)
-                .replace()
-                .execute()
-                .await
-                .map_err(nl(format!("FDB entry {mac} on {host}")))
-        } else {
-            let mut msg = NeighbourMessage::default();
-            msg.header.family = AddressFamily::Bridge;
-            msg.header.ifindex = link.index;
-            msg.attributes
-                .push(NeighbourAttribute::LinkLayerAddress(mac.0.to_vec()));
-            match self.handle.neighbours().del(msg).execute().await {
-                Ok(()) => Ok(()),
-                Err(e) if is_not_found(&e) => Ok(()),
-                Err(e) => Err(nl(format!("remove FDB entry {mac} on {host}"))(e)),
-            }
-        }
-    }
-
-    /// Install or withdraw a router FIB entry: `ip` behind `egress_port`'s veth.
-    async fn route(
-        &self,
-        ip: std::net::Ipv4Addr,
-        egress_port: &str,
-        add: bool,
-    ) -> Result<(), DriverError> {
-        let host = host_veth_name(egress_port);
-        let (Some(link), Some((network, mac))) = (
-            find_link(&self.handle, &host).await?,
-            self.rendered.get(egress_port),
-        ) else {
-            return if add {
-                Err(DriverError::State(format!(
-                    "FIB entry {ip}: veth {host} of {egress_port} is missing"
-                )))
-            } else {
-                Ok(())
-            };
-        };
-        routed::fib(&self.handle, network, ip, Some(*mac), link.index, add).await
-    }
-
-    fn desired_routes(model: &Model) -> BTreeMap<(std::net::Ipv4Addr, PortId), usize> {
-        let mut refs = BTreeMap::new();
-        for e in fib_entries(&model.rendered().modules) {
-            if let FibKey::Ip(ip) = e.key {
-                *refs.entry((ip, e.egress_port)).or_default() += 1;
-            }
-        }
-        refs
-    }
-
-    fn desired_fdb(model: &Model) -> BTreeMap<(Mac, PortId), usize> {
-        let mut refs = BTreeMap::new();
-        for e in fib_entries(&model.rendered().modules) {
-            if let FibKey::Mac(mac) = e.key {
-                *refs.entry((mac, e.egress_port)).or_default() += 1;
-            }
-        }
-        refs
-    }
-
     pub(crate) async fn reconcile(
         &mut self,
         model: &Model,
@@ -503,7 +306,7 @@ impl KernelDriver {
             }
         }
         let mut out = Vec::new();
-        for port in model.ports().values() {
+        for port in model.ports().values().filter(|p| !p.is_remote()) {
             let host = host_veth_name(&port.id);
             let Some(spec) = model.networks().get(&port.network).map(|n| &n.spec) else {
                 continue;
@@ -542,9 +345,10 @@ impl KernelDriver {
         }
         let refs = Self::desired_fdb(model);
         for (mac, egress) in refs.keys() {
-            if model
-                .port(egress)
-                .is_some_and(|p| Path::new(&p.netns).exists())
+            if self.is_remote(egress)
+                || model
+                    .port(egress)
+                    .is_some_and(|p| !p.is_remote() && Path::new(&p.netns).exists())
             {
                 self.fdb(*mac, egress, true).await?;
             }
@@ -574,12 +378,16 @@ impl KernelDriver {
                     port.id, port.network
                 ))
             })?;
+            if port.is_remote() {
+                self.add_remote(port, spec).await?;
+                continue;
+            }
             let rendered = self.create_port(port, spec).await?;
             self.rendered
                 .insert(port.id.clone(), (port.network.clone(), rendered.mac));
             facts.push((port.id.clone(), rendered));
         }
-        for change in &plan.acl_changed {
+        for change in plan.acl_changed.iter().filter(|c| !self.is_remote(&c.port)) {
             let host = host_veth_name(&change.port);
             match find_link(&self.handle, &host).await? {
                 Some(_) => acl::render(&host, &change.rules)?,
@@ -589,56 +397,12 @@ impl KernelDriver {
                 }
             }
         }
-        for e in &plan.fib_added {
-            if let FibKey::Ip(ip) = e.key {
-                let refs = self
-                    .route_refs
-                    .entry((ip, e.egress_port.clone()))
-                    .or_default();
-                *refs += 1;
-                if *refs == 1 {
-                    self.route(ip, &e.egress_port, true).await?;
-                }
-            }
-            if let FibKey::Mac(mac) = e.key {
-                let refs = self
-                    .fdb_refs
-                    .entry((mac, e.egress_port.clone()))
-                    .or_default();
-                *refs += 1;
-                if *refs == 1 {
-                    self.fdb(mac, &e.egress_port, true).await?;
-                }
-            }
-        }
-        for e in &plan.fib_removed {
-            if let FibKey::Ip(ip) = e.key {
-                let key = (ip, e.egress_port.clone());
-                let left = self.route_refs.get_mut(&key).map_or(0, |n| {
-                    *n = n.saturating_sub(1);
-                    *n
-                });
-                if left == 0 {
-                    self.route_refs.remove(&key);
-                    self.route(ip, &e.egress_port, false).await?;
-                }
-            }
-            if let FibKey::Mac(mac) = e.key {
-                let key = (mac, e.egress_port.clone());
-                let left = match self.fdb_refs.get_mut(&key) {
-                    Some(n) => {
-                        *n = n.saturating_sub(1);
-                        *n
-                    }
-                    None => 0,
-                };
-                if left == 0 {
-                    self.fdb_refs.remove(&key);
-                    self.fdb(mac, &e.egress_port, false).await?;
-                }
-            }
-        }
+        self.apply_fib(plan).await?;
         for port in &plan.ports_removed {
+            if port.is_remote() {
+                self.remove_remote(port).await?;
+                continue;
+            }
             let host = host_veth_name(&port.id);
             acl::remove(&host)?;
             self.delete_link(&host).await?;
@@ -658,6 +422,9 @@ impl KernelDriver {
     }
 
     pub(crate) async fn discard_port(&mut self, port: &Port) {
+        if port.is_remote() {
+            return;
+        }
         if let Err(e) = acl::remove(&host_veth_name(&port.id)) {
             tracing::warn!(port = %port.id, error = %e, "rollback could not remove the ACL table");
         }
@@ -671,42 +438,5 @@ impl KernelDriver {
             tracing::warn!(port = %port.id, error = %e, "rollback could not remove the ip rule");
         }
         self.rendered.remove(&port.id);
-    }
-
-    pub(crate) async fn check(&self, port: &Port) -> Result<(), DriverError> {
-        let host = host_veth_name(&port.id);
-        if find_link(&self.handle, &host).await?.is_none() {
-            return Err(DriverError::State(format!(
-                "veth {host} of {} is missing",
-                port.id
-            )));
-        }
-        let ifname = port.ifname.clone();
-        let address = port.address;
-        in_netns(
-            Path::new(&port.netns),
-            Box::new(move |h: Handle| {
-                Box::pin(async move {
-                    let inner = find_link(&h, &ifname)
-                        .await?
-                        .ok_or_else(|| DriverError::State(format!("{ifname} is missing in the pod")))?;
-                    let mut addrs = h
-                        .address()
-                        .get()
-                        .set_link_index_filter(inner.index)
-                        .execute();
-                    while let Some(msg) = addrs.try_next().await.map_err(nl(format!("addresses of {ifname}")))? {
-                        let found = msg.attributes.iter().any(|a| {
-                            matches!(a, netlink_packet_route::address::AddressAttribute::Address(IpAddr::V4(ip)) if *ip == address.addr)
-                        });
-                        if found && msg.header.prefix_len == address.prefix {
-                            return Ok(());
-                        }
-                    }
-                    Err(DriverError::State(format!("{ifname} does not hold {address}")))
-                })
-            }),
-        )
-        .await
     }
 }

@@ -18,6 +18,13 @@ pub(super) fn since(
     revision: i64,
     limit: usize,
 ) -> Result<Vec<Change>, StoreError> {
+    // The rows first, the compaction mark after: the statements may run in separate
+    // snapshots, and a compaction between them is then seen (the mark only grows), never
+    // silently missed.
+    let rows = tx.query(
+        "SELECT revision, kind, entity_id, op FROM changes WHERE revision > ? ORDER BY revision LIMIT ?",
+        &[SqlValue::Int(revision), SqlValue::Int(limit as i64)],
+    )?;
     let compacted = compacted(tx)?;
     if revision < compacted {
         return Err(StoreError::Compacted {
@@ -25,23 +32,19 @@ pub(super) fn since(
             oldest: compacted + 1,
         });
     }
-    tx.query(
-        "SELECT revision, kind, entity_id, op FROM changes WHERE revision > ? ORDER BY revision LIMIT ?",
-        &[SqlValue::Int(revision), SqlValue::Int(limit as i64)],
-    )?
-    .iter()
-    .map(|row| {
-        Ok(Change {
-            revision: int(row, 0),
-            kind: EntityKind::parse(&text(row, 1)).ok_or_else(|| StoreError::Corrupt {
-                what: "change kind",
-                message: text(row, 1),
-            })?,
-            id: text(row, 2),
-            deleted: text(row, 3) == "delete",
+    rows.iter()
+        .map(|row| {
+            Ok(Change {
+                revision: int(row, 0),
+                kind: EntityKind::parse(&text(row, 1)).ok_or_else(|| StoreError::Corrupt {
+                    what: "change kind",
+                    message: text(row, 1),
+                })?,
+                id: text(row, 2),
+                deleted: text(row, 3) == "delete",
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 pub(super) fn current(tx: &mut dyn Tx) -> Result<i64, StoreError> {

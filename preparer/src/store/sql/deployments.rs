@@ -115,12 +115,19 @@ fn insert_metadata<'a>(
     Ok(())
 }
 
+/// The columns a new deployment row sets (`failures` and `retry_at` start at 0).
+const NEW_COLUMNS: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, \
+                           updated, prepared, approved, error, package";
+
 /// Inserts `batch` in one statement; the ids actually inserted (a row whose instance — or id —
 /// exists already is skipped).
 fn insert_rows(
     tx: &mut dyn Tx,
     batch: &[NewDeployment],
 ) -> Result<std::collections::HashSet<String>, StoreError> {
+    if tx.backend() == "postgres" {
+        return insert_columns(tx, batch);
+    }
     let mut params: Vec<SqlValue> = Vec::with_capacity(batch.len() * 12);
     for new in batch {
         let d = &new.info;
@@ -143,9 +150,51 @@ fn insert_rows(
     Ok(tx
         .query(
             &format!(
-                "INSERT INTO deployments (id, parent_id, template_id, site_id, instance_key, \
-                 metadata, created, updated, prepared, approved, error, package, failures, \
-                 retry_at) VALUES {groups} ON CONFLICT DO NOTHING RETURNING id"
+                "INSERT INTO deployments ({NEW_COLUMNS}, failures, retry_at) VALUES {groups} \
+                 ON CONFLICT DO NOTHING RETURNING id"
+            ),
+            &params,
+        )?
+        .iter()
+        .map(|row| text(row, 0))
+        .collect())
+}
+
+/// [`insert_rows`] on PostgreSQL: each column bound as one array and the rows made by
+/// `unnest` — twelve parameters however many rows, so the server parses and binds a short
+/// statement instead of one with twelve parameters per row.
+fn insert_columns(
+    tx: &mut dyn Tx,
+    batch: &[NewDeployment],
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let texts = |field: &dyn Fn(&NewDeployment) -> String| {
+        SqlValue::Texts(batch.iter().map(field).collect())
+    };
+    let ints = |field: &dyn Fn(&NewDeployment) -> bool| {
+        SqlValue::Ints(batch.iter().map(|new| i64::from(field(new))).collect())
+    };
+    let params = [
+        texts(&|new| new.info.id.clone()),
+        texts(&|new| new.info.parent_id.clone()),
+        texts(&|new| new.info.template_id.clone()),
+        texts(&|new| new.info.site_id.clone()),
+        texts(&|new| new.info.instance_key.clone()),
+        texts(&|new| metadata_json(&new.info.metadata)),
+        texts(&|new| new.info.created.clone()),
+        texts(&|new| new.info.updated.clone()),
+        ints(&|new| new.info.prepared),
+        ints(&|new| new.info.approved),
+        texts(&|new| new.info.error.clone()),
+        texts(&|new| new.package_yaml.clone()),
+    ];
+    Ok(tx
+        .query(
+            &format!(
+                "INSERT INTO deployments ({NEW_COLUMNS}, failures, retry_at) \
+                 SELECT {NEW_COLUMNS}, 0, 0 FROM unnest(?::text[], ?::text[], ?::text[], \
+                 ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int8[], ?::int8[], \
+                 ?::text[], ?::text[]) AS new_rows ({NEW_COLUMNS}) \
+                 ON CONFLICT DO NOTHING RETURNING id"
             ),
             &params,
         )?
@@ -207,10 +256,10 @@ pub(super) fn get(tx: &mut dyn Tx, id: &str) -> Result<DeploymentRecord, StoreEr
     full_row(rows.first().ok_or_else(|| not_found(id))?)
 }
 
-/// A prefix range of metadata values holding fewer rows than this is *narrow*: its ids are
-/// read from the metadata index and sorted (at most this many), instead of walking the
-/// deployments in id order and probing each — which needs `page / density` probes, at most
-/// `page × total / NARROW_RANGE` once the range is wider than this.
+/// A prefix range of metadata values holding fewer rows than this is *narrow*: a page is
+/// read from the `(key, value, deployment_id)` index — the range's ids, the lowest first —
+/// instead of walking the deployments in id order and probing each, which needs
+/// `page / density` probes (at most `page × total / NARROW_RANGE` once a range is wider).
 const NARROW_RANGE: i64 = 20_000;
 
 /// The end of a prefix range: every text starting with `prefix` sorts below it.
@@ -218,45 +267,45 @@ fn prefix_end(prefix: &str) -> String {
     format!("{prefix}\u{10FFFF}")
 }
 
-/// For each metadata pattern with a wildcard: whether its prefix range is narrow. On
-/// PostgreSQL every range counts as wide: reading a range from the index visits the heap for
-/// each entry (1,000,000 rows, 1% matching: 176 ms a page), while walking by id finds a page
-/// of a 1% match in ~10,000 probes.
-fn narrow_ranges(tx: &mut dyn Tx, filter: &DeploymentFilter) -> Result<Vec<bool>, StoreError> {
-    let mut narrow = Vec::new();
-    for (key, pattern) in filter.metadata.entries() {
-        if pattern.exact().is_some() {
-            continue;
-        }
-        if tx.backend() == "postgres" {
-            narrow.push(false);
-            continue;
-        }
-        let prefix = pattern.literal_prefix();
-        let rows = tx.query(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM deployment_metadata \
-             WHERE key = ? AND value >= ? AND value < ? LIMIT ?) AS range_rows",
-            &[
-                key.into(),
-                prefix.into(),
-                prefix_end(prefix).into(),
-                SqlValue::Int(NARROW_RANGE),
-            ],
-        )?;
-        narrow.push(rows.first().map(|row| int(row, 0)).unwrap_or(0) < NARROW_RANGE);
-    }
-    Ok(narrow)
+/// The metadata pattern that can drive a listing from the metadata index: the first with a
+/// wildcard after a non-empty literal prefix.
+fn prefix_driver(filter: &DeploymentFilter) -> Option<(&str, &str)> {
+    filter
+        .metadata
+        .entries()
+        .iter()
+        .find(|(_, pattern)| pattern.exact().is_none() && !pattern.literal_prefix().is_empty())
+        .map(|(key, pattern)| (key.as_str(), pattern.literal_prefix()))
 }
 
-/// The SQL part of a filter: what an index can narrow. The rest is checked in Rust.
-/// `narrow`: per wildcard metadata pattern, whether its range is narrow ([`narrow_ranges`]).
-fn prefilter(
-    filter: &DeploymentFilter,
-    narrow: &[bool],
-    after: &str,
-    chunk: i64,
-) -> (String, Vec<SqlValue>) {
-    let mut narrow = narrow.iter();
+/// A chunk driven by a narrow prefix range: the rows of the `chunk` lowest ids after `after`
+/// in the range, each with the size of the range (counted up to [`NARROW_RANGE`]) as a last
+/// column. One pass over at most [`NARROW_RANGE`] index entries (index-only once the table is
+/// vacuumed), then `chunk` row lookups; every other filter is checked in Rust, so the chunk
+/// holds exactly the ids the range yields.
+fn range_chunk(key: &str, prefix: &str, after: &str, chunk: i64) -> (String, Vec<SqlValue>) {
+    (
+        format!(
+            "WITH range_ids AS MATERIALIZED (SELECT m.deployment_id FROM deployment_metadata m \
+             WHERE m.key = ? AND m.value >= ? AND m.value < ? AND m.deployment_id > ? LIMIT ?) \
+             SELECT {INFO}, (SELECT COUNT(*) FROM range_ids) FROM deployments d \
+             WHERE d.id IN (SELECT deployment_id FROM range_ids ORDER BY deployment_id LIMIT ?) \
+             ORDER BY d.id"
+        ),
+        vec![
+            key.into(),
+            prefix.into(),
+            prefix_end(prefix).into(),
+            after.into(),
+            SqlValue::Int(NARROW_RANGE),
+            SqlValue::Int(chunk),
+        ],
+    )
+}
+
+/// The SQL part of a filter walking deployments by id: what an index can narrow. The rest
+/// is checked in Rust.
+fn prefilter(filter: &DeploymentFilter, after: &str, chunk: i64) -> (String, Vec<SqlValue>) {
     let mut sql = format!("SELECT {INFO} FROM deployments d WHERE d.id > ?");
     let mut params: Vec<SqlValue> = vec![after.into()];
     if let Some(parent) = &filter.parent_id {
@@ -297,17 +346,6 @@ fn prefilter(
             params.push(key.into());
             params.push(exact.into());
             params.push(after.into());
-        } else if narrow.next().copied().unwrap_or(false) {
-            // A narrow range: its ids, from the index, sorted.
-            let prefix = pattern.literal_prefix();
-            sql.push_str(
-                " AND d.id IN (SELECT m.deployment_id FROM deployment_metadata m \
-                 WHERE m.key = ? AND m.value >= ? AND m.value < ? AND m.deployment_id > ?)",
-            );
-            params.push(key.into());
-            params.push(prefix.into());
-            params.push(prefix_end(prefix).into());
-            params.push(after.into());
         } else {
             // A wide range: dense enough that walking by id finds a page quickly.
             let prefix = pattern.literal_prefix();
@@ -325,6 +363,9 @@ fn prefilter(
     (sql, params)
 }
 
+/// A page of deployments in id order. A narrow metadata prefix range drives the walk from
+/// the metadata index ([`range_chunk`]); otherwise deployments are walked by id with what SQL
+/// can narrow ([`prefilter`]). Either way rows are checked against the whole filter in Rust.
 pub(super) fn list(
     tx: &mut dyn Tx,
     filter: &DeploymentFilter,
@@ -335,10 +376,24 @@ pub(super) fn list(
     let mut skipped = 0;
     let mut after = window.after_id.clone();
     let mut out = Vec::with_capacity(page);
-    let narrow = narrow_ranges(tx, filter)?;
+    let mut driver = prefix_driver(filter);
     loop {
-        let (sql, params) = prefilter(filter, &narrow, &after, chunk);
-        let rows = tx.query(&sql, &params)?;
+        let rows = match driver {
+            Some((key, prefix)) => {
+                let (sql, params) = range_chunk(key, prefix, &after, chunk);
+                let rows = tx.query(&sql, &params)?;
+                if rows.first().is_some_and(|row| int(row, 11) >= NARROW_RANGE) {
+                    // A wide range: walk by id from here on.
+                    driver = None;
+                    continue;
+                }
+                rows
+            }
+            None => {
+                let (sql, params) = prefilter(filter, &after, chunk);
+                tx.query(&sql, &params)?
+            }
+        };
         for row in &rows {
             let info = info_row(row)?;
             after = info.id.clone();
@@ -420,9 +475,12 @@ pub(super) fn start_modification(
     now_ms: i64,
     expires_ms: i64,
 ) -> Result<DeploymentRecord, StoreError> {
-    let taken = tx.execute(
-        "UPDATE deployments SET mod_token = ?, mod_expires = ? \
-         WHERE id = ? AND (mod_token IS NULL OR mod_expires < ?)",
+    // One statement (the lease taken and the row read together), so it needs no transaction.
+    let taken = tx.query(
+        &format!(
+            "UPDATE deployments SET mod_token = ?, mod_expires = ? \
+             WHERE id = ? AND (mod_token IS NULL OR mod_expires < ?) RETURNING {FULL}"
+        ),
         &[
             token.into(),
             SqlValue::Int(expires_ms),
@@ -430,14 +488,16 @@ pub(super) fn start_modification(
             SqlValue::Int(now_ms),
         ],
     )?;
-    if taken == 0 {
-        let until_ms = lease_state(tx, id)?.unwrap_or(now_ms);
-        return Err(StoreError::Busy {
-            id: id.to_owned(),
-            until_ms,
-        });
+    match taken.first() {
+        Some(row) => full_row(row),
+        None => {
+            let until_ms = lease_state(tx, id)?.unwrap_or(now_ms);
+            Err(StoreError::Busy {
+                id: id.to_owned(),
+                until_ms,
+            })
+        }
     }
-    get(tx, id)
 }
 
 fn lost(tx: &mut dyn Tx, id: &str, token: &str) -> StoreError {
@@ -477,19 +537,24 @@ pub(super) fn write_modification(
     update: Option<&DeploymentUpdate>,
     release: bool,
 ) -> Result<DeploymentInfo, StoreError> {
-    let changed = match update {
+    // Each UPDATE returns the row it wrote: no read after it.
+    let written = match update {
         Some(u) => {
             let release_sql = if release {
                 ", mod_token = NULL, mod_expires = NULL"
             } else {
                 ""
             };
-            let reset = if u.prepared { ", failures = 0, retry_at = 0" } else { "" };
-            tx.execute(
+            let reset = if u.prepared {
+                ", failures = 0, retry_at = 0"
+            } else {
+                ""
+            };
+            tx.query(
                 &format!(
                     "UPDATE deployments SET package = ?, prepared = ?, approved = ?, error = ?, \
                      metadata = ?, updated = ?{release_sql}{reset} \
-                     WHERE id = ? AND mod_token = ?"
+                     WHERE id = ? AND mod_token = ? RETURNING {INFO}"
                 ),
                 &[
                     (&u.package_yaml).into(),
@@ -503,27 +568,30 @@ pub(super) fn write_modification(
                 ],
             )?
         }
-        None if release => tx.execute(
-            "UPDATE deployments SET mod_token = NULL, mod_expires = NULL WHERE id = ? AND mod_token = ?",
+        None if release => tx.query(
+            &format!(
+                "UPDATE deployments SET mod_token = NULL, mod_expires = NULL \
+                 WHERE id = ? AND mod_token = ? RETURNING {INFO}"
+            ),
             &[id.into(), token.into()],
         )?,
-        None => tx.execute(
-            "UPDATE deployments SET mod_token = mod_token WHERE id = ? AND mod_token = ?",
+        None => tx.query(
+            &format!(
+                "UPDATE deployments SET mod_token = mod_token \
+                 WHERE id = ? AND mod_token = ? RETURNING {INFO}"
+            ),
             &[id.into(), token.into()],
         )?,
     };
-    if changed == 0 {
+    let Some(row) = written.first() else {
         return Err(lost(tx, id, token));
-    }
+    };
+    let info = info_row(row)?;
     if let Some(u) = update {
         write_metadata(tx, id, &u.metadata)?;
         log_change(tx, EntityKind::Deployment, id, false)?;
     }
-    let rows = tx.query(
-        &format!("SELECT {INFO} FROM deployments WHERE id = ?"),
-        &[id.into()],
-    )?;
-    info_row(rows.first().ok_or_else(|| not_found(id))?)
+    Ok(info)
 }
 
 pub(super) fn record_failure(

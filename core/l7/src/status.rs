@@ -5,12 +5,14 @@
 //!
 //! Only objects whose status differs from what is stored get an update, so writing is
 //! idempotent (a status write comes back as a watch event and decides nothing new).
+//!
+//! Pure: the objects as stored, the translation and `now` in, the writes out; kuryr-l7's
+//! controller does the Kubernetes calls.
 
 use std::net::IpAddr;
 
+use crate::translate::{Translation, describe};
 use nephrite_krm::Object;
-use nephrite_l7::Translation;
-use nephrite_l7::translate::describe;
 use serde_json::{Value, json};
 
 #[cfg(test)]

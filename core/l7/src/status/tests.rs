@@ -1,5 +1,5 @@
+use crate::{Options, SourceObject, translate};
 use nephrite_krm::Package;
-use nephrite_l7::{Options, SourceObject, translate};
 
 use super::*;
 
@@ -45,7 +45,7 @@ fn settings() -> StatusSettings {
     }
 }
 
-fn translation_of(objects: &[Object]) -> nephrite_l7::Translation {
+fn translation_of(objects: &[Object]) -> crate::Translation {
     let sources: Vec<SourceObject> = objects
         .iter()
         .map(|o| SourceObject {

@@ -1,0 +1,176 @@
+//! FIB entries in the kernel: static FDB entries (L2), routes with
+//! permanent neighbours (L3), reference-counted across the switch and
+//! router copies that hold them. An entry whose egress is a port of another
+//! host goes to the network's VXLAN device ([`super::overlay`]).
+
+use std::collections::BTreeMap;
+
+use nephrite_pipeline::{FibKey, Mac, Model, PortId, RenderPlan, fib_entries};
+use netlink_packet_route::AddressFamily;
+use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourMessage, NeighbourState};
+
+use super::{KernelDriver, find_link, is_not_found, nl, routed};
+use crate::driver::DriverError;
+use crate::naming::host_veth_name;
+
+/// Count one more holder of `key`; true when it is the first (the kernel
+/// object must be created).
+pub(super) fn take<K: Ord>(refs: &mut BTreeMap<K, usize>, key: K) -> bool {
+    let n = refs.entry(key).or_default();
+    *n += 1;
+    *n == 1
+}
+
+/// Count one holder of `key` less; true when none is left (the kernel
+/// object must go). A key nobody held counts as gone.
+pub(super) fn drop_ref<K: Ord>(refs: &mut BTreeMap<K, usize>, key: K) -> bool {
+    match refs.get_mut(&key) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            false
+        }
+        _ => {
+            refs.remove(&key);
+            true
+        }
+    }
+}
+
+impl KernelDriver {
+    /// Install what a plan adds to the FIBs and withdraw what it removes,
+    /// each kernel entry once however many copies hold it.
+    pub(super) async fn apply_fib(&mut self, plan: &RenderPlan) -> Result<(), DriverError> {
+        for e in &plan.fib_added {
+            match e.key {
+                FibKey::Ip(ip) if take(&mut self.route_refs, (ip, e.egress_port.clone())) => {
+                    self.route(ip, &e.egress_port, true).await?;
+                }
+                FibKey::Mac(mac) if take(&mut self.fdb_refs, (mac, e.egress_port.clone())) => {
+                    self.fdb(mac, &e.egress_port, true).await?;
+                }
+                _ => {}
+            }
+        }
+        for e in &plan.fib_removed {
+            match e.key {
+                FibKey::Ip(ip) if drop_ref(&mut self.route_refs, (ip, e.egress_port.clone())) => {
+                    self.route(ip, &e.egress_port, false).await?;
+                }
+                FibKey::Mac(mac) if drop_ref(&mut self.fdb_refs, (mac, e.egress_port.clone())) => {
+                    self.fdb(mac, &e.egress_port, false).await?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn fdb(
+        &self,
+        mac: Mac,
+        egress_port: &str,
+        add: bool,
+    ) -> Result<(), DriverError> {
+        if let Some(remote) = self.remote_of(egress_port) {
+            return self.remote_fdb(mac, remote, add).await;
+        }
+        let host = host_veth_name(egress_port);
+        let Some(link) = find_link(&self.handle, &host).await? else {
+            return if add {
+                Err(DriverError::State(format!(
+                    "FIB entry {mac}: veth {host} of {egress_port} is missing"
+                )))
+            } else {
+                Ok(())
+            };
+        };
+        if add {
+            self.handle
+                .neighbours()
+                .add_bridge(link.index, &mac.0)
+                .state(NeighbourState::Noarp)
+                .replace()
+                .execute()
+                .await
+                .map_err(nl(format!("FDB entry {mac} on {host}")))
+        } else {
+            let mut msg = NeighbourMessage::default();
+            msg.header.family = AddressFamily::Bridge;
+            msg.header.ifindex = link.index;
+            msg.attributes
+                .push(NeighbourAttribute::LinkLayerAddress(mac.0.to_vec()));
+            match self.handle.neighbours().del(msg).execute().await {
+                Ok(()) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
+                Err(e) => Err(nl(format!("remove FDB entry {mac} on {host}"))(e)),
+            }
+        }
+    }
+
+    /// Install or withdraw a router FIB entry: `ip` behind `egress_port`'s veth.
+    pub(super) async fn route(
+        &self,
+        ip: std::net::Ipv4Addr,
+        egress_port: &str,
+        add: bool,
+    ) -> Result<(), DriverError> {
+        if self.is_remote(egress_port) {
+            // routed (kind: l3) networks stay on one host: no route over the overlay
+            tracing::debug!(%ip, port = egress_port, "no route to a port of another host");
+            return Ok(());
+        }
+        let host = host_veth_name(egress_port);
+        let (Some(link), Some((network, mac))) = (
+            find_link(&self.handle, &host).await?,
+            self.rendered.get(egress_port),
+        ) else {
+            return if add {
+                Err(DriverError::State(format!(
+                    "FIB entry {ip}: veth {host} of {egress_port} is missing"
+                )))
+            } else {
+                Ok(())
+            };
+        };
+        routed::fib(&self.handle, network, ip, Some(*mac), link.index, add).await
+    }
+
+    pub(super) fn desired_routes(model: &Model) -> BTreeMap<(std::net::Ipv4Addr, PortId), usize> {
+        let mut refs = BTreeMap::new();
+        for e in fib_entries(&model.rendered().modules) {
+            if let FibKey::Ip(ip) = e.key {
+                *refs.entry((ip, e.egress_port)).or_default() += 1;
+            }
+        }
+        refs
+    }
+
+    pub(super) fn desired_fdb(model: &Model) -> BTreeMap<(Mac, PortId), usize> {
+        let mut refs = BTreeMap::new();
+        for e in fib_entries(&model.rendered().modules) {
+            if let FibKey::Mac(mac) = e.key {
+                *refs.entry((mac, e.egress_port)).or_default() += 1;
+            }
+        }
+        refs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_entry_lives_from_its_first_holder_to_its_last() {
+        let mut refs = BTreeMap::new();
+        assert!(take(&mut refs, "k"), "first holder creates");
+        assert!(!take(&mut refs, "k"));
+        assert!(!drop_ref(&mut refs, "k"));
+        assert!(drop_ref(&mut refs, "k"), "last holder removes");
+        assert!(refs.is_empty());
+        assert!(
+            drop_ref(&mut refs, "never held"),
+            "an unknown entry is removed"
+        );
+    }
+}
