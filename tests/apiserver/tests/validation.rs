@@ -238,7 +238,8 @@ async fn bodies_over_3_mib_are_413() -> anyhow::Result<()> {
 
 const GIZMOS: &str = "/apis/test.nephrite.dev/v1/namespaces/default/gizmos";
 
-async fn gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
+/// A server with the Gizmo CRD whose `spec` declares `spec_properties`.
+async fn gizmo_server_with(spec_properties: Value) -> anyhow::Result<(TestApiServer, Client)> {
     let server = TestApiServer::start().await?;
     let client = server.client()?;
     let crd = support::gizmo_crd(
@@ -246,10 +247,7 @@ async fn gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
         Some(json!({
             "type": "object",
             "properties": {
-                "spec": {"type": "object", "properties": {
-                    "size": {"type": "integer"},
-                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }},
+                "spec": {"type": "object", "properties": spec_properties},
                 "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
             },
         })),
@@ -257,6 +255,14 @@ async fn gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd).await?;
     Ok((server, client))
+}
+
+async fn gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
+    gizmo_server_with(json!({
+        "size": {"type": "integer"},
+        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    }))
+    .await
 }
 
 fn gizmo(name: &str, spec: Value) -> Value {
@@ -437,28 +443,15 @@ async fn openapi_v3_serves_the_crd_schema_kubectl_reads() -> anyhow::Result<()> 
 
 /// A Gizmo CRD whose schema carries value constraints of every kind the server checks.
 async fn constrained_gizmo_server() -> anyhow::Result<(TestApiServer, Client)> {
-    let server = TestApiServer::start().await?;
-    let client = server.client()?;
-    let crd = support::gizmo_crd(
-        true,
-        Some(json!({
-            "type": "object",
-            "properties": {
-                "spec": {"type": "object", "properties": {
-                    "mode": {"type": "string", "enum": ["ETHERNET_VIRTUALIZER", "FNN"]},
-                    "cidr": {"type": "string", "format": "cidr"},
-                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 12},
-                    "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
-                    "tags": {"type": "array", "maxItems": 2,
-                             "items": {"type": "string", "minLength": 1}},
-                    "port": {"x-kubernetes-int-or-string": true},
-                }},
-            },
-        })),
-    )?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd).await?;
-    Ok((server, client))
+    gizmo_server_with(json!({
+        "mode": {"type": "string", "enum": ["ETHERNET_VIRTUALIZER", "FNN"]},
+        "cidr": {"type": "string", "format": "cidr"},
+        "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 12},
+        "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+        "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "minLength": 1}},
+        "port": {"x-kubernetes-int-or-string": true},
+    }))
+    .await
 }
 
 #[tokio::test]
