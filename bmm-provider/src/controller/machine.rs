@@ -15,13 +15,14 @@ use nephrite_bmm::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION};
 use nephrite_krm::condition::find_condition;
 use serde_json::json;
 
-use super::pacing::{Next, age_since, fingerprint, poll_after};
+use super::pacing::{Next, age_since, fingerprint};
 use super::{
     ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
     log_failures, now, paced, related, report, requeue_after_error, set_finalizers, set_not_ready,
     set_paused, settle,
 };
 use crate::observe::{ClusterRecord, MachineRecord, reconcile_machine};
+use nephrite_bmm::decide::poll_after;
 
 /// The machines of a cluster (by the `cluster.x-k8s.io/cluster-name` label).
 fn machines_of(

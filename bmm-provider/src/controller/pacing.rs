@@ -90,13 +90,6 @@ pub(super) fn fingerprint(parts: &impl serde::Serialize) -> u64 {
     h.finish()
 }
 
-/// The wait before the next poll of something that has been in progress for `age`: a quarter
-/// of its age, within `[poll, cap]`, jittered by ±10% with `unit` in `[0, 1)`.
-pub(super) fn poll_after(poll: Duration, cap: Duration, age: Duration, unit: f64) -> Duration {
-    let base = (age / 4).max(poll).min(cap.max(poll));
-    base.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0))
-}
-
 /// The age of something that started at `since` (RFC 3339), seen at `now`; zero when unknown
 /// or in the future.
 pub(super) fn age_since(since: Option<&str>, now: jiff::Timestamp) -> Duration {

@@ -10,6 +10,7 @@
 mod cluster;
 mod machine;
 mod node;
+mod poll;
 
 pub use cluster::{
     ClusterAction, ClusterContext, ClusterDecision, ClusterObservation, EndpointSource,
@@ -23,6 +24,7 @@ pub use machine::{
 pub use node::{
     INSTANCE_TYPE_LABEL, InstanceLookup, NodeAction, REGION_LABEL, ZONE_LABEL, decide_node,
 };
+pub use poll::poll_after;
 
 /// What the caller should do after performing the actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

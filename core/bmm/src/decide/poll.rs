@@ -1,0 +1,16 @@
+//! When to look at an instance again: polls spaced by its age, so an instance that takes a
+//! minute to provision costs a handful of API calls and is seen at most a quarter of its age
+//! late.
+
+use std::time::Duration;
+
+/// The wait before the next poll of something that has been in progress for `age`: a quarter
+/// of its age, within `[poll, cap]` (a `cap` below `poll` does not shorten it), jittered by
+/// ±10% with `unit` in `[0, 1)` (the caller's random draw).
+pub fn poll_after(poll: Duration, cap: Duration, age: Duration, unit: f64) -> Duration {
+    let base = (age / 4).max(poll).min(cap.max(poll));
+    base.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod tests;
