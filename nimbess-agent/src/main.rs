@@ -72,6 +72,23 @@ enum Cmd {
     Networks(ClientArgs),
     /// Compare the model with the data plane; exits 1 naming any drift.
     Verify(ClientArgs),
+    /// Operate on the fabric's store directly (no agent needed).
+    #[command(subcommand)]
+    Fabric(FabricCmd),
+}
+
+#[derive(Subcommand)]
+enum FabricCmd {
+    /// Release a host that is gone for good: its address claims (other
+    /// hosts hand them out again) and any port records left. Refused while
+    /// the host's lease is alive.
+    ForgetHost {
+        /// The host's name in the fabric.
+        name: String,
+        /// The fabric's store, `etcd://HOST:PORT[,HOST:PORT]`.
+        #[arg(long, env = "NIMBESS_STORE")]
+        store: String,
+    },
 }
 
 /// Multi-host fabric flags.
@@ -88,6 +105,10 @@ struct FabricArgs {
     /// (default: the address this host reaches the store from).
     #[arg(long, env = "NIMBESS_UNDERLAY")]
     underlay: Option<std::net::Ipv4Addr>,
+    /// Seconds this host's ports stay in the fabric after its agent stops
+    /// renewing its lease (dies, or loses the store).
+    #[arg(long, env = "NIMBESS_LEASE_TTL", default_value_t = 10)]
+    lease_ttl: i64,
 }
 
 #[derive(clap::Args)]
@@ -157,6 +178,14 @@ async fn main() -> anyhow::Result<()> {
                 Output::Table => print!("{}", reply.text),
                 Output::Dot => print!("{}", reply.dot),
             }
+            Ok(())
+        }
+        Cmd::Fabric(FabricCmd::ForgetHost { name, store }) => {
+            let forgotten = nimbess_agent::fabric::forget_host(&store, &name).await?;
+            println!(
+                "host {name} forgotten: {} address claims released, {} port records removed",
+                forgotten.addresses, forgotten.ports
+            );
             Ok(())
         }
         Cmd::Verify(c) => {
@@ -254,7 +283,7 @@ async fn run_serve(
                     .trim()
                     .to_string(),
             };
-            let joined = Fabric::join(url, &host, fabric.underlay).await?;
+            let joined = Fabric::join(url, &host, fabric.underlay, fabric.lease_ttl).await?;
             tracing::info!(store = %url, host, underlay = %joined.underlay(), "joined the fabric");
             Some(joined)
         }
@@ -277,6 +306,7 @@ async fn run_serve(
                 Agent::start_in_fabric(store, &config.networks, driver, f).await?;
             let agent = Arc::new(agent);
             tokio::spawn(Arc::clone(&agent).follow_fabric(revision));
+            tokio::spawn(Arc::clone(&agent).keep_alive_in_fabric());
             agent
         }
         None => Arc::new(Agent::start(store, &config.networks, driver).await?),

@@ -49,6 +49,14 @@ pub fn vxlan_vni(spec: &nephrite_pipeline::NetworkSpec) -> u32 {
     }
 }
 
+/// The MAC of a routed (`kind: l3`) network's VXLAN device on the host with
+/// `underlay`: derived, so every host knows where to send a routed packet
+/// for that host without it being published (locally administered, unicast).
+pub fn vxlan_mac(network: &str, underlay: std::net::Ipv4Addr) -> nephrite_pipeline::Mac {
+    let h = fnv1a(&format!("{network}@{underlay}")).to_be_bytes();
+    nephrite_pipeline::Mac([0x02, h[0], h[1], h[2], h[3], h[4]])
+}
+
 /// The host end of a port's veth pair: `nv` + 12 hex digits (14 bytes).
 pub fn host_veth_name(port: &str) -> String {
     format!("nv{:012x}", fnv1a(port) & 0xffff_ffff_ffff)

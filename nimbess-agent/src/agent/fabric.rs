@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use super::{Agent, AgentError, AgentState};
 use crate::driver::Driver;
 use crate::fabric::etcd::EtcdError;
-use crate::fabric::{Claimed, Fabric, FabricView};
+use crate::fabric::{Claimed, Fabric, FabricView, Renewal};
 use crate::plugin::{CniFailure, code};
 use crate::state::StateStore;
 
@@ -72,6 +72,7 @@ impl Agent {
         )
         .await?;
         st.converge().await;
+        st.sweep().await;
         st.publish_own(&fabric).await?;
         st.persist()?;
         Ok((
@@ -118,11 +119,37 @@ impl Agent {
                     let mut st = self.state.lock().await;
                     st.view = view;
                     st.converge().await;
+                    st.sweep().await;
                     if let Err(e) = st.publish_own(&fabric).await {
                         tracing::warn!(error = %e, "could not publish this host's ports");
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "fabric unreachable; retrying"),
+            }
+        }
+    }
+
+    /// Keep this host alive in the fabric: renew its lease every third of
+    /// the TTL; when it had expired (the store was out of reach for longer
+    /// than the TTL and the other hosts dropped this host's ports), publish
+    /// the ports again under the new lease. Runs until the process ends.
+    pub async fn keep_alive_in_fabric(self: Arc<Self>) {
+        let Some(fabric) = self.state.lock().await.fabric.clone() else {
+            return;
+        };
+        let period = Duration::from_millis(fabric.lease_ttl().max(1).unsigned_abs() * 1000 / 3);
+        loop {
+            tokio::time::sleep(period).await;
+            match fabric.renew().await {
+                Ok(Renewal::Alive) => {}
+                Ok(Renewal::Regranted) => {
+                    tracing::warn!("the lease had expired: publishing this host's ports again");
+                    let mut st = self.state.lock().await;
+                    if let Err(e) = st.publish_own(&fabric).await {
+                        tracing::warn!(error = %e, "could not publish this host's ports");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "fabric lease not renewed"),
             }
         }
     }
@@ -373,6 +400,19 @@ impl AgentState {
             .collect();
         for (network, owner) in stale {
             self.ipam.release(&network, &owner);
+        }
+    }
+
+    /// Remove the data-plane entries of remote ports that vanished while
+    /// the fabric was not followed (logged; the next full read retries).
+    async fn sweep(&mut self) {
+        match self.driver.sweep(&self.model).await {
+            Ok(swept) => {
+                for entry in swept {
+                    tracing::info!(%entry, "swept");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "overlay leftovers not swept"),
         }
     }
 

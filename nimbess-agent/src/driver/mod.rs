@@ -119,6 +119,20 @@ impl Driver {
         }
     }
 
+    /// Remove data-plane entries of other hosts' ports the model no longer
+    /// holds (they vanished while the agent was down); returns what was
+    /// removed, one line each.
+    ///
+    /// # Errors
+    /// The data plane cannot be read or changed.
+    pub async fn sweep(&self, model: &Model) -> Result<Vec<String>, DriverError> {
+        match self {
+            Driver::Kernel(k) => k.sweep(model).await,
+            // the simulation keeps no state beyond the model's
+            Driver::Sim(_) => Ok(Vec::new()),
+        }
+    }
+
     /// The object and counters of every module instance.
     pub async fn objects(&self, model: &Model) -> BTreeMap<ModuleId, ModuleObject> {
         match self {

@@ -6,7 +6,8 @@
 //! by itself afterwards.
 
 use nephrite_proto::etcdserverpb::{
-    self as pb, compare, kv_client::KvClient, request_op, watch_client::WatchClient,
+    self as pb, compare, kv_client::KvClient, lease_client::LeaseClient, request_op,
+    watch_client::WatchClient,
 };
 use nephrite_proto::mvccpb;
 use nephrite_runtime::{Endpoint, dial};
@@ -192,10 +193,20 @@ impl Etcd {
     /// # Errors
     /// The request failed.
     pub async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), EtcdError> {
+        self.put_leased(key, value, 0).await
+    }
+
+    /// Store `value` at `key`, attached to `lease` (0: none): the key is
+    /// deleted when the lease expires.
+    ///
+    /// # Errors
+    /// The request failed (an expired lease is refused).
+    pub async fn put_leased(&self, key: &str, value: Vec<u8>, lease: i64) -> Result<(), EtcdError> {
         self.kv()
             .put(pb::PutRequest {
                 key: key.as_bytes().to_vec(),
                 value,
+                lease,
                 ..Default::default()
             })
             .await
@@ -215,6 +226,92 @@ impl Etcd {
             })
             .await
             .map_err(request(format!("delete {key}")))?;
+        Ok(())
+    }
+
+    /// Delete every key with `prefix`; returns how many there were.
+    ///
+    /// # Errors
+    /// The request failed.
+    pub async fn delete_prefix(&self, prefix: &str) -> Result<i64, EtcdError> {
+        let reply = self
+            .kv()
+            .delete_range(pb::DeleteRangeRequest {
+                key: prefix.as_bytes().to_vec(),
+                range_end: prefix_end(prefix),
+                ..Default::default()
+            })
+            .await
+            .map_err(request(format!("delete {prefix}*")))?;
+        Ok(reply.into_inner().deleted)
+    }
+
+    fn lease(&self) -> LeaseClient<Channel> {
+        LeaseClient::new(self.channel.clone())
+    }
+
+    /// A new lease of `ttl` seconds; returns its id and the TTL the server
+    /// granted (it may raise a TTL below its minimum).
+    ///
+    /// # Errors
+    /// The request failed or the server refused the lease.
+    pub async fn grant(&self, ttl: i64) -> Result<(i64, i64), EtcdError> {
+        let reply = self
+            .lease()
+            .lease_grant(pb::LeaseGrantRequest { ttl, id: 0 })
+            .await
+            .map_err(request(format!("grant a lease of {ttl} s")))?
+            .into_inner();
+        if !reply.error.is_empty() {
+            return Err(EtcdError::Request {
+                what: format!("grant a lease of {ttl} s"),
+                source: tonic::Status::failed_precondition(reply.error),
+            });
+        }
+        Ok((reply.id, reply.ttl))
+    }
+
+    /// Renew `lease` once; returns its new TTL in seconds (0 or less: the
+    /// lease expired and its keys are gone).
+    ///
+    /// # Errors
+    /// The request failed.
+    pub async fn keep_alive(&self, lease: i64) -> Result<i64, EtcdError> {
+        let what = || format!("keep lease {lease:x} alive");
+        let (requests, rx) = tokio::sync::mpsc::channel(1);
+        requests
+            .send(pb::LeaseKeepAliveRequest { id: lease })
+            .await
+            .map_err(|_| EtcdError::Watch {
+                prefix: what(),
+                why: "request stream closed".into(),
+            })?;
+        let mut replies = self
+            .lease()
+            .lease_keep_alive(tokio_stream_of(rx))
+            .await
+            .map_err(request(what()))?
+            .into_inner();
+        let reply = replies.message().await.map_err(request(what()))?;
+        drop(requests);
+        match reply {
+            Some(r) => Ok(r.ttl),
+            None => Err(EtcdError::Watch {
+                prefix: what(),
+                why: "the server closed the stream".into(),
+            }),
+        }
+    }
+
+    /// Revoke `lease` now: its keys are deleted.
+    ///
+    /// # Errors
+    /// The request failed.
+    pub async fn revoke(&self, lease: i64) -> Result<(), EtcdError> {
+        self.lease()
+            .lease_revoke(pb::LeaseRevokeRequest { id: lease })
+            .await
+            .map_err(request(format!("revoke lease {lease:x}")))?;
         Ok(())
     }
 

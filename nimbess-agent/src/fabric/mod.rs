@@ -5,10 +5,20 @@
 //!
 //! | key | value | written by |
 //! |---|---|---|
-//! | `/nimbess/hosts/<host>` | [`HostRecord`] (underlay address) | each agent, at start |
+//! | `/nimbess/hosts/<host>` | [`HostRecord`] (underlay address), on the host's lease | each agent, at start |
 //! | `/nimbess/networks/<name>` | the `NetworkSpec` (JSON) | each agent, from its config (start, SIGHUP) |
 //! | `/nimbess/addresses/<network>/<ip>` | [`AddressRecord`] (host, container, ifname) | the agent that allocated it, by compare-and-swap: created only when absent, so two hosts never hold one address |
-//! | `/nimbess/ports/<host>/<port id>` | [`PortRecord`] (the port with its MAC, the host's underlay) | the port's host, after its ADD; deleted on DEL |
+//! | `/nimbess/ports/<host>/<port id>` | [`PortRecord`] (the port with its MAC, the host's underlay), on the host's lease | the port's host, after its ADD; deleted on DEL |
+//!
+//! Liveness: each agent holds an etcd lease ([`Fabric::renew`] every third
+//! of its TTL); its host record and ports are attached to it, so when the
+//! host dies without DEL, etcd deletes them at the lease's expiry and every
+//! other host drops the remote ports (watch). Address claims are not on the
+//! lease: a dead host may still use its addresses, so they stay claimed
+//! until DEL or GC on that host, or until an operator releases a host that
+//! is gone for good ([`forget_host`], `nimbess-agent fabric forget-host`).
+//! An agent that comes back (or whose lease expired while it was cut off)
+//! takes a new lease and publishes its ports again from its local state.
 //!
 //! Every agent watches the whole prefix ([`FabricView`] is what it has
 //! seen) and programs only its own host: ports of other hosts enter its
@@ -20,6 +30,8 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use nephrite_pipeline::{NetworkSpec, Owner, Port, PortId};
 use serde::{Deserialize, Serialize};
@@ -32,9 +44,10 @@ use etcd::{Change, Claim, Etcd, EtcdError, parse_store};
 pub const VXLAN_OVERHEAD: u32 = 50;
 
 /// The MTU of a network's ports: the network's, less [`VXLAN_OVERHEAD`]
-/// for an L2 network that spans the hosts of a fabric.
+/// for a network that spans the hosts of a fabric (L2 frames and L3
+/// packets alike cross the hosts inside VXLAN).
 pub fn port_mtu(spec: &NetworkSpec, in_fabric: bool) -> u32 {
-    if in_fabric && spec.kind == nephrite_pipeline::NetworkKind::L2 {
+    if in_fabric {
         spec.mtu().saturating_sub(VXLAN_OVERHEAD)
     } else {
         spec.mtu()
@@ -229,6 +242,77 @@ pub struct Fabric {
     etcd: Etcd,
     host: String,
     underlay: Ipv4Addr,
+    /// The current lease (shared by every clone: a renewal may replace it).
+    lease: Arc<AtomicI64>,
+    /// The lease's TTL in seconds, as granted.
+    ttl: i64,
+}
+
+/// The outcome of a lease renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    /// The lease lives on.
+    Alive,
+    /// The lease had expired (etcd deleted this host's record and ports):
+    /// a new one is held and the host record is back; the ports must be
+    /// published again.
+    Regranted,
+}
+
+/// Why a host could not be forgotten.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    /// The host's liveness record exists: its agent (or its lease) is alive.
+    #[error(
+        "host {0} is alive (its lease holds /nimbess/hosts/{0}): stop its agent and wait for the lease to expire"
+    )]
+    Alive(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] EtcdError),
+}
+
+/// What forgetting a host released.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// Port records removed.
+    pub ports: i64,
+    /// Address claims released.
+    pub addresses: usize,
+}
+
+/// Release a host that is gone for good: its address claims (handed out
+/// again afterwards) and whatever port records remain. Refused while the
+/// host's liveness record exists.
+///
+/// # Errors
+/// The host is alive, or the store failed.
+pub async fn forget_host(url: &str, host: &str) -> Result<Forgotten, ForgetError> {
+    let etcd = Etcd::connect(url).await?;
+    let (entries, _) = etcd.list(ROOT).await?;
+    let mut view = FabricView::default();
+    for e in &entries {
+        if FabricKey::parse(&e.key) == Some(FabricKey::Host(host.to_string())) {
+            return Err(ForgetError::Alive(host.to_string()));
+        }
+        view.apply(&Change::Put(e.clone()));
+    }
+    let ports = etcd.delete_prefix(&format!("{ROOT}ports/{host}/")).await?;
+    let mut addresses = 0;
+    for ((network, address), record) in &view.addresses {
+        if record.host != host {
+            continue;
+        }
+        let key = FabricKey::Address {
+            network: network.clone(),
+            address: *address,
+        }
+        .key();
+        if etcd.delete_if(&key, json(record)).await? {
+            addresses += 1;
+        }
+    }
+    Ok(Forgotten { ports, addresses })
 }
 
 fn json<T: Serialize>(value: &T) -> Vec<u8> {
@@ -272,25 +356,57 @@ impl Fabric {
         url: &str,
         host: &str,
         underlay: Option<Ipv4Addr>,
+        lease_ttl: i64,
     ) -> Result<Self, EtcdError> {
         let underlay = match underlay {
             Some(u) => u,
             None => source_address_towards(url)?,
         };
         let etcd = Etcd::connect(url).await?;
+        let (lease, ttl) = etcd.grant(lease_ttl).await?;
         let fabric = Fabric {
             etcd,
             host: host.to_string(),
             underlay,
+            lease: Arc::new(AtomicI64::new(lease)),
+            ttl,
         };
-        fabric
-            .etcd
-            .put(
-                &FabricKey::Host(host.to_string()).key(),
-                json(&HostRecord { underlay }),
-            )
-            .await?;
+        fabric.put_host().await?;
         Ok(fabric)
+    }
+
+    /// The host's liveness record, on the current lease.
+    async fn put_host(&self) -> Result<(), EtcdError> {
+        self.etcd
+            .put_leased(
+                &FabricKey::Host(self.host.clone()).key(),
+                json(&HostRecord {
+                    underlay: self.underlay,
+                }),
+                self.lease.load(Ordering::SeqCst),
+            )
+            .await
+    }
+
+    /// The lease's TTL in seconds, as the store granted it.
+    pub fn lease_ttl(&self) -> i64 {
+        self.ttl
+    }
+
+    /// Renew the lease (call every third of [`Fabric::lease_ttl`]). When it
+    /// had expired, take a new one and put the host record back.
+    ///
+    /// # Errors
+    /// The store failed (the lease may expire if this lasts).
+    pub async fn renew(&self) -> Result<Renewal, EtcdError> {
+        let lease = self.lease.load(Ordering::SeqCst);
+        if self.etcd.keep_alive(lease).await? > 0 {
+            return Ok(Renewal::Alive);
+        }
+        let (fresh, _) = self.etcd.grant(self.ttl).await?;
+        self.lease.store(fresh, Ordering::SeqCst);
+        self.put_host().await?;
+        Ok(Renewal::Regranted)
     }
 
     /// This host's name in the fabric.
@@ -378,7 +494,8 @@ impl Fabric {
             underlay: self.underlay,
             port: port.clone(),
         };
-        self.etcd.put(&key, json(&record)).await
+        let lease = self.lease.load(Ordering::SeqCst);
+        self.etcd.put_leased(&key, json(&record), lease).await
     }
 
     /// Withdraw one of this host's ports.

@@ -28,3 +28,14 @@ fn names_are_stable() {
     assert_ne!(bridge_name("blue"), bridge_name("red"));
     assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
 }
+
+proptest! {
+    #[test]
+    fn vxlan_macs_are_unicast_local_and_per_host(network in ".{0,64}", a in any::<u32>()) {
+        let a = std::net::Ipv4Addr::from(a);
+        let mac = vxlan_mac(&network, a);
+        prop_assert_eq!(mac.0[0] & 0x03, 0x02, "locally administered unicast");
+        prop_assert_eq!(vxlan_mac(&network, a), mac, "every host derives the same MAC");
+        prop_assert_ne!(vxlan_mac(&format!("{network}x"), a), mac, "another network, another MAC");
+    }
+}

@@ -9,7 +9,7 @@ use nephrite_pipeline::{FibKey, Mac, Model, PortId, RenderPlan, fib_entries};
 use netlink_packet_route::AddressFamily;
 use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourMessage, NeighbourState};
 
-use super::{KernelDriver, find_link, is_not_found, nl, routed};
+use super::{KernelDriver, find_link, nl, routed};
 use crate::driver::DriverError;
 use crate::naming::host_veth_name;
 
@@ -99,11 +99,8 @@ impl KernelDriver {
             msg.header.ifindex = link.index;
             msg.attributes
                 .push(NeighbourAttribute::LinkLayerAddress(mac.0.to_vec()));
-            match self.handle.neighbours().del(msg).execute().await {
-                Ok(()) => Ok(()),
-                Err(e) if is_not_found(&e) => Ok(()),
-                Err(e) => Err(nl(format!("remove FDB entry {mac} on {host}"))(e)),
-            }
+            self.delete_neighbour(msg, || format!("remove FDB entry {mac} on {host}"))
+                .await
         }
     }
 
@@ -114,10 +111,8 @@ impl KernelDriver {
         egress_port: &str,
         add: bool,
     ) -> Result<(), DriverError> {
-        if self.is_remote(egress_port) {
-            // routed (kind: l3) networks stay on one host: no route over the overlay
-            tracing::debug!(%ip, port = egress_port, "no route to a port of another host");
-            return Ok(());
+        if let Some(remote) = self.remote_of(egress_port) {
+            return self.remote_route(ip, remote, add).await;
         }
         let host = host_veth_name(egress_port);
         let (Some(link), Some((network, mac))) = (

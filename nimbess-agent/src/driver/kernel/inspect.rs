@@ -126,8 +126,23 @@ impl KernelDriver {
                 ));
             }
         }
+        // routes to ports of other hosts leave on the network's VXLAN device
+        let mut egress = veths.clone();
+        for port in model.ports().values().filter(|p| p.is_remote()) {
+            if let Some(link) = find_link(&self.handle, &vxlan_name(&port.network)).await? {
+                egress.insert(port.id.clone(), link.index);
+            }
+        }
         drift.extend(
-            routed::route_drift(&self.handle, model, &veths, &Self::desired_routes(model)).await?,
+            routed::route_drift(&self.handle, model, &egress, &Self::desired_routes(model)).await?,
+        );
+        // overlay entries of vanished remote ports (their routes are named above)
+        drift.extend(
+            self.overlay_leftovers(model)
+                .await?
+                .into_iter()
+                .filter(|l| !matches!(l, super::sweep::Leftover::Routed { route: true, .. }))
+                .map(|l| l.to_string()),
         );
         Ok(drift)
     }

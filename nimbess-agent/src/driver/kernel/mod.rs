@@ -32,7 +32,7 @@ use netlink_packet_route::link::{
 use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth};
 
 use super::DriverError;
-use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name};
+use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name, vxlan_name};
 
 pub mod acl;
 mod fib;
@@ -41,6 +41,7 @@ pub mod netns;
 mod overlay;
 mod port;
 pub mod routed;
+mod sweep;
 
 fn nl(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> DriverError {
     let what = what.into();
@@ -73,11 +74,17 @@ pub struct LinkInfo {
     pub tx_packets: u64,
     /// RX + TX drops.
     pub dropped: u64,
+    /// Administratively up.
+    pub up: bool,
 }
 
 fn link_info(msg: &LinkMessage) -> LinkInfo {
     let mut info = LinkInfo {
         index: msg.header.index,
+        up: msg
+            .header
+            .flags
+            .contains(netlink_packet_route::link::LinkFlags::Up),
         ..Default::default()
     };
     for attr in &msg.attributes {
@@ -178,6 +185,7 @@ impl KernelDriver {
     async fn ensure_network(&self, spec: &NetworkSpec) -> Result<Option<u32>, DriverError> {
         if spec.kind == NetworkKind::L3 {
             routed::ensure_table(&self.handle, spec).await?;
+            self.ensure_routed_overlay(spec).await?;
             return Ok(None);
         }
         let bridge = self.ensure_bridge(spec).await?;
@@ -191,17 +199,10 @@ impl KernelDriver {
             return Ok(link.index);
         }
         let msg = LinkBridge::new(&name).up().build();
-        match self.handle.link().add(msg).execute().await {
-            Ok(()) => {}
-            Err(e) if matches!(&e, rtnetlink::Error::NetlinkError(m) if m.code.is_some_and(|c| -c.get() == 17)) =>
-                {}
-            Err(e) => {
-                return Err(nl(format!(
-                    "create bridge {name} for network {}",
-                    spec.name
-                ))(e));
-            }
-        }
+        self.create_link(msg, || {
+            format!("create bridge {name} for network {}", spec.name)
+        })
+        .await?;
         let link = find_link(&self.handle, &name)
             .await?
             .ok_or_else(|| DriverError::State(format!("bridge {name} vanished after creation")))?;
@@ -245,6 +246,32 @@ impl KernelDriver {
         }
         no_ipv6_autoconf(&self.handle, link.index).await;
         self.set_bridge_port(link.index, bridge, &name, true).await
+    }
+
+    /// Create a link; one that exists already (a concurrent creation) is fine.
+    async fn create_link(
+        &self,
+        msg: LinkMessage,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), DriverError> {
+        match self.handle.link().add(msg).execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if routed::is_exists(&e) => Ok(()),
+            Err(e) => Err(nl(what())(e)),
+        }
+    }
+
+    /// Delete a neighbour or FDB entry; one that is gone already is fine.
+    async fn delete_neighbour(
+        &self,
+        msg: netlink_packet_route::neighbour::NeighbourMessage,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), DriverError> {
+        match self.handle.neighbours().del(msg).execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(nl(what())(e)),
+        }
     }
 
     async fn delete_link(&self, name: &str) -> Result<(), DriverError> {
@@ -415,6 +442,11 @@ impl KernelDriver {
             self.rendered.remove(&port.id);
         }
         for spec in &plan.networks_removed {
+            let vxlan = vxlan_name(&spec.name);
+            if spec.kind == NetworkKind::L3 {
+                routed::detach(&self.handle, &vxlan, &spec.name).await?;
+            }
+            self.delete_link(&vxlan).await?;
             self.delete_link(&bridge_name(&spec.name)).await?;
             self.delete_link(&miss_sink_name(&spec.name)).await?;
         }

@@ -8,6 +8,22 @@
 //! host with a port on the network (one all-zero MAC entry per such host).
 //! Nothing is learnt: what no FIB names still reaches no pod.
 //!
+//! A routed (`kind: l3`) network gets a VXLAN device too, on no bridge: it
+//! is one more interface of the network's VRF (the rule `iif nx… lookup TABLE`,
+//! forwarding on for that device only), with a MAC derived from
+//! the network and this host's underlay address ([`vxlan_mac`]). A port of
+//! another host is the route `IP/32 dev nx…` in the network's table with a
+//! permanent neighbour entry (IP → the remote host's device MAC) and one
+//! static VXLAN FDB entry per remote host (that MAC → its underlay). The
+//! decapsulated packet arrives addressed to the receiving device's own MAC,
+//! is looked up in the same network's table and leaves on the pod's veth.
+//! Why not plain routes via the remote host's underlay address: packets of
+//! every network would then arrive on the same underlay interface, and two
+//! networks with overlapping subnets (or one network and the host's own
+//! routes) could no longer be told apart; the VNI keeps each VRF separate
+//! on the wire, needs no route in the hosts' main tables, and works across
+//! routed underlays.
+//!
 //! A network with a `vlan` uses that id as its VNI: the segment id on the
 //! wire between hosts. (An 802.1Q tag on the uplink would need the kernel's
 //! 8021q support or bridge VLAN filtering; the kernels this is tested on
@@ -16,7 +32,7 @@
 use std::net::Ipv4Addr;
 
 use futures::StreamExt as _;
-use nephrite_pipeline::{Mac, NetworkSpec, Port};
+use nephrite_pipeline::{Mac, NetworkKind, NetworkSpec, Port};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
@@ -27,9 +43,9 @@ use rtnetlink::packet_core::{
 };
 
 use super::fib::{drop_ref, take};
-use super::{KernelDriver, find_link, is_not_found, nl, no_ipv6_autoconf};
+use super::{KernelDriver, LinkInfo, find_link, nl, no_ipv6_autoconf, routed};
 use crate::driver::DriverError;
-use crate::naming::{vxlan_name, vxlan_vni};
+use crate::naming::{vxlan_mac, vxlan_name, vxlan_vni};
 
 /// VXLAN's IANA port.
 const VXLAN_PORT: u16 = 4789;
@@ -43,9 +59,29 @@ pub(super) struct RemotePort {
     pub network: String,
     /// Its host's underlay address.
     pub underlay: Ipv4Addr,
+    /// Its network is routed (`kind: l3`).
+    pub routed: bool,
 }
 
-fn bridge_fdb_message(index: u32, mac: Mac, own: bool, dst: Option<Ipv4Addr>) -> NeighbourMessage {
+impl RemotePort {
+    /// The VXLAN FDB entry that sends this port's host its share of the
+    /// network: the host's device MAC (routed) or the all-zero MAC that
+    /// replicates broadcast (L2).
+    fn host_mac(&self) -> Mac {
+        if self.routed {
+            vxlan_mac(&self.network, self.underlay)
+        } else {
+            Mac([0; 6])
+        }
+    }
+}
+
+pub(super) fn bridge_fdb_message(
+    index: u32,
+    mac: Mac,
+    own: bool,
+    dst: Option<Ipv4Addr>,
+) -> NeighbourMessage {
     let mut msg = NeighbourMessage::default();
     msg.header.family = AddressFamily::Bridge;
     msg.header.ifindex = index;
@@ -63,46 +99,76 @@ fn bridge_fdb_message(index: u32, mac: Mac, own: bool, dst: Option<Ipv4Addr>) ->
 }
 
 impl KernelDriver {
+    /// The network's VXLAN device, created when missing (`None` outside a
+    /// fabric). A routed network's device carries its derived MAC.
+    async fn ensure_vxlan(&self, spec: &NetworkSpec) -> Result<Option<LinkInfo>, DriverError> {
+        let Some(local) = self.underlay else {
+            return Ok(None);
+        };
+        let name = vxlan_name(&spec.name);
+        if let Some(link) = find_link(&self.handle, &name).await? {
+            return Ok(Some(link));
+        }
+        let mut msg = LinkVxlan::new(&name, vxlan_vni(spec))
+            .local(local)
+            .port(VXLAN_PORT)
+            .learning(false)
+            .mtu(self.port_mtu(spec));
+        if spec.kind == NetworkKind::L3 {
+            msg = msg.address(vxlan_mac(&spec.name, local).0.to_vec());
+        }
+        self.create_link(msg.build(), || {
+            format!("create VXLAN device {name} for network {}", spec.name)
+        })
+        .await?;
+        let link = find_link(&self.handle, &name)
+            .await?
+            .ok_or_else(|| DriverError::State(format!("VXLAN {name} vanished")))?;
+        no_ipv6_autoconf(&self.handle, link.index).await;
+        Ok(Some(link))
+    }
+
     /// The network's VXLAN device on its bridge (nothing outside a fabric).
     pub(super) async fn ensure_overlay(
         &self,
         spec: &NetworkSpec,
         bridge: u32,
     ) -> Result<(), DriverError> {
-        let Some(local) = self.underlay else {
+        let Some(link) = self.ensure_vxlan(spec).await? else {
             return Ok(());
-        };
-        let name = vxlan_name(&spec.name);
-        let link = match find_link(&self.handle, &name).await? {
-            Some(link) => link,
-            None => {
-                let msg = LinkVxlan::new(&name, vxlan_vni(spec))
-                    .local(local)
-                    .port(VXLAN_PORT)
-                    .learning(false)
-                    .mtu(self.port_mtu(spec))
-                    .build();
-                match self.handle.link().add(msg).execute().await {
-                    Ok(()) => {}
-                    Err(rtnetlink::Error::NetlinkError(m))
-                        if m.code.is_some_and(|c| -c.get() == EEXIST) => {}
-                    Err(e) => {
-                        return Err(nl(format!(
-                            "create VXLAN device {name} for network {}",
-                            spec.name
-                        ))(e));
-                    }
-                }
-                find_link(&self.handle, &name)
-                    .await?
-                    .ok_or_else(|| DriverError::State(format!("VXLAN {name} vanished")))?
-            }
         };
         if link.controller == Some(bridge) {
             return Ok(());
         }
-        no_ipv6_autoconf(&self.handle, link.index).await;
-        self.set_bridge_port(link.index, bridge, &name, false).await
+        self.set_bridge_port(link.index, bridge, &vxlan_name(&spec.name), false)
+            .await
+    }
+
+    /// A routed network's VXLAN device as an interface of its VRF: up, with
+    /// its derived MAC, its rule into the network's table and forwarding on
+    /// (nothing outside a fabric).
+    pub(super) async fn ensure_routed_overlay(
+        &self,
+        spec: &NetworkSpec,
+    ) -> Result<(), DriverError> {
+        let (Some(local), Some(link)) = (self.underlay, self.ensure_vxlan(spec).await?) else {
+            return Ok(());
+        };
+        let name = vxlan_name(&spec.name);
+        let mac = vxlan_mac(&spec.name, local);
+        if link.mac != Some(mac) || !link.up {
+            let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+                .address(mac.0.to_vec())
+                .up()
+                .build();
+            self.handle
+                .link()
+                .set(msg)
+                .execute()
+                .await
+                .map_err(nl(format!("set {name} up with MAC {mac}")))?;
+        }
+        routed::attach(&self.handle, &name, spec).await
     }
 
     /// The MTU of a network's ports: the network's, less the VXLAN
@@ -128,17 +194,16 @@ impl KernelDriver {
             )));
         }
         self.ensure_network(spec).await?;
-        self.remote.insert(
-            port.id.clone(),
-            RemotePort {
-                network: port.network.clone(),
-                underlay: remote.underlay,
-            },
-        );
-        if take(&mut self.flood, (port.network.clone(), remote.underlay)) {
-            self.flood_entry(&port.network, remote.underlay, true)
-                .await?;
+        let rendered = RemotePort {
+            network: port.network.clone(),
+            underlay: remote.underlay,
+            routed: spec.kind == NetworkKind::L3,
+        };
+        let first = take(&mut self.flood, (port.network.clone(), remote.underlay));
+        if first {
+            self.host_entry(&rendered, true).await?;
         }
+        self.remote.insert(port.id.clone(), rendered);
         Ok(())
     }
 
@@ -149,37 +214,26 @@ impl KernelDriver {
             return Ok(());
         };
         if drop_ref(&mut self.flood, (remote.network.clone(), remote.underlay)) {
-            self.flood_entry(&remote.network, remote.underlay, false)
-                .await?;
+            self.host_entry(&remote, false).await?;
         }
         Ok(())
     }
 
-    /// The all-zero MAC entry sending the network's broadcast to `underlay`.
-    async fn flood_entry(
-        &self,
-        network: &str,
-        underlay: Ipv4Addr,
-        add: bool,
-    ) -> Result<(), DriverError> {
+    /// The VXLAN FDB entry of a remote port's host on its network
+    /// ([`RemotePort::host_mac`]), one per (network, host).
+    async fn host_entry(&self, remote: &RemotePort, add: bool) -> Result<(), DriverError> {
+        let (network, underlay) = (&remote.network, remote.underlay);
         let name = vxlan_name(network);
-        let Some(link) = find_link(&self.handle, &name).await? else {
-            return if add {
-                Err(DriverError::State(format!("VXLAN {name} is missing")))
-            } else {
-                Ok(())
-            };
+        let what = format!("entry {} to {underlay} on {name}", remote.host_mac());
+        let Some(link) = self.vxlan_link(network, add, || what.clone()).await? else {
+            return Ok(());
         };
-        let msg = bridge_fdb_message(link.index, Mac([0; 6]), true, Some(underlay));
-        let what = format!("flood entry to {underlay} on {name}");
+        let msg = bridge_fdb_message(link.index, remote.host_mac(), true, Some(underlay));
         if !add {
-            return match self.handle.neighbours().del(msg).execute().await {
-                Ok(()) => Ok(()),
-                Err(e) if is_not_found(&e) => Ok(()),
-                Err(e) => Err(nl(what)(e)),
-            };
+            return self.delete_neighbour(msg, || what).await;
         }
-        // `bridge fdb append`: several all-zero entries, one per host
+        // `bridge fdb append`: several all-zero entries, one per host (a
+        // routed network's host MAC has one)
         let mut req = NetlinkMessage::from(RouteNetlinkMessage::NewNeighbour(msg));
         req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_APPEND;
         let mut replies = self.handle.clone().request(req).map_err(nl(what.clone()))?;
@@ -193,6 +247,25 @@ impl KernelDriver {
         Ok(())
     }
 
+    /// The network's VXLAN device, which `what` needs: `None` when it is
+    /// missing and the entry is being removed (nothing to remove).
+    async fn vxlan_link(
+        &self,
+        network: &str,
+        add: bool,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<LinkInfo>, DriverError> {
+        let name = vxlan_name(network);
+        match find_link(&self.handle, &name).await? {
+            Some(link) => Ok(Some(link)),
+            None if add => Err(DriverError::State(format!(
+                "{}: VXLAN {name} is missing",
+                what()
+            ))),
+            None => Ok(None),
+        }
+    }
+
     /// A FIB entry whose egress is a port of another host: the MAC on the
     /// bridge's VXLAN port and, in the VXLAN device, towards that host.
     pub(super) async fn remote_fdb(
@@ -202,14 +275,11 @@ impl KernelDriver {
         add: bool,
     ) -> Result<(), DriverError> {
         let name = vxlan_name(&remote.network);
-        let Some(link) = find_link(&self.handle, &name).await? else {
-            return if add {
-                Err(DriverError::State(format!(
-                    "FIB entry {mac}: VXLAN {name} is missing"
-                )))
-            } else {
-                Ok(())
-            };
+        let Some(link) = self
+            .vxlan_link(&remote.network, add, || format!("FIB entry {mac}"))
+            .await?
+        else {
+            return Ok(());
         };
         let entries = [
             (bridge_fdb_message(link.index, mac, false, None), "bridge"),
@@ -231,14 +301,37 @@ impl KernelDriver {
                 *req.message_mut() = msg;
                 req.replace().execute().await.map_err(nl(what))?;
             } else {
-                match self.handle.neighbours().del(msg).execute().await {
-                    Ok(()) => {}
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(nl(what)(e)),
-                }
+                self.delete_neighbour(msg, || what).await?;
             }
         }
         Ok(())
+    }
+
+    /// A router FIB entry whose egress is a port of another host: the route
+    /// `ip/32 dev nx…` in the network's table, `ip` a neighbour behind the
+    /// remote host's device MAC.
+    pub(super) async fn remote_route(
+        &self,
+        ip: Ipv4Addr,
+        remote: &RemotePort,
+        add: bool,
+    ) -> Result<(), DriverError> {
+        let Some(link) = self
+            .vxlan_link(&remote.network, add, || format!("FIB entry {ip}"))
+            .await?
+        else {
+            return Ok(());
+        };
+        let mac = remote.host_mac();
+        routed::fib(
+            &self.handle,
+            &remote.network,
+            ip,
+            Some(mac),
+            link.index,
+            add,
+        )
+        .await
     }
 
     /// True when `port` is another host's port rendered here.

@@ -30,7 +30,8 @@ pub fn route_table(network: &str) -> u32 {
     0x1000_0000 | (crate::naming::fnv1a(network) as u32 & 0x0fff_ffff)
 }
 
-fn is_exists(e: &rtnetlink::Error) -> bool {
+/// "File exists": the object is there already.
+pub(super) fn is_exists(e: &rtnetlink::Error) -> bool {
     matches!(e, rtnetlink::Error::NetlinkError(m) if m.code.is_some_and(|c| -c.get() == 17))
 }
 
@@ -193,10 +194,27 @@ pub async fn fib(
         .scope(RouteScope::Link)
         .build();
     if !add {
-        return match handle.route().del(route).execute().await {
+        // whoever installed it (a leftover may not be ours): any protocol
+        let mut route = route;
+        route.header.protocol = netlink_packet_route::route::RouteProtocol::Unspec;
+        match handle.route().del(route).execute().await {
+            Ok(()) => {}
+            Err(e) if is_no_route(&e) => {}
+            Err(e) => return Err(nl(format!("remove route {ip} from table {table}"))(e)),
+        }
+        // the neighbour entry goes with a pod's veth, not with a shared device
+        let mut neighbour = netlink_packet_route::neighbour::NeighbourMessage::default();
+        neighbour.header.family = netlink_packet_route::AddressFamily::Inet;
+        neighbour.header.ifindex = index;
+        neighbour.attributes.push(
+            netlink_packet_route::neighbour::NeighbourAttribute::Destination(
+                netlink_packet_route::neighbour::NeighbourAddress::Inet(ip),
+            ),
+        );
+        return match handle.neighbours().del(neighbour).execute().await {
             Ok(()) => Ok(()),
-            Err(e) if is_no_route(&e) => Ok(()),
-            Err(e) => Err(nl(format!("remove route {ip} from table {table}"))(e)),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(nl(format!("remove neighbour {ip}"))(e)),
         };
     }
     if let Some(mac) = mac {
