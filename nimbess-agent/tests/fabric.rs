@@ -642,6 +642,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
     );
 
     // the pods of the restarted host keep pinging across the hosts
+    wait_for_ports(&b, 4);
     assert_eq!(ping(&pa.path(), first_ip(&res_pb), 3), 3, "{}", a.log());
     assert_eq!(ping(&pb.path(), first_ip(&res_pa), 3), 3, "{}", b.log());
     assert_eq!(ping(&ra.path(), first_ip(&res_rb), 3), 3, "{}", a.log());
