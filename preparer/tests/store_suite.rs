@@ -361,21 +361,44 @@ async fn suite(store: Arc<dyn Store>) {
     );
     assert_eq!(store.changes_since(latest - 5, 100).await.unwrap().len(), 5);
 
-    // Prefix patterns over a wide range (more than 20,000 values: walked by id) and a narrow
-    // one (read from the metadata index): both page exactly like a brute-force filter.
+    // Prefix patterns, each paging exactly like a brute-force filter: few distinct values
+    // over a wide range and over a narrow one (read value by value), many distinct values in
+    // a narrow range (read whole from the metadata index) and in a wide one (more than
+    // 20,000 entries: walked by id).
     let zones: Vec<_> = (0..20_100)
         .map(|n| {
-            let zone = format!("z/{}", n % 3);
-            row(&format!("w{n:05}"), "", "", &[("Zone", zone.as_str())])
+            let (zone, rack, spot) = (
+                format!("z/{}", n % 3),
+                format!("r/{}", n % 50),
+                format!("s/{}", n % 1000),
+            );
+            row(
+                &format!("w{n:05}"),
+                "",
+                "",
+                &[
+                    ("Zone", zone.as_str()),
+                    ("Rack", rack.as_str()),
+                    ("Spot", spot.as_str()),
+                ],
+            )
         })
         .collect();
     store.create_deployments(zones).await.unwrap();
-    for (pattern, expected) in [
-        ("z/*", (0..20_100).collect::<Vec<u32>>()),
-        ("z/1*", (0..20_100).filter(|n| n % 3 == 1).collect()),
+    for (key, pattern, expected) in [
+        ("Zone", "z/*", (0..20_100).collect::<Vec<u32>>()),
+        ("Zone", "z/1*", (0..20_100).filter(|n| n % 3 == 1).collect()),
+        ("Rack", "r/*", (0..20_100).collect()),
+        (
+            "Spot",
+            "s/1*",
+            (0..20_100)
+                .filter(|n| (n % 1000).to_string().starts_with('1'))
+                .collect(),
+        ),
     ] {
         let filter = DeploymentFilter {
-            metadata: MetadataSelector::new([("Zone", pattern)]).unwrap(),
+            metadata: MetadataSelector::new([(key, pattern)]).unwrap(),
             ..Default::default()
         };
         let (first, more) = store
@@ -407,6 +430,25 @@ async fn suite(store: Arc<dyn Store>) {
             "{backend}: {pattern} second page"
         );
     }
+    // A prefix driving the walk while another pattern rejects most of its rows: chunk after
+    // chunk until the page is full.
+    let sparse = DeploymentFilter {
+        metadata: MetadataSelector::new([("Zone", "z/*"), ("Spot", "s/7")]).unwrap(),
+        ..Default::default()
+    };
+    let (page, more) = store
+        .list_deployments(&sparse, &Window::default())
+        .await
+        .unwrap();
+    let want: Vec<String> = (0..20_100)
+        .filter(|n| n % 1000 == 7)
+        .map(|n| format!("w{n:05}"))
+        .collect();
+    assert_eq!(
+        (page.iter().map(|d| d.id.clone()).collect::<Vec<_>>(), more),
+        (want, false),
+        "{backend}: sparse matches across many chunks"
+    );
 }
 
 #[tokio::test]

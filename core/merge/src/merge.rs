@@ -10,8 +10,8 @@
 //!    `Override` deep-merges it: mappings merge key by key, lists and scalars replace. The
 //!    `nephio.org/merge` annotation is dropped from the result.
 //! 4. The merged resource's `nephio.org/prepare` and `nephio.org/metadata` annotations are
-//!    rewritten by [`rewrite_mode`](crate::preparation::rewrite_mode) (`Here` → `Never`,
-//!    `Postpone` → `Here`) before it combines with the target, so merging the same package twice
+//!    rewritten by [`rewrite_mode`] (`Here` → `Never`, `Postpone` → `Here`) before it
+//!    combines with the target, so merging the same package twice
 //!    gives what merging it once gives.
 //!
 //! Guard: if any resource of the merge package is still preparable where it comes from, the
@@ -24,10 +24,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use indexmap::IndexMap;
-use nephrite_krm::{Object, ObjectMeta, Package, ReservedKey, keys};
+use nephrite_krm::{Object, ObjectMeta, Package, RESERVED_KEYS, ReservedKey, keys};
 use serde_json::Value;
 
-use crate::preparation::rewrite_annotations;
+use crate::preparation::rewrite_mode;
 
 /// How a merged resource combines with an existing one (`nephio.org/merge`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,53 +176,45 @@ impl IdentityHasher {
     }
 }
 
-/// `Override`: `over` deep-merged into a copy of `existing`, as [`deep_merge`] would merge
-/// their JSON forms — metadata field by field (labels, annotations and unlisted fields merge
-/// key by key, the rest replace when set), the body key by key — without the round trip
-/// through JSON. `over` is consumed: its values move into the result, uncopied.
-fn override_object(existing: &Object, over: Object) -> Result<Object, MergeError> {
-    let resource = || describe(existing);
-    let mut merged = existing.clone();
-    merged.api_version = over.api_version;
-    merged.kind = over.kind;
-    override_metadata(&mut merged.metadata, over.metadata);
-    for (key, value) in over.body.into_map() {
-        match merged.body.get_mut(&key) {
-            Some(existing) => deep_merge(existing, value),
-            None => {
-                merged
-                    .body
-                    .insert(key, value)
-                    .map_err(|source| MergeError::Override {
-                        resource: resource(),
-                        source,
-                    })?;
-            }
-        }
-    }
-    Ok(merged)
+/// The name `nephio.org/rename` gives, else the resource's own (empty when it has none).
+fn merged_name(original: &Object) -> &str {
+    original
+        .annotation(keys::RENAME)
+        .unwrap_or_else(|| original.name().unwrap_or_default())
 }
 
-fn override_metadata(base: &mut ObjectMeta, over: ObjectMeta) {
-    fn set<T>(base: &mut Option<T>, over: Option<T>) {
-        if over.is_some() {
-            *base = over;
-        }
-    }
-    fn merge_strings(
-        base: &mut Option<IndexMap<String, String>>,
-        over: Option<IndexMap<String, String>>,
-    ) {
-        if let Some(over) = over {
-            match base {
-                Some(base) => base.extend(over),
-                None => *base = Some(over),
-            }
-        }
-    }
-    // Destructured so that a field added to ObjectMeta cannot be forgotten here.
+/// The identity a source resource merges under: its own, with the name `nephio.org/rename`
+/// gives when present — borrowed from the source package.
+fn source_identity(original: &Object) -> Identity<'_> {
+    let (group, version, kind, _) = identity(original);
+    (group, version, kind, merged_name(original))
+}
+
+/// The annotations a merged resource carries, in order: the source's without
+/// `nephio.org/rename` and `nephio.org/merge`, `nephio.org/prepare` and `nephio.org/metadata`
+/// rewritten by [`rewrite_mode`].
+fn merged_annotations(original: &Object) -> impl Iterator<Item = (&String, String)> {
+    original
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(key, _)| *key != keys::RENAME && *key != keys::MERGE)
+        .map(|(key, value)| {
+            let value = if key == keys::PREPARE || key == keys::METADATA {
+                rewrite_mode(Some(value)).unwrap_or_default()
+            } else {
+                value.clone()
+            };
+            (key, value)
+        })
+}
+
+/// A source resource as it merges: renamed, `nephio.org/merge` dropped, modes rewritten
+/// (annotations left empty are dropped) — built in one copy.
+fn merged_form(original: &Object) -> Object {
     let ObjectMeta {
-        name,
+        name: _,
         generate_name,
         namespace,
         uid,
@@ -231,12 +223,70 @@ fn override_metadata(base: &mut ObjectMeta, over: ObjectMeta) {
         creation_timestamp,
         deletion_timestamp,
         labels,
-        annotations,
+        annotations: _,
         owner_references,
         finalizers,
         extra,
-    } = over;
-    set(&mut base.name, name);
+    } = &original.metadata;
+    let annotations: IndexMap<String, String> = merged_annotations(original)
+        .map(|(key, value)| (key.clone(), value))
+        .collect();
+    Object {
+        api_version: original.api_version.clone(),
+        kind: original.kind.clone(),
+        metadata: ObjectMeta {
+            name: Some(merged_name(original).to_owned()),
+            generate_name: generate_name.clone(),
+            namespace: namespace.clone(),
+            uid: uid.clone(),
+            resource_version: resource_version.clone(),
+            generation: *generation,
+            creation_timestamp: creation_timestamp.clone(),
+            deletion_timestamp: deletion_timestamp.clone(),
+            labels: labels.clone(),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: owner_references.clone(),
+            finalizers: finalizers.clone(),
+            extra: extra.clone(),
+        },
+        body: original.body.clone(),
+    }
+}
+
+/// `Override`: the merged form of `over` deep-merged into `existing` in place, as
+/// [`deep_merge`] would merge their JSON forms — metadata field by field (labels, annotations
+/// and unlisted fields merge key by key, the rest replace when set), the body key by key —
+/// copying only the values that land in the result. The caller has checked that `over`'s body
+/// holds no reserved key ([`RESERVED_KEYS`]).
+fn override_in_place(existing: &mut Object, over: &Object) {
+    fn set<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
+        if over.is_some() {
+            base.clone_from(over);
+        }
+    }
+    existing.api_version.clone_from(&over.api_version);
+    existing.kind.clone_from(&over.kind);
+    let base = &mut existing.metadata;
+    // Destructured so that a field added to ObjectMeta cannot be forgotten here.
+    let ObjectMeta {
+        name: _,
+        generate_name,
+        namespace,
+        uid,
+        resource_version,
+        generation,
+        creation_timestamp,
+        deletion_timestamp,
+        labels,
+        annotations: _,
+        owner_references,
+        finalizers,
+        extra,
+    } = &over.metadata;
+    let name = merged_name(over);
+    if base.name.as_deref() != Some(name) {
+        base.name = Some(name.to_owned());
+    }
     set(&mut base.generate_name, generate_name);
     set(&mut base.namespace, namespace);
     set(&mut base.uid, uid);
@@ -244,94 +294,71 @@ fn override_metadata(base: &mut ObjectMeta, over: ObjectMeta) {
     set(&mut base.generation, generation);
     set(&mut base.creation_timestamp, creation_timestamp);
     set(&mut base.deletion_timestamp, deletion_timestamp);
-    merge_strings(&mut base.labels, labels);
-    merge_strings(&mut base.annotations, annotations);
+    if let Some(labels) = labels {
+        let base = base.labels.get_or_insert_with(IndexMap::new);
+        for (key, value) in labels {
+            base.insert(key.clone(), value.clone());
+        }
+    }
+    for (key, value) in merged_annotations(over) {
+        let annotations = base.annotations.get_or_insert_with(IndexMap::new);
+        match annotations.get_mut(key) {
+            Some(existing) => *existing = value,
+            None => {
+                annotations.insert(key.clone(), value);
+            }
+        }
+    }
     set(&mut base.owner_references, owner_references);
     set(&mut base.finalizers, finalizers);
     for (key, value) in extra {
-        match base.extra.get_mut(&key) {
-            Some(existing) => deep_merge(existing, value),
+        match base.extra.get_mut(key) {
+            Some(existing) => deep_merge_from(existing, value),
             None => {
-                base.extra.insert(key, value);
+                base.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    for (key, value) in over.body.iter() {
+        match existing.body.get_mut(key) {
+            Some(existing) => deep_merge_from(existing, value),
+            None => {
+                let inserted = existing.body.insert(key.clone(), value.clone());
+                debug_assert!(inserted.is_ok(), "reserved keys are refused before merging");
             }
         }
     }
 }
 
-/// Where a source resource's result goes.
-#[derive(Clone, Copy)]
-enum Slot {
-    /// Over the target's resource at this position.
-    Target(usize),
-    /// Appended, as the n-th new identity.
-    Append(usize),
+/// How one source resource merges: its mode and the identity slot it writes.
+struct Step {
+    mode: MergeMode,
+    slot: usize,
 }
 
-/// The identity a source resource merges under: its own, with the name `nephio.org/rename`
-/// gives when present — borrowed from the source package.
-fn source_identity(original: &Object) -> Identity<'_> {
-    let (group, version, kind, name) = identity(original);
-    let name = original.annotation(keys::RENAME).unwrap_or(name);
-    (group, version, kind, name)
-}
-
-/// A source resource as it merges: renamed, `nephio.org/merge` dropped, modes rewritten.
-fn merged_form(original: &Object, index: usize) -> Result<Object, MergeError> {
-    let mut object = original.clone();
-    if let Some(name) = object.remove_annotation(keys::RENAME) {
-        object.set_name(name);
-    }
-    if object.name().is_none_or(str::is_empty) {
-        return Err(MergeError::Unnamed {
-            index,
-            api_version: object.api_version.clone(),
-            kind: object.kind.clone(),
-        });
-    }
-    object.remove_annotation(keys::MERGE);
-    if object
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.is_empty())
-    {
-        object.metadata.annotations = None;
-    }
-    rewrite_annotations(&mut object);
-    Ok(object)
-}
+/// No position yet: the identity is new to the target.
+const ABSENT: usize = usize::MAX;
 
 /// Merges `source` into `target` (see the module documentation). `is_preparable` tells whether
 /// a source resource is still preparable where it comes from (the guard); pass `|_| false` for
 /// a merge package that came from a user.
 ///
-/// Linear in the size of both packages: one hash index over the target (keys borrowed, no
-/// allocation), one pass over the source that prepares and places each resource while it is
-/// hot in cache, and the target written once at the end — so an error at any point leaves the
-/// target untouched.
+/// Linear in the size of both packages, in three passes: every source resource is checked and
+/// given the slot of its identity (a hash map keyed by identities borrowed from the source —
+/// no allocation per key); one scan of the target finds each slot's resource; then each source
+/// resource is written straight into the target: replaced by one copy, deep-merged in place
+/// (only the merged values copied), or appended. Every check runs before the first write, so
+/// an error leaves the target untouched.
 pub fn merge_package(
     target: &mut Package,
     source: &Package,
     is_preparable: impl Fn(&Object) -> bool,
 ) -> Result<MergeReport, MergeError> {
-    let count = source.len();
-    // Each source resource's result — its merged form, or for an override the combined
-    // object — with where it goes.
-    let mut prepared: Vec<(Object, Slot)> = Vec::with_capacity(count);
-    let mut superseded = vec![false; count];
-    // Appended identities in first-appearance order: the source position of the last result.
-    let mut appends: Vec<usize> = Vec::new();
-    let mut report = MergeReport::default();
+    let mut steps: Vec<Step> = Vec::with_capacity(source.len());
+    let mut position: Vec<usize> = Vec::with_capacity(source.len());
     {
-        let mut index: IdentityMap<'_, usize> =
-            IdentityMap::with_capacity_and_hasher(target.len(), Default::default());
-        for (at, object) in target.iter().enumerate() {
-            index.entry(identity(object)).or_insert(at);
-        }
-        // Identity → the latest source position with it; a later resource with the same
-        // identity combines with that one's result.
-        let mut latest: IdentityMap<'_, usize> =
-            IdentityMap::with_capacity_and_hasher(count, Default::default());
+        let mut slots: IdentityMap<'_, usize> =
+            IdentityMap::with_capacity_and_hasher(source.len(), Default::default());
         for (at, original) in source.iter().enumerate() {
             if is_preparable(original) {
                 return Err(MergeError::NotReady {
@@ -339,57 +366,65 @@ pub fn merge_package(
                 });
             }
             let mode = MergeMode::of(original)?;
-            let object = merged_form(original, at)?;
             let key = source_identity(original);
-            let (existing, slot) = match latest.get(&key) {
-                Some(&earlier) => {
-                    superseded[earlier] = true;
-                    let (result, slot) = &prepared[earlier];
-                    (Some(result), *slot)
-                }
-                None => match index.get(&key) {
-                    Some(&position) => (Some(&target.objects()[position]), Slot::Target(position)),
-                    None => (None, Slot::Append(appends.len())),
-                },
-            };
-            let result = match (existing, mode) {
-                (None, _) => {
-                    report.appended += 1;
-                    appends.push(at);
-                    object
-                }
-                (Some(_), MergeMode::Replace) => {
-                    report.replaced += 1;
-                    object
-                }
-                (Some(existing), MergeMode::Override) => {
-                    report.overridden += 1;
-                    override_object(existing, object)?
-                }
-            };
-            if let Slot::Append(k) = slot {
-                appends[k] = at;
+            if key.3.is_empty() {
+                return Err(MergeError::Unnamed {
+                    index: at,
+                    api_version: original.api_version.clone(),
+                    kind: original.kind.clone(),
+                });
             }
-            prepared.push((result, slot));
-            latest.insert(key, at);
+            if mode == MergeMode::Override
+                && let Some(key) = original
+                    .body
+                    .keys()
+                    .find(|k| RESERVED_KEYS.contains(&k.as_str()))
+            {
+                return Err(MergeError::Override {
+                    resource: describe(original),
+                    source: ReservedKey { key: key.clone() },
+                });
+            }
+            let next = slots.len();
+            let slot = *slots.entry(key).or_insert(next);
+            if slot == next {
+                position.push(ABSENT);
+            }
+            steps.push(Step { mode, slot });
+        }
+        if !slots.is_empty() {
+            for (at, object) in target.iter().enumerate() {
+                if let Some(&slot) = slots.get(&identity(object))
+                    && position[slot] == ABSENT
+                {
+                    position[slot] = at;
+                }
+            }
         }
     }
 
-    // Write each identity's last result: in place, or appended in first-appearance order.
-    let mut tail: Vec<Option<Object>> = Vec::new();
-    tail.resize_with(appends.len(), || None);
-    for (at, (object, slot)) in prepared.into_iter().enumerate() {
-        if superseded[at] {
+    let mut report = MergeReport::default();
+    let objects = target.objects_mut();
+    objects.reserve(position.iter().filter(|&&at| at == ABSENT).count());
+    for (step, original) in steps.into_iter().zip(source.iter()) {
+        let at = position[step.slot];
+        if at == ABSENT {
+            position[step.slot] = objects.len();
+            objects.push(merged_form(original));
+            report.appended += 1;
             continue;
         }
-        match slot {
-            Slot::Target(position) => target.objects_mut()[position] = object,
-            Slot::Append(k) => tail[k] = Some(object),
+        match step.mode {
+            MergeMode::Replace => {
+                objects[at] = merged_form(original);
+                report.replaced += 1;
+            }
+            MergeMode::Override => {
+                override_in_place(&mut objects[at], original);
+                report.overridden += 1;
+            }
         }
     }
-    let objects = target.objects_mut();
-    objects.reserve(tail.len());
-    objects.extend(tail.into_iter().flatten());
     Ok(report)
 }
 
@@ -408,6 +443,23 @@ pub fn deep_merge(base: &mut Value, over: Value) {
             }
         }
         (base, over) => *base = over,
+    }
+}
+
+/// [`deep_merge`] from a borrowed `over`: only the values that land in `base` are copied.
+fn deep_merge_from(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(key) {
+                    Some(existing) => deep_merge_from(existing, value),
+                    None => {
+                        base.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (base, over) => base.clone_from(over),
     }
 }
 

@@ -133,7 +133,45 @@ fn identity(object: &Object) -> (String, String, String) {
     )
 }
 
+/// The merge as the module documentation states it, one source resource at a time with a
+/// linear search and the JSON deep merge: the reference the indexed, in-place merge must equal.
+fn reference_merge(target: &Package, source: &Package) -> Package {
+    let mut out: Vec<Object> = target.objects().to_vec();
+    for original in source.iter() {
+        let mut object = original.clone();
+        if let Some(name) = object.remove_annotation(keys::RENAME) {
+            object.set_name(name);
+        }
+        let mode = object.remove_annotation(keys::MERGE);
+        if object.annotations().is_empty() {
+            object.metadata.annotations = None;
+        }
+        for key in [keys::PREPARE, keys::METADATA] {
+            if let Some(new) = rewrite_mode(object.annotation(key)) {
+                object.set_annotation(key, new);
+            }
+        }
+        match out.iter().position(|o| identity(o) == identity(&object)) {
+            None => out.push(object),
+            Some(at) if mode.as_deref() == Some("Override") => {
+                let mut json = out[at].to_json();
+                nephrite_merge::merge::deep_merge(&mut json, object.to_json());
+                out[at] = Object::from_json(json).expect("a valid object");
+            }
+            Some(at) => out[at] = object,
+        }
+    }
+    Package::from(out)
+}
+
 proptest! {
+    #[test]
+    fn merge_equals_the_sequential_reference(target in package(false), source in package(true)) {
+        let mut merged = target.clone();
+        merge_package(&mut merged, &source, |_| false).unwrap();
+        prop_assert_eq!(merged, reference_merge(&target, &source));
+    }
+
     #[test]
     fn merge_is_deterministic(target in package(false), source in package(true)) {
         let mut a = target.clone();

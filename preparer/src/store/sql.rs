@@ -22,6 +22,7 @@ use super::{
 mod catalog;
 mod changes;
 mod deployments;
+mod listing;
 
 /// A value bound to or read from SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,7 +332,7 @@ impl<C: Connection> Store for SqlStore<C> {
         window: &Window,
     ) -> Result<(Vec<DeploymentInfo>, bool), StoreError> {
         let (filter, window) = (filter.clone(), window.clone());
-        self.run_each(move |tx| deployments::list(tx, &filter, &window))
+        self.run_each(move |tx| listing::list(tx, &filter, &window))
             .await
     }
     async fn delete_deployment(&self, id: &str) -> Result<Vec<String>, StoreError> {

@@ -1,5 +1,5 @@
-//! Deployments: idempotent creation, keyset listing with an SQL prefilter and exact pattern
-//! matching in Rust, cascading delete, and the modification lease.
+//! Deployments: idempotent creation, cascading delete and the modification lease (listing is
+//! in [`super::listing`]).
 
 use nephrite_merge::metadata::Metadata;
 
@@ -7,16 +7,15 @@ use super::{
     Row, SqlValue, Tx, int, log_change, log_changes, metadata_json, opt_int, read_metadata, text,
 };
 use crate::store::{
-    DeploymentFilter, DeploymentInfo, DeploymentRecord, DeploymentUpdate, EntityKind,
-    NewDeployment, StoreError, Window,
+    DeploymentInfo, DeploymentRecord, DeploymentUpdate, EntityKind, NewDeployment, StoreError,
 };
 
-const INFO: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, updated, \
+pub(super) const INFO: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, updated, \
                     prepared, approved, error";
 const FULL: &str = "id, parent_id, template_id, site_id, instance_key, metadata, created, updated, \
                     prepared, approved, error, package, mod_token, mod_expires, failures";
 
-fn info_row(row: &Row) -> Result<DeploymentInfo, StoreError> {
+pub(super) fn info_row(row: &Row) -> Result<DeploymentInfo, StoreError> {
     Ok(DeploymentInfo {
         id: text(row, 0),
         parent_id: text(row, 1),
@@ -254,165 +253,6 @@ pub(super) fn get(tx: &mut dyn Tx, id: &str) -> Result<DeploymentRecord, StoreEr
         &[id.into()],
     )?;
     full_row(rows.first().ok_or_else(|| not_found(id))?)
-}
-
-/// A prefix range of metadata values holding fewer rows than this is *narrow*: a page is
-/// read from the `(key, value, deployment_id)` index — the range's ids, the lowest first —
-/// instead of walking the deployments in id order and probing each, which needs
-/// `page / density` probes (at most `page × total / NARROW_RANGE` once a range is wider).
-const NARROW_RANGE: i64 = 20_000;
-
-/// The end of a prefix range: every text starting with `prefix` sorts below it.
-fn prefix_end(prefix: &str) -> String {
-    format!("{prefix}\u{10FFFF}")
-}
-
-/// The metadata pattern that can drive a listing from the metadata index: the first with a
-/// wildcard after a non-empty literal prefix.
-fn prefix_driver(filter: &DeploymentFilter) -> Option<(&str, &str)> {
-    filter
-        .metadata
-        .entries()
-        .iter()
-        .find(|(_, pattern)| pattern.exact().is_none() && !pattern.literal_prefix().is_empty())
-        .map(|(key, pattern)| (key.as_str(), pattern.literal_prefix()))
-}
-
-/// A chunk driven by a narrow prefix range: the rows of the `chunk` lowest ids after `after`
-/// in the range, each with the size of the range (counted up to [`NARROW_RANGE`]) as a last
-/// column. One pass over at most [`NARROW_RANGE`] index entries (index-only once the table is
-/// vacuumed), then `chunk` row lookups; every other filter is checked in Rust, so the chunk
-/// holds exactly the ids the range yields.
-fn range_chunk(key: &str, prefix: &str, after: &str, chunk: i64) -> (String, Vec<SqlValue>) {
-    (
-        format!(
-            "WITH range_ids AS MATERIALIZED (SELECT m.deployment_id FROM deployment_metadata m \
-             WHERE m.key = ? AND m.value >= ? AND m.value < ? AND m.deployment_id > ? LIMIT ?) \
-             SELECT {INFO}, (SELECT COUNT(*) FROM range_ids) FROM deployments d \
-             WHERE d.id IN (SELECT deployment_id FROM range_ids ORDER BY deployment_id LIMIT ?) \
-             ORDER BY d.id"
-        ),
-        vec![
-            key.into(),
-            prefix.into(),
-            prefix_end(prefix).into(),
-            after.into(),
-            SqlValue::Int(NARROW_RANGE),
-            SqlValue::Int(chunk),
-        ],
-    )
-}
-
-/// The SQL part of a filter walking deployments by id: what an index can narrow. The rest
-/// is checked in Rust.
-fn prefilter(filter: &DeploymentFilter, after: &str, chunk: i64) -> (String, Vec<SqlValue>) {
-    let mut sql = format!("SELECT {INFO} FROM deployments d WHERE d.id > ?");
-    let mut params: Vec<SqlValue> = vec![after.into()];
-    if let Some(parent) = &filter.parent_id {
-        sql.push_str(" AND d.parent_id = ?");
-        params.push(parent.into());
-    }
-    if let Some(prepared) = filter.prepared {
-        sql.push_str(" AND d.prepared = ?");
-        params.push(prepared.into());
-    }
-    if let Some(approved) = filter.approved {
-        sql.push_str(" AND d.approved = ?");
-        params.push(approved.into());
-    }
-    for (column, patterns) in [
-        ("template_id", &filter.template_patterns),
-        ("site_id", &filter.site_patterns),
-    ] {
-        if let [pattern] = patterns.as_slice() {
-            if let Some(exact) = pattern.exact() {
-                sql.push_str(&format!(" AND d.{column} = ?"));
-                params.push(exact.into());
-            } else if !pattern.literal_prefix().is_empty() {
-                let prefix = pattern.literal_prefix();
-                sql.push_str(&format!(" AND d.{column} >= ? AND d.{column} < ?"));
-                params.push(prefix.into());
-                params.push(prefix_end(prefix).into());
-            }
-        }
-    }
-    for (key, pattern) in filter.metadata.entries() {
-        if let Some(exact) = pattern.exact() {
-            // Driven from the (key, value, deployment_id) index: already in id order.
-            sql.push_str(
-                " AND d.id IN (SELECT m.deployment_id FROM deployment_metadata m \
-                 WHERE m.key = ? AND m.value = ? AND m.deployment_id > ?)",
-            );
-            params.push(key.into());
-            params.push(exact.into());
-            params.push(after.into());
-        } else {
-            // A wide range: dense enough that walking by id finds a page quickly.
-            let prefix = pattern.literal_prefix();
-            sql.push_str(
-                " AND EXISTS (SELECT 1 FROM deployment_metadata m WHERE m.deployment_id = d.id \
-                 AND m.key = ? AND m.value >= ? AND m.value < ?)",
-            );
-            params.push(key.into());
-            params.push(prefix.into());
-            params.push(prefix_end(prefix).into());
-        }
-    }
-    sql.push_str(" ORDER BY d.id LIMIT ?");
-    params.push(SqlValue::Int(chunk));
-    (sql, params)
-}
-
-/// A page of deployments in id order. A narrow metadata prefix range drives the walk from
-/// the metadata index ([`range_chunk`]); otherwise deployments are walked by id with what SQL
-/// can narrow ([`prefilter`]). Either way rows are checked against the whole filter in Rust.
-pub(super) fn list(
-    tx: &mut dyn Tx,
-    filter: &DeploymentFilter,
-    window: &Window,
-) -> Result<(Vec<DeploymentInfo>, bool), StoreError> {
-    let page = window.page_size();
-    let chunk = (page as i64 * 2).max(200);
-    let mut skipped = 0;
-    let mut after = window.after_id.clone();
-    let mut out = Vec::with_capacity(page);
-    let mut driver = prefix_driver(filter);
-    loop {
-        let rows = match driver {
-            Some((key, prefix)) => {
-                let (sql, params) = range_chunk(key, prefix, &after, chunk);
-                let rows = tx.query(&sql, &params)?;
-                if rows.first().is_some_and(|row| int(row, 11) >= NARROW_RANGE) {
-                    // A wide range: walk by id from here on.
-                    driver = None;
-                    continue;
-                }
-                rows
-            }
-            None => {
-                let (sql, params) = prefilter(filter, &after, chunk);
-                tx.query(&sql, &params)?
-            }
-        };
-        for row in &rows {
-            let info = info_row(row)?;
-            after = info.id.clone();
-            if !filter.matches(&info) {
-                continue;
-            }
-            if skipped < window.offset {
-                skipped += 1;
-                continue;
-            }
-            out.push(info);
-            if out.len() == page {
-                return Ok((out, true));
-            }
-        }
-        if (rows.len() as i64) < chunk {
-            return Ok((out, false));
-        }
-    }
 }
 
 pub(super) fn delete(tx: &mut dyn Tx, id: &str) -> Result<Vec<String>, StoreError> {
