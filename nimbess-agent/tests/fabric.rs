@@ -286,6 +286,7 @@ fn a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan() {
         "VNI = vlan: {links}"
     );
     wait_for_ports(&a, 5);
+    wait_for_ports(&b, 5);
     assert_eq!(
         ping(&qa.path(), first_ip(&rqb), 3),
         3,
@@ -325,7 +326,9 @@ fn a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan() {
         addresses.insert(first_ip(result));
     }
     assert_eq!(addresses.len(), 53, "53 distinct addresses: {addresses:?}");
+    // both hosts must know both pods (no learning: B answers only a MAC it was told)
     wait_for_ports(&a, 53);
+    wait_for_ports(&b, 53);
     assert_eq!(
         ping(&pods[0].path(), first_ip(&results[49].1), 3),
         3,
@@ -560,6 +563,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
     let (res_pb, res_pb2) = (add(&b, &net, &pb), add(&b, &net, &pb2));
     let (res_rb, res_rb2) = (add(&b, &routed, &rb), add(&b, &routed, &rb2));
     wait_for_ports(&a, 6);
+    wait_for_ports(&b, 6);
     assert_eq!(ping(&pa.path(), first_ip(&res_pb), 2), 2, "{}", a.log());
     assert_eq!(ping(&ra.path(), first_ip(&res_rb), 2), 2, "{}", a.log());
 
