@@ -6,6 +6,11 @@
 //! set-up) and as an Octavia-equivalent ordered ACL chain (what Kuryr users get from Octavia).
 //! Figures are the median of `L7_BENCH_RUNS` (default 5) interleaved runs of `L7_BENCH_SECONDS`
 //! (default 10) seconds, for a request hitting the first rule and one hitting the last.
+//! The proxy under test runs alone on CPU 1, wrk and nginx on CPU 0, the same for every proxy
+//! (`L7_BENCH_PIN=0` lets them share all CPUs). Before each run the bench waits up to
+//! `L7_BENCH_SETTLE_SECONDS` (20) for other work to leave the CPUs at most 25 % busy, and prints
+//! how busy they were, the load average and every run's figures; the order of the targets flips
+//! every run. `L7_BENCH_ONLY=lookup` measures the lookup cost alone.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -16,6 +21,11 @@ use std::time::{Duration, Instant};
 use nephrite_krm::Package;
 use nephrite_l7::{Options, Outcome, Request, RouteTable, SourceObject, translate};
 use nephrite_test_services::{Tool, free_loopback_port, tool};
+
+#[path = "l7/load.rs"]
+mod load;
+
+use load::{Figures, Placement, cpu_seconds, load_average, median, range, settle, wait_idle, wrk};
 
 const HOSTS: usize = 1000;
 const PATHS: usize = 10;
@@ -49,8 +59,8 @@ fn services_yaml(nginx: u16) -> String {
     )
 }
 
-/// Per-lookup time for the first and the last rule of a table with `hosts × paths` rules.
-fn lookup_ns(hosts: usize, paths: usize) -> (f64, f64) {
+/// The compiled table of `hosts × paths` rules.
+fn compiled_table(hosts: usize, paths: usize) -> RouteTable {
     let package = Package::from_yaml(&ingress_yaml(hosts, paths)).expect("generated YAML parses");
     let objects: Vec<SourceObject> = package
         .into_objects()
@@ -60,35 +70,93 @@ fn lookup_ns(hosts: usize, paths: usize) -> (f64, f64) {
             origin: "bench".into(),
         })
         .collect();
-    let table = RouteTable::compile(&translate(&objects, &Options::default()).config);
+    RouteTable::compile(&translate(&objects, &Options::default()).config)
+}
+
+/// Nanoseconds per lookup of (`host`, `path`) in `table`, over `lookups` lookups (after checking
+/// that it finds the pool).
+fn lookup_ns(table: &RouteTable, (host, path): (&str, &str), lookups: u32) -> f64 {
     let headers: Vec<(String, String)> = Vec::new();
-    let last_host = format!("h{}.example.com", hosts - 1);
-    let last_path = format!("/p{}/x", paths - 1);
-    let time = |host: &str, path: &str| {
-        let request = Request {
-            host,
-            path,
-            target: path,
-            headers: &headers,
-            client_cert: None,
-        };
-        assert!(matches!(table.http.lookup(&request), Outcome::Pool(_)));
-        // The fastest of several rounds: other work on the machine only ever adds time.
-        let rounds = 200_000u32;
-        (0..7)
-            .map(|_| {
-                let start = Instant::now();
-                for _ in 0..rounds {
-                    std::hint::black_box(table.http.lookup(std::hint::black_box(&request)));
-                }
-                start.elapsed().as_nanos() as f64 / f64::from(rounds)
-            })
-            .fold(f64::INFINITY, f64::min)
+    let request = Request {
+        host,
+        path,
+        target: path,
+        headers: &headers,
+        client_cert: None,
     };
-    (
-        time("h0.example.com", "/p0/x"),
-        time(&last_host, &last_path),
-    )
+    assert!(
+        matches!(table.http.lookup(&request), Outcome::Pool(_)),
+        "{host}{path} routes to the pool"
+    );
+    let start = Instant::now();
+    for _ in 0..lookups {
+        std::hint::black_box(table.http.lookup(std::hint::black_box(&request)));
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(lookups)
+}
+
+/// The lookup cost at 10 and 10,000 rules, first and last rule. Both tables are built before
+/// any timing; the four cases take turns in every round (the order reversed every other round,
+/// so a drift in the machine's speed hits all of them alike), and the figures are medians over
+/// the rounds: of each case's time and of the per-round ratio 10,000 / 10 rules.
+fn lookup_cost() {
+    const ROUNDS: usize = 101;
+    const LOOKUPS: u32 = 20_000;
+    let small = compiled_table(1, PATHS);
+    let big = compiled_table(HOSTS, PATHS);
+    let small_last_path = format!("/p{}/x", PATHS - 1);
+    let big_last_host = format!("h{}.example.com", HOSTS - 1);
+    let cases: [(&RouteTable, (&str, &str)); 4] = [
+        (&small, ("h0.example.com", "/p0/x")),
+        (&big, ("h0.example.com", "/p0/x")),
+        (&small, ("h0.example.com", &small_last_path)),
+        (&big, (&big_last_host, &small_last_path)),
+    ];
+    // A warm-up round.
+    for (table, request) in cases {
+        lookup_ns(table, request, LOOKUPS);
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); cases.len()];
+    for round in 0..ROUNDS {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..cases.len()).collect()
+        } else {
+            (0..cases.len()).rev().collect()
+        };
+        for c in order {
+            let (table, request) = cases[c];
+            times[c].push(lookup_ns(table, request, LOOKUPS));
+        }
+    }
+    let ratios = |small: usize, big: usize| -> Vec<f64> {
+        times[big]
+            .iter()
+            .zip(&times[small])
+            .map(|(b, s)| b / s)
+            .collect()
+    };
+    let (first, last) = (ratios(0, 1), ratios(2, 3));
+    println!(
+        "== lookup cost (compiled table, in process; medians of {ROUNDS} interleaved rounds of {LOOKUPS} lookups)"
+    );
+    println!(
+        "   10 rules:     first {:7.1} ns   last {:7.1} ns",
+        median(times[0].clone()),
+        median(times[2].clone())
+    );
+    println!(
+        "   10,000 rules: first {:7.1} ns   last {:7.1} ns",
+        median(times[1].clone()),
+        median(times[3].clone())
+    );
+    let ((first_low, first_high), (last_low, last_high)) =
+        (range(first.iter().copied()), range(last.iter().copied()));
+    println!(
+        "   ratio 10,000 / 10 rules (median of per-round ratios): first {:.2} (rounds {first_low:.2}..{first_high:.2}), last {:.2} (rounds {last_low:.2}..{last_high:.2}) (floor: <= 1.5)",
+        median(first.clone()),
+        median(last.clone())
+    );
+    println!("   load average: {}", load_average());
 }
 
 struct Proc(Child);
@@ -137,98 +205,6 @@ fn status_of(address: SocketAddr, host: &str, path: &str) -> std::io::Result<u16
     Ok(out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Figures {
-    rps: f64,
-    p99_ms: f64,
-    non_2xx: u64,
-    socket_errors: u64,
-    /// The proxy's CPU time (user + system) per request, in microseconds.
-    cpu_us: f64,
-}
-
-/// CPU time (user + system) of process `pid` so far, in seconds (Linux `USER_HZ` is 100).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which is in parentheses and may hold spaces).
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    (ticks(11) + ticks(12)) as f64 / 100.0
-}
-
-fn parse_latency(text: &str) -> f64 {
-    let text = text.trim();
-    let (number, factor) = if let Some(n) = text.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (text, 1.0)
-    };
-    number.parse::<f64>().unwrap_or(f64::NAN) * factor
-}
-
-fn wrk(wrk: &Path, address: SocketAddr, host: &str, path: &str, seconds: u64) -> Figures {
-    let output = Command::new(wrk)
-        .args([
-            "-t1",
-            "-c32",
-            &format!("-d{seconds}s"),
-            "--latency",
-            "-H",
-            &format!("Host: {host}"),
-        ])
-        .arg(format!("http://{address}{path}"))
-        .output()
-        .expect("wrk runs");
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut figures = Figures::default();
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix("Requests/sec:") {
-            figures.rps = rest.trim().parse().unwrap_or(0.0);
-        } else if let Some(rest) = line.strip_prefix("99%") {
-            figures.p99_ms = parse_latency(rest);
-        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
-            figures.non_2xx = rest.trim().parse().unwrap_or(0);
-        } else if let Some(rest) = line.strip_prefix("Socket errors:") {
-            figures.socket_errors = rest
-                .split(',')
-                .filter_map(|part| part.split_whitespace().last()?.parse::<u64>().ok())
-                .sum();
-        }
-    }
-    figures
-}
-
-/// The machine's load average (other work sharing the cores skews every figure).
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 fn haproxy_config(port: u16, nginx: u16, frontend_rules: &str) -> String {
     format!(
         "global\n  nbthread 1\n  maxconn 4000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n  option http-keep-alive\nfrontend fe\n  bind 127.0.0.1:{port}\n{frontend_rules}  default_backend be_none\nbackend be\n  server nginx 127.0.0.1:{nginx}\nbackend be_none\n  http-request return status 404\n"
@@ -239,16 +215,10 @@ fn main() {
     let seconds = env_number("L7_BENCH_SECONDS", 10);
     let runs = env_number("L7_BENCH_RUNS", 5) as usize;
 
-    println!("== lookup cost (compiled table, in process)");
-    let (small_first, small_last) = lookup_ns(1, 10);
-    let (big_first, big_last) = lookup_ns(HOSTS, PATHS);
-    println!("   10 rules:     first {small_first:7.1} ns   last {small_last:7.1} ns");
-    println!("   10,000 rules: first {big_first:7.1} ns   last {big_last:7.1} ns");
-    println!(
-        "   ratio 10,000 / 10 rules: first {:.2}, last {:.2} (floor: <= 1.5)",
-        big_first / small_first,
-        big_last / small_last
-    );
+    lookup_cost();
+    if std::env::var("L7_BENCH_ONLY").is_ok_and(|only| only == "lookup") {
+        return;
+    }
 
     let tools = (tool(Tool::Haproxy), tool(Tool::Nginx), tool(Tool::Wrk));
     let (haproxy, nginx, wrk_bin) = match tools {
@@ -260,6 +230,8 @@ fn main() {
             return;
         }
     };
+    let placement = Placement::detect();
+    placement.for_load();
     let work = tempfile::tempdir().expect("temp dir");
     let port = || free_loopback_port().expect("a free port");
     let (nginx_port, router_port, map_port, acl_port) = (port(), port(), port(), port());
@@ -294,6 +266,7 @@ fn main() {
     std::fs::create_dir_all(&source).expect("l7 dir");
     std::fs::write(source.join("services.yaml"), services_yaml(nginx_port)).expect("services");
     std::fs::write(source.join("ingress.yaml"), ingress_yaml(HOSTS, PATHS)).expect("ingress");
+    placement.for_proxies();
     let router_bin = PathBuf::from(env!("CARGO_BIN_EXE_kuryr-l7"));
     let router_proc = spawn(
         "kuryr-l7",
@@ -348,6 +321,7 @@ fn main() {
         &haproxy,
         &["-f", &acl_cfg.display().to_string()],
     );
+    placement.for_load();
 
     let address = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
     let first = ("h0.example.com", "/p0/x");
@@ -362,62 +336,83 @@ fn main() {
         wait_ready(address(port), last.0, last.1, name);
     }
 
-    println!("   load average before: {}", load_average());
     println!(
         "== throughput: {HOSTS} hosts x {PATHS} paths, 1 thread each, wrk -t1 -c32, median of {runs} x {seconds}s"
     );
+    println!("   placement: {}", placement.describe());
+    let settle_limit = Duration::from_secs(env_number("L7_BENCH_SETTLE_SECONDS", 20));
     let pids = [router_proc.0.id(), map_proc.0.id(), acl_proc.0.id()];
+    let rules = [first, last];
     let mut results: Vec<Vec<Figures>> = vec![Vec::new(); targets.len() * 2];
-    for _ in 0..runs {
-        for (t, (_, port)) in targets.iter().enumerate() {
-            for (r, (host, path)) in [first, last].iter().enumerate() {
+    for run in 0..runs {
+        let (busy, waited) = settle(25.0, settle_limit);
+        let mut report = format!(
+            "   run {}/{runs}: load {}, CPUs {busy:.0}% busy with other work before (waited {}s)",
+            run + 1,
+            load_average(),
+            waited.as_secs()
+        );
+        // The order flips every run (ABBA), so a drift in the machine hits every target alike.
+        let mut order: Vec<usize> = (0..targets.len()).collect();
+        if run % 2 == 1 {
+            order.reverse();
+        }
+        for t in order {
+            for (r, (host, path)) in rules.iter().enumerate() {
                 let before = cpu_seconds(pids[t]);
-                let mut figures = wrk(&wrk_bin, address(*port), host, path, seconds);
+                let mut figures = wrk(&wrk_bin, address(targets[t].1), host, path, seconds);
                 let requests = figures.rps * seconds as f64;
                 figures.cpu_us = (cpu_seconds(pids[t]) - before) * 1e6 / requests.max(1.0);
                 results[t * 2 + r].push(figures);
             }
+            wait_idle(pids[t]);
         }
+        for (t, (name, _)) in targets.iter().enumerate() {
+            let [first, last] = [&results[t * 2][run], &results[t * 2 + 1][run]];
+            let _ = write!(
+                report,
+                "\n     {name:<12} first {:>7.0} req/s p99 {:6.2} ms {:5.1} us/req | last {:>7.0} req/s p99 {:6.2} ms {:5.1} us/req",
+                first.rps, first.p99_ms, first.cpu_us, last.rps, last.p99_ms, last.cpu_us
+            );
+        }
+        println!("{report}");
     }
-    let spread: Vec<(f64, f64)> = results
-        .iter()
-        .map(|runs| {
-            let rps = runs.iter().map(|f| f.rps);
-            (
-                rps.clone().fold(f64::INFINITY, f64::min),
-                rps.fold(0.0, f64::max),
-            )
-        })
-        .collect();
-    let summary: Vec<(f64, f64)> = results
-        .iter()
-        .map(|runs| {
-            (
-                median(runs.iter().map(|f| f.rps).collect()),
-                median(runs.iter().map(|f| f.p99_ms).collect()),
-            )
-        })
-        .collect();
     for (t, (name, _)) in targets.iter().enumerate() {
         for (r, rule) in ["first", "last"].iter().enumerate() {
-            let (rps, p99) = summary[t * 2 + r];
-            let (low, high) = spread[t * 2 + r];
-            let cpu = median(results[t * 2 + r].iter().map(|f| f.cpu_us).collect());
+            let runs = &results[t * 2 + r];
+            let rps = median(runs.iter().map(|f| f.rps).collect());
+            let p99 = median(runs.iter().map(|f| f.p99_ms).collect());
+            let cpu = median(runs.iter().map(|f| f.cpu_us).collect());
+            let (low, high) = range(runs.iter().map(|f| f.rps));
             println!(
                 "   {name:<12} {rule:<5} rule: {rps:>10.0} req/s  p99 {p99:6.2} ms  CPU {cpu:5.1} us/req   (runs {low:.0}..{high:.0} req/s)"
             );
         }
     }
     for (r, rule) in ["first", "last"].iter().enumerate() {
-        let (router_rps, router_p99) = summary[r];
-        let (map_rps, map_p99) = summary[2 + r];
-        let (acl_rps, acl_p99) = summary[4 + r];
+        let [router, map, acl] = [&results[r], &results[2 + r], &results[4 + r]];
+        let rps = |runs: &[Figures]| median(runs.iter().map(|f| f.rps).collect());
+        let p99 = |runs: &[Figures]| median(runs.iter().map(|f| f.p99_ms).collect());
+        // The same ratios run by run (each run's router against the same run's HAProxy).
+        let rps_pairs: Vec<f64> = router.iter().zip(map).map(|(a, b)| a.rps / b.rps).collect();
+        let p99_pairs: Vec<f64> = router
+            .iter()
+            .zip(map)
+            .map(|(a, b)| a.p99_ms / b.p99_ms)
+            .collect();
+        let (rps_low, rps_high) = range(rps_pairs.iter().copied());
+        let (p99_low, p99_high) = range(p99_pairs.iter().copied());
         println!(
             "   {rule:<5} rule: router / haproxy-map: RPS {:.2} (floor >= 0.95, goal 1.2), p99 {:.2} (floor <= 1.0, goal 0.8); router / haproxy-acl: RPS {:.2}, p99 {:.2}",
-            router_rps / map_rps,
-            router_p99 / map_p99,
-            router_rps / acl_rps,
-            router_p99 / acl_p99
+            rps(router) / rps(map),
+            p99(router) / p99(map),
+            rps(router) / rps(acl),
+            p99(router) / p99(acl)
+        );
+        println!(
+            "         per run, router / haproxy-map: RPS median {:.2} (runs {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (runs {p99_low:.2}..{p99_high:.2})",
+            median(rps_pairs.clone()),
+            median(p99_pairs.clone())
         );
     }
 

@@ -22,8 +22,14 @@ use regex::Regex;
 use crate::eval::{Outcome, Request, apply_action, compile_regex, rule_matches};
 use crate::model::{Action, CompareType, L7Config, Listener, Pool, Rule, RuleType};
 
+mod key_hash;
 #[cfg(test)]
 mod tests;
+
+pub use key_hash::{KeyHash, KeyHasher};
+
+/// A hash map with the table's key hash.
+type KeyMap<K, V> = HashMap<K, V, KeyHash>;
 
 /// The regex translation writes for a one-label wildcard host `*.<suffix>`.
 pub fn wildcard_host_regex(suffix: &str) -> String {
@@ -79,12 +85,12 @@ struct CompiledPolicy {
 #[derive(Debug, Default)]
 struct TrieNode {
     here: Vec<u32>,
-    children: HashMap<Box<str>, TrieNode>,
+    children: KeyMap<Box<str>, TrieNode>,
 }
 
 #[derive(Debug, Default)]
 struct PathIndex {
-    exact: HashMap<Box<str>, Vec<u32>>,
+    exact: KeyMap<Box<str>, Vec<u32>>,
     prefixes: TrieNode,
     other: Vec<u32>,
 }
@@ -162,8 +168,8 @@ fn first_match(list: &[u32], policies: &[CompiledPolicy], request: &Request<'_>,
 #[derive(Debug, Default)]
 pub struct CompiledListener {
     policies: Vec<CompiledPolicy>,
-    exact_hosts: HashMap<Box<str>, PathIndex>,
-    wildcard_hosts: HashMap<Box<str>, PathIndex>,
+    exact_hosts: KeyMap<Box<str>, PathIndex>,
+    wildcard_hosts: KeyMap<Box<str>, PathIndex>,
     any_host: PathIndex,
     default_pool: Option<String>,
     no_match_status: u16,
