@@ -24,6 +24,7 @@ use kube::api::{
 };
 use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMMachine, all_crds};
 use nephrite_bmm_provider::controller::{ControllerConfig, run_controllers};
+use nephrite_bmm_provider::metrics::ProviderMetrics;
 use nephrite_bmm_provider::sim::{INSTANCE_TYPE_ID, Kind, Sim, SimConfig, auth};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::json;
@@ -194,10 +195,13 @@ async fn run() -> anyhow::Result<bool> {
     Api::<Secret>::namespaced(client.clone(), NS)
         .create(&PostParams::default(), &credentials)
         .await?;
+    let metrics = ProviderMetrics::default();
+    let sampler = Sampler::start(sim.clone(), metrics.clone(), server.requests().clone());
     let controllers = tokio::spawn(run_controllers(
         client.clone(),
         ControllerConfig {
             namespace: Some(NS.into()),
+            metrics: metrics.clone(),
             poll,
             dependency_poll: poll.min(Duration::from_secs(2)),
             resync: Duration::from_secs(3600),
@@ -229,6 +233,7 @@ async fn run() -> anyhow::Result<bool> {
     let limit = (network_delay + instance_delay) * 3 + Duration::from_secs(120);
     let mut clusters_ready_at = None;
     let mut next_progress = Duration::from_secs(10);
+    let mut last_created = None;
     let all_ready = loop {
         let list = infra_machines.list(&ListParams::default()).await?;
         let ready = list
@@ -265,12 +270,17 @@ async fn run() -> anyhow::Result<bool> {
         }
         if start.elapsed() >= next_progress {
             println!(
-                "  {:>5.1?}: {ready}/{machines} Ready, {} API calls, load average {}",
+                "  {:>5.1?}: {ready}/{machines} Ready, {} instances created, {} API calls, load average {}; {}",
                 start.elapsed(),
+                sim.created(Kind::Instance),
                 sim.requests_answered(),
-                load_average()
+                load_average(),
+                sampler.window()
             );
             next_progress += Duration::from_secs(10);
+        }
+        if last_created.is_none() && sim.created(Kind::Instance) >= machines as u64 {
+            last_created = Some(start.elapsed());
         }
         // Listing 1,000 objects is itself work for the API server: once a second.
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -314,8 +324,9 @@ async fn run() -> anyhow::Result<bool> {
     );
     println!("load average {}", load_average());
     println!(
-        "all {machines} machines Ready after {all_ready:.1?} (clusters Ready after {:.1?}); critical path {critical:?}, bound 1.5x + latency budget {:.1?}: ratio {:.2} -> {}",
+        "all {machines} machines Ready after {all_ready:.1?} (clusters Ready after {:.1?}, every instance created by {:.1?}); critical path {critical:?}, bound 1.5x + latency budget {:.1?}: ratio {:.2} -> {}",
         clusters_ready_at.unwrap_or_default(),
+        last_created.unwrap_or(all_ready),
         time_bound,
         all_ready.as_secs_f64() / time_bound.as_secs_f64(),
         if all_ready <= time_bound {
@@ -397,6 +408,94 @@ async fn run() -> anyhow::Result<bool> {
         && instances == machines as u64
         && per_machine <= call_budget
         && leaked == 0)
+}
+
+/// Samples, every 50 ms, what is in progress: BMM requests inside the simulator, BMM calls the
+/// provider awaits, reconciles running; and counts the requests of both servers. `window()`
+/// summarises the samples since its last call.
+struct Sampler {
+    state: std::sync::Arc<std::sync::Mutex<Window>>,
+}
+
+#[derive(Default)]
+struct Window {
+    samples: u64,
+    sim_in_flight: i64,
+    sim_max: i64,
+    calls_in_flight: i64,
+    machine_reconciles: i64,
+    machine_max: i64,
+    cluster_reconciles: i64,
+    started: Option<Instant>,
+    sim_answered: u64,
+    kube_requests: u64,
+    sim_base: u64,
+    kube_base: u64,
+}
+
+impl Sampler {
+    fn start(
+        sim: Sim,
+        metrics: ProviderMetrics,
+        kube: nephrite_test_apiserver::Requests,
+    ) -> Sampler {
+        let state = std::sync::Arc::new(std::sync::Mutex::new(Window {
+            started: Some(Instant::now()),
+            ..Window::default()
+        }));
+        let shared = state.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let sim_now = sim.requests_in_flight();
+                let machine = metrics.reconciles_running("machine");
+                let Ok(mut w) = shared.lock() else { return };
+                w.samples += 1;
+                w.sim_in_flight += sim_now;
+                w.sim_max = w.sim_max.max(sim_now);
+                w.calls_in_flight += metrics.api_calls_in_flight.get();
+                w.machine_reconciles += machine;
+                w.machine_max = w.machine_max.max(machine);
+                w.cluster_reconciles += metrics.reconciles_running("cluster");
+                w.sim_answered = sim.requests_answered();
+                w.kube_requests = kube.snapshot().values().sum();
+            }
+        });
+        Sampler { state }
+    }
+
+    /// Means (and maxima) of the samples since the last call, and request rates.
+    fn window(&self) -> String {
+        let Ok(mut w) = self.state.lock() else {
+            return String::new();
+        };
+        let n = w.samples.max(1) as f64;
+        let secs = w
+            .started
+            .map(|s| s.elapsed().as_secs_f64())
+            .unwrap_or(1.0)
+            .max(0.001);
+        let text = format!(
+            "in flight: sim {:.1} (max {}), provider BMM calls {:.1}, machine reconciles {:.1} (max {}), cluster reconciles {:.1}; requests: kube {:.0}/s, BMM {:.0}/s",
+            w.sim_in_flight as f64 / n,
+            w.sim_max,
+            w.calls_in_flight as f64 / n,
+            w.machine_reconciles as f64 / n,
+            w.machine_max,
+            w.cluster_reconciles as f64 / n,
+            w.kube_requests.saturating_sub(w.kube_base) as f64 / secs,
+            w.sim_answered.saturating_sub(w.sim_base) as f64 / secs,
+        );
+        *w = Window {
+            started: Some(Instant::now()),
+            sim_base: w.sim_answered.max(w.sim_base),
+            kube_base: w.kube_requests.max(w.kube_base),
+            sim_answered: w.sim_answered,
+            kube_requests: w.kube_requests,
+            ..Window::default()
+        };
+        text
+    }
 }
 
 /// The load average (1, 5, 15 min), to read every figure against.

@@ -113,6 +113,7 @@ impl BmmActuator {
             bootstrap: machine.user_data.clone(),
             bootstrap_required: false,
             failure_domain: None,
+            provisioned_in: None,
         }
     }
 

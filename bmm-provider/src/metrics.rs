@@ -7,6 +7,8 @@
 //! | `bmm_provider_reconciles_total` | `controller` (cluster, machine), `result` (ok, error, skipped) |
 //! | `bmm_provider_reconcile_seconds` | `controller` |
 //! | `bmm_provider_api_calls_total` | `operation` (`GET instance/{id}`, …), `result` (the HTTP status, `timeout`, `transport`) |
+//! | `bmm_provider_reconciles_in_flight` | `controller` |
+//! | `bmm_provider_api_calls_in_flight` | — |
 //!
 //! A `skipped` reconcile is one answered without calling BMM (its inputs had not changed and
 //! its poll was not due).
@@ -14,6 +16,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 /// Labels of the reconcile counter.
@@ -57,6 +60,29 @@ pub struct ProviderMetrics {
     pub reconcile_seconds: Durations,
     /// BMM API calls per operation and result.
     pub api_calls: Family<ApiCallLabels, Counter>,
+    /// Reconciles running now, per controller (skipped ones excluded).
+    pub reconciles_in_flight: Family<ControllerLabel, Gauge>,
+    /// BMM API calls waiting for their answer now.
+    pub api_calls_in_flight: Gauge,
+}
+
+/// Something in progress counted in a gauge: +1 when entered, −1 when dropped (also when the
+/// future holding it is cancelled).
+#[derive(Debug)]
+pub struct InFlight(Gauge);
+
+impl InFlight {
+    /// Counts one more in `gauge` until the returned value is dropped.
+    pub fn enter(gauge: &Gauge) -> InFlight {
+        gauge.inc();
+        InFlight(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Default for ProviderMetrics {
@@ -65,6 +91,8 @@ impl Default for ProviderMetrics {
             reconciles: Family::default(),
             reconcile_seconds: Family::new_with_constructor(reconcile_histogram),
             api_calls: Family::default(),
+            reconciles_in_flight: Family::default(),
+            api_calls_in_flight: Gauge::default(),
         }
     }
 }
@@ -85,6 +113,22 @@ impl ProviderMetrics {
                 })
                 .observe(s);
         }
+    }
+
+    /// Counts a reconcile of `controller` as running until the result is dropped.
+    pub fn reconciling(&self, controller: &str) -> InFlight {
+        InFlight::enter(&self.reconciles_in_flight.get_or_create(&ControllerLabel {
+            controller: controller.into(),
+        }))
+    }
+
+    /// Reconciles of `controller` running now.
+    pub fn reconciles_running(&self, controller: &str) -> i64 {
+        self.reconciles_in_flight
+            .get_or_create(&ControllerLabel {
+                controller: controller.into(),
+            })
+            .get()
     }
 
     /// Counts an API call.
@@ -111,6 +155,16 @@ impl ProviderMetrics {
             "bmm_provider_reconcile_seconds",
             "Duration of the reconciles that ran, per controller",
             self.reconcile_seconds.clone(),
+        )?;
+        server.register_metric(
+            "bmm_provider_reconciles_in_flight",
+            "Reconciles running now, per controller",
+            self.reconciles_in_flight.clone(),
+        )?;
+        server.register_metric(
+            "bmm_provider_api_calls_in_flight",
+            "BMM API calls waiting for their answer",
+            self.api_calls_in_flight.clone(),
         )?;
         server.register_metric(
             "bmm_provider_api_calls",

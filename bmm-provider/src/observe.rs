@@ -94,6 +94,10 @@ pub struct MachineRecord {
     /// The failure domain asked for (`Machine.spec.failureDomain`): must be the cluster's site.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_domain: Option<String>,
+    /// How long its instance took to provision, once it was seen Ready (from the API's status
+    /// history; not kept in the state file).
+    #[serde(skip)]
+    pub provisioned_in: Option<std::time::Duration>,
 }
 
 fn labels(l: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -444,6 +448,7 @@ pub async fn reconcile_machine(
     match &record.status.instance_id {
         Some(id) => {
             if let Some(i) = client.instance(id).await.map_err(api)? {
+                record.provisioned_in = i.provisioning_time();
                 instances.push(instance_view(&i));
             }
         }

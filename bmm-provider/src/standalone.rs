@@ -246,6 +246,7 @@ pub fn read_documents(
                         bootstrap,
                         bootstrap_required: false,
                         failure_domain: None,
+                        provisioned_in: None,
                     },
                 ));
             }

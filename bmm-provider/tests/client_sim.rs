@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nephrite_bmm_provider::client::types::*;
-use nephrite_bmm_provider::client::{ApiError, BmmClient, ClientConfig, Token};
+use nephrite_bmm_provider::client::{ApiError, BmmClient, ClientConfig, RetryPolicy, Token};
 use nephrite_bmm_provider::sim::{Kind, SimConfig, auth};
 use serde_json::{Value, json};
 use support::{Harness, ORG, SECRET, eventually, fast_config};
@@ -343,6 +343,38 @@ async fn lost_create_answers_are_adopted_and_faults_retried_without_duplicates()
         metrics.contains("bmm_sim_faults_injected_total"),
         "{metrics}"
     );
+    h.assert_contract_held();
+}
+
+#[tokio::test]
+async fn retry_after_of_a_429_is_honoured() {
+    let h = Harness::start(SimConfig {
+        retry_after: Some(Duration::from_secs(1)),
+        ..fast_config()
+    })
+    .await;
+    // Backoff alone would retry within 10 ms: only the server's Retry-After makes it wait.
+    let mut config = ClientConfig::new(&h.url, ORG, support::token());
+    config.retry = RetryPolicy {
+        max_attempts: 4,
+        base: Duration::from_millis(5),
+        cap: Duration::from_secs(60),
+    };
+    let client = BmmClient::new(config).expect("client");
+    h.sim.throttle_next(2);
+    let started = std::time::Instant::now();
+    let tenant = client
+        .current_tenant()
+        .await
+        .expect("answered after the 429s");
+    assert!(!tenant.id.is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "two 429s with Retry-After: 1 must delay the call by 2 s, not {:?}",
+        started.elapsed()
+    );
+    assert_eq!(h.sim.requests_answered(), 3, "two refusals, one answer");
+    assert_eq!(h.sim.faults_injected(), 2);
     h.assert_contract_held();
 }
 

@@ -181,6 +181,22 @@ async fn a_bad_cidr_is_refused_naming_the_field_before_any_call() {
 }
 
 #[test]
+fn output_into_a_closed_pipe_is_not_a_crash() {
+    // `bmm-provider status -o json | head` closes the pipe early: exit 0, no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bmm-provider"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run bmm-provider");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn crds_prints_the_four_crds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = provider(dir.path(), &["crds"]);

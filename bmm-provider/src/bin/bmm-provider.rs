@@ -189,16 +189,29 @@ impl Connection {
     }
 }
 
+/// Writes `text` to stdout; a reader that has gone (`| head`) is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Crds => {
             for crd in nephrite_bmm::crd::all_crds() {
-                println!("---\n{}", serde_norway::to_string(&crd)?.trim_end());
+                emit(&format!(
+                    "---\n{}\n",
+                    serde_norway::to_string(&crd)?.trim_end()
+                ))?;
             }
         }
         Command::Clusterctl { out, version } => {
             for path in nephrite_bmm_provider::clusterctl::write(&out, &version)? {
-                println!("{}", path.display());
+                emit(&format!("{}\n", path.display()))?;
             }
         }
         Command::Serve {
@@ -257,13 +270,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            print!("{}", standalone::status_table(&state));
+            emit(&standalone::status_table(&state))?;
         }
         Command::Status { connection, output } => {
             let state = connection.state()?;
             match output {
-                Output::Table => print!("{}", standalone::status_table(&state)),
-                Output::Json => println!("{}", serde_json::to_string_pretty(&state)?),
+                Output::Table => emit(&standalone::status_table(&state))?,
+                Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&state)?))?,
             }
         }
         Command::Delete { connection, pace } => {

@@ -63,6 +63,9 @@ struct ServeFlags {
     /// Machines of the simulated instance type.
     #[arg(long, env = "BMM_SIM_MACHINES", default_value_t = 64)]
     machines: usize,
+    /// Send `Retry-After` (this long, whole seconds) with injected 429s and 503s.
+    #[arg(long, env = "BMM_SIM_RETRY_AFTER", value_parser = humantime::parse_duration)]
+    retry_after: Option<Duration>,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key).
     #[arg(long, env = "BMM_SIM_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -99,6 +102,7 @@ async fn main() -> anyhow::Result<()> {
         lost_response_rate: f.lost_response_rate,
         latency: f.latency,
         machines: f.machines,
+        retry_after: f.retry_after,
     });
     let tls = match (&f.tls_cert, &f.tls_key) {
         (Some(cert), Some(key)) => Some(nephrite_bmm_provider::sim::server_config(cert, key)?),

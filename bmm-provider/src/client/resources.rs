@@ -26,6 +26,16 @@ fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
     })
 }
 
+/// What one HTTP exchange brought back.
+struct Answer {
+    status: u16,
+    /// The `X-Pagination` header.
+    paging: Option<String>,
+    text: String,
+    /// The wait the server asked for (`Retry-After`, with a 429 or 503).
+    retry_after: Option<std::time::Duration>,
+}
+
 impl BmmClient {
     fn count(&self, op: &str, result: &str) {
         if let Some(m) = &self.metrics {
@@ -33,7 +43,7 @@ impl BmmClient {
         }
     }
 
-    /// One HTTP exchange: (status, X-Pagination, body).
+    /// One HTTP exchange.
     async fn exchange(
         &self,
         op: &str,
@@ -41,7 +51,7 @@ impl BmmClient {
         path: &str,
         query: &[(&str, String)],
         body: Option<&serde_json::Value>,
-    ) -> Result<(u16, Option<String>, String), ApiError> {
+    ) -> Result<Answer, ApiError> {
         let url = format!("{}/{}", self.base, path);
         let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
             .map_err(|_| {
@@ -56,7 +66,13 @@ impl BmmClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|source| {
+        let in_flight = self
+            .metrics
+            .as_ref()
+            .map(|m| crate::metrics::InFlight::enter(&m.api_calls_in_flight));
+        let response = request.send().await;
+        drop(in_flight);
+        let response = response.map_err(|source| {
             self.count(
                 op,
                 if source.is_timeout() {
@@ -80,11 +96,16 @@ impl BmmClient {
         })?;
         let status = response.status().as_u16();
         self.count(op, &status.to_string());
-        let paging = response
-            .headers()
-            .get("X-Pagination")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let paging = header("X-Pagination");
+        let retry_after = header("Retry-After")
+            .and_then(|v| super::retry::retry_after(&v, jiff::Timestamp::now()));
         let text = response
             .text()
             .await
@@ -93,7 +114,12 @@ impl BmmClient {
                 source,
             })?;
         debug!(op, status, "BMM API answered");
-        Ok((status, paging, text))
+        Ok(Answer {
+            status,
+            paging,
+            text,
+            retry_after,
+        })
     }
 
     /// An exchange retried while it fails transiently; `ok` lists the success codes.
@@ -108,13 +134,14 @@ impl BmmClient {
     ) -> Result<(Option<String>, String), ApiError> {
         let mut attempt = 0;
         loop {
-            let result = match self.exchange(op, method.clone(), path, query, body).await {
-                Ok((status, paging, text)) if ok.contains(&status) => return Ok((paging, text)),
-                Ok((status, _, text)) => ApiError::from_answer(op, status, &text),
-                Err(e) => e,
-            };
+            let (result, retry_after) =
+                match self.exchange(op, method.clone(), path, query, body).await {
+                    Ok(a) if ok.contains(&a.status) => return Ok((a.paging, a.text)),
+                    Ok(a) => (ApiError::from_answer(op, a.status, &a.text), a.retry_after),
+                    Err(e) => (e, None),
+                };
             if result.is_transient() && attempt + 1 < self.retry.max_attempts {
-                let delay = self.retry.jittered(attempt);
+                let delay = self.retry.honouring(attempt, fastrand::f64(), retry_after);
                 warn!(op, attempt, ?delay, error = %result, "transient failure, retrying");
                 tokio::time::sleep(delay).await;
                 attempt += 1;
@@ -195,13 +222,13 @@ impl BmmClient {
         })?;
         let mut attempt = 0;
         loop {
-            let error = match self
+            let (error, retry_after) = match self
                 .exchange(op, Method::POST, path, &[], Some(&body))
                 .await
             {
-                Ok((201 | 200, _, text)) => return decode(op, &text),
-                Ok((status, _, text)) => ApiError::from_answer(op, status, &text),
-                Err(e) => e,
+                Ok(a) if matches!(a.status, 201 | 200) => return decode(op, &a.text),
+                Ok(a) => (ApiError::from_answer(op, a.status, &a.text), a.retry_after),
+                Err(e) => (e, None),
             };
             let lookup = match &error {
                 ApiError::Conflict { existing_id, .. } => Some(existing_id.clone()),
@@ -216,7 +243,7 @@ impl BmmClient {
                 return Ok(found);
             }
             if error.is_transient() && attempt + 1 < self.retry.max_attempts {
-                let delay = self.retry.jittered(attempt);
+                let delay = self.retry.honouring(attempt, fastrand::f64(), retry_after);
                 warn!(op, attempt, ?delay, %error, "create failed transiently, retrying");
                 tokio::time::sleep(delay).await;
                 attempt += 1;

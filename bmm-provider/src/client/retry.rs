@@ -41,4 +41,28 @@ impl RetryPolicy {
     pub fn jittered(&self, attempt: u32) -> Duration {
         self.delay(attempt, fastrand::f64())
     }
+
+    /// The delay before retry number `attempt` when the server asked for `retry_after`
+    /// (`Retry-After` on a 429 or 503): never sooner than it asked, nor than the backoff,
+    /// and at most the cap.
+    pub fn honouring(&self, attempt: u32, unit: f64, retry_after: Option<Duration>) -> Duration {
+        self.delay(attempt, unit)
+            .max(retry_after.unwrap_or_default())
+            .min(self.cap)
+    }
 }
+
+/// Reads a `Retry-After` header (RFC 9110 §10.2.3): delay-seconds (`120`) or an HTTP-date
+/// (`Wed, 21 Oct 2015 07:28:00 GMT`, a wait until then, zero when past); `None` when it is
+/// neither.
+pub fn retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    Some(Duration::try_from(at.duration_since(now)).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests;

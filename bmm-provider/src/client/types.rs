@@ -359,6 +359,27 @@ pub struct Instance {
     /// Status.
     #[serde(default)]
     pub status: Option<String>,
+    /// The statuses it went through, with when (newest first, as the API lists them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status_history: Vec<StatusDetail>,
+    /// When it was created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+}
+
+impl Instance {
+    /// How long it took from its creation to `Ready`, by its status history (`None` until it
+    /// is Ready, or when the times are missing or unreadable).
+    pub fn provisioning_time(&self) -> Option<std::time::Duration> {
+        let created: jiff::Timestamp = self.created.as_deref()?.parse().ok()?;
+        let ready: jiff::Timestamp = self
+            .status_history
+            .iter()
+            .filter(|d| d.status.as_deref() == Some("Ready"))
+            .filter_map(|d| d.created.as_deref()?.parse().ok())
+            .min()?;
+        std::time::Duration::try_from(ready.duration_since(created)).ok()
+    }
 }
 
 /// `InstanceCreateRequest`.

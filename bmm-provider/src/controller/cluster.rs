@@ -113,7 +113,7 @@ async fn reconcile_cluster_object(
         &ctx,
         "cluster",
         &key,
-        inputs,
+        (inputs, None),
         reconcile_cluster_with(&obj, &ctx, cluster.as_deref()),
     )
     .await;

@@ -1,7 +1,7 @@
 //! The NvidiaBMMMachine controller.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -18,11 +18,13 @@ use serde_json::json;
 use super::pacing::{Next, age_since, fingerprint};
 use super::{
     ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
-    log_failures, now, paced, related, report, requeue_after_error, set_finalizers, set_not_ready,
-    set_paused, settle,
+    log_failures, now, paced, provisioning, related, report, requeue_after_error, set_finalizers,
+    set_not_ready, set_paused, settle,
 };
 use crate::observe::{ClusterRecord, MachineRecord, reconcile_machine};
-use nephrite_bmm::decide::poll_after;
+use nephrite_bmm::cloud::Lifecycle;
+use nephrite_bmm::crd::NvidiaBMMMachineStatus;
+use nephrite_bmm::decide::{poll_after, poll_expecting};
 
 /// The machines of a cluster (by the `cluster.x-k8s.io/cluster-name` label).
 fn machines_of(
@@ -56,8 +58,9 @@ pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let ctx = Ctx::shared(client, config);
-    let controller = Controller::new(api, watcher::Config::default());
+    let (ctx, learnt) = Ctx::learning(client, config);
+    // A provisioning time learnt: polls scheduled before move to when instances are due.
+    let controller = Controller::new(api, watcher::Config::default()).reconcile_all_on(learnt);
     let (by_cluster, by_infra) = (controller.store(), controller.store());
     let (on_machine, on_cluster, on_infra) = (ctx.clone(), ctx.clone(), ctx.clone());
     let controller = controller
@@ -185,6 +188,44 @@ async fn infra_cluster(
     }))
 }
 
+/// The key under which the provisioning times of `obj`'s instances are learnt.
+fn provisioning_key(obj: &NvidiaBMMMachine, infra: &NvidiaBMMCluster) -> Option<String> {
+    let site = infra.status.as_ref()?.site_id.as_deref()?;
+    Some(provisioning::key(
+        site,
+        obj.spec.instance_type.id.as_deref(),
+    ))
+}
+
+/// How long `obj`'s instance has been provisioning (since `InstanceProvisioned` turned True).
+fn provisioning_age(status: &NvidiaBMMMachineStatus) -> Duration {
+    let since = find_condition(&status.conditions, conditions::INSTANCE_PROVISIONED)
+        .and_then(|c| c.last_transition_time.as_deref());
+    age_since(since, jiff::Timestamp::now())
+}
+
+/// When `obj`'s instance, in progress, is expected to be Ready (by the provisioning times of
+/// its kind; possibly past); `None` when that is unknown.
+fn expected_ready(
+    ctx: &Ctx,
+    obj: &NvidiaBMMMachine,
+    infra: Option<&NvidiaBMMCluster>,
+) -> Option<Instant> {
+    let status = obj.status.as_ref()?;
+    if obj.metadata.deletion_timestamp.is_some()
+        || Lifecycle::of(status.instance_state.as_deref()?) != Lifecycle::InProgress
+    {
+        return None;
+    }
+    let expected = ctx.provisioning.expected(&provisioning_key(obj, infra?)?)?;
+    let age = provisioning_age(status);
+    let now = Instant::now();
+    match expected.checked_sub(age) {
+        Some(left) => Some(now + left),
+        None => Some(now.checked_sub(age - expected).unwrap_or(now)),
+    }
+}
+
 /// What a machine reconcile depends on, read from the watches (or fetched once).
 struct Dependencies {
     machine: Option<Arc<DynamicObject>>,
@@ -194,9 +235,11 @@ struct Dependencies {
 }
 
 async fn reconcile_machine_object(
-    obj: Arc<NvidiaBMMMachine>,
+    watched: Arc<NvidiaBMMMachine>,
     ctx: Arc<Ctx>,
 ) -> Result<Action, ControllerError> {
+    // What this controller last wrote, while the watch has not delivered it yet.
+    let obj = ctx.own_machines.newest(watched);
     let namespace = obj.namespace().unwrap_or_else(|| "default".into());
     let key = format!("{namespace}/{}", obj.name_any());
     let Some(owner) = obj
@@ -242,6 +285,7 @@ async fn reconcile_machine_object(
         cluster.as_deref().map(related::cluster_inputs),
         infra.as_deref().map(related::infra_inputs),
     ));
+    let sooner = expected_ready(&ctx, &obj, infra.as_deref());
     let deps = Dependencies {
         machine,
         cluster,
@@ -252,7 +296,7 @@ async fn reconcile_machine_object(
         &ctx,
         "machine",
         &key,
-        inputs,
+        (inputs, sooner),
         reconcile_machine_with(&obj, &ctx, deps),
     )
     .await;
@@ -304,16 +348,9 @@ async fn reconcile_machine_with(
     if !deleting && !has_finalizer {
         let mut finalizers = obj.finalizers().to_vec();
         finalizers.push(MACHINE_FINALIZER.to_string());
-        set_finalizers(&api, &name, finalizers).await?;
+        ctx.own_machines
+            .wrote(set_finalizers(&api, &name, finalizers).await?);
         return Ok(Next::After(Duration::from_millis(10)));
-    }
-    let uid = obj.metadata.uid.clone().unwrap_or_default();
-    if status.instance_id.is_none() {
-        status.instance_id = ctx
-            .instance_ids
-            .lock()
-            .ok()
-            .and_then(|ids| ids.get(&uid).cloned());
     }
     // Bootstrap data matters only until the instance exists.
     let bootstrap = if status.instance_id.is_none() && !deleting {
@@ -359,24 +396,31 @@ async fn reconcile_machine_with(
             .and_then(|m| m.data.pointer("/spec/failureDomain"))
             .and_then(|d| d.as_str())
             .map(str::to_string),
+        provisioned_in: None,
     };
     let outcome =
         reconcile_machine(&credentials.client, &cluster_record, &mut record, deleting).await;
-    // An instance in progress is polled by its age: since InstanceProvisioned turned True
-    // (its creation) or, while deleting, since Ready turned False.
-    let clock = if deleting {
-        conditions::READY
+    let learning = provisioning_key(obj, &infra);
+    if let (Some(took), Some(key)) = (record.provisioned_in, &learning) {
+        ctx.provisioning.record(key, took);
+    }
+    // An instance in progress is polled when instances of its kind are expected Ready, else
+    // by its age: since InstanceProvisioned turned True (its creation) or, while deleting,
+    // since Ready turned False.
+    let poll = if deleting {
+        let since = find_condition(&record.status.conditions, conditions::READY)
+            .and_then(|c| c.last_transition_time.as_deref());
+        let age = age_since(since, jiff::Timestamp::now());
+        poll_after(ctx.config.poll, ctx.config.poll_max, age, fastrand::f64())
     } else {
-        conditions::INSTANCE_PROVISIONED
+        poll_expecting(
+            ctx.config.poll,
+            ctx.config.poll_max,
+            provisioning_age(&record.status),
+            learning.and_then(|k| ctx.provisioning.expected(&k)),
+            fastrand::f64(),
+        )
     };
-    let since = find_condition(&record.status.conditions, clock)
-        .and_then(|c| c.last_transition_time.as_deref());
-    let poll = poll_after(
-        ctx.config.poll,
-        ctx.config.poll_max,
-        age_since(since, jiff::Timestamp::now()),
-        fastrand::f64(),
-    );
     let next = settle(
         ctx,
         &credentials,
@@ -386,21 +430,20 @@ async fn reconcile_machine_with(
         &now,
     );
     if record.spec.provider_id != obj.spec.provider_id && record.spec.provider_id.is_some() {
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"providerID": record.spec.provider_id}})),
-        )
-        .await?;
+        let patched = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"providerID": record.spec.provider_id}})),
+            )
+            .await?;
+        ctx.own_machines.wrote(patched);
     }
-    report(&api, &name, &record.status, written).await?;
-    if let (Some(id), Ok(mut ids)) = (&record.status.instance_id, ctx.instance_ids.lock()) {
-        ids.insert(uid.clone(), id.clone());
+    if let Some(patched) = report(&api, &name, &record.status, written).await? {
+        ctx.own_machines.wrote(patched);
     }
     if deleting && !record.finalizer {
-        if let Ok(mut ids) = ctx.instance_ids.lock() {
-            ids.remove(&uid);
-        }
+        ctx.own_machines.forget(&namespace, &name);
         let finalizers: Vec<String> = obj
             .finalizers()
             .iter()

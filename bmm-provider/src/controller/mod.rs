@@ -19,6 +19,7 @@ mod credentials;
 mod machine;
 mod node;
 mod pacing;
+mod provisioning;
 mod related;
 
 use std::time::Duration;
@@ -151,22 +152,38 @@ struct Ctx {
     pacing: pacing::Pacing,
     /// The objects reconciles depend on, as their watches delivered them.
     related: related::Related,
-    /// The instance id recorded for each machine (by uid): the watch's copy of a machine can
-    /// lag behind the status just written, and must not make it create (and adopt) again.
-    instance_ids: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// What the machine controller's writes answered, used while the watch lags behind them
+    /// (a status just written with the instance id must not make it create again).
+    own_machines: related::OwnWrites<nephrite_bmm::crd::NvidiaBMMMachine>,
+    /// How long instances take to provision (see [`provisioning`]).
+    provisioning: provisioning::ProvisioningTimes,
 }
 
 impl Ctx {
     fn shared(client: Client, config: ControllerConfig) -> std::sync::Arc<Ctx> {
-        std::sync::Arc::new(Ctx {
+        Ctx::learning(client, config).0
+    }
+
+    /// A context, and the stream that yields when a provisioning time is learnt.
+    fn learning(
+        client: Client,
+        config: ControllerConfig,
+    ) -> (
+        std::sync::Arc<Ctx>,
+        futures::channel::mpsc::UnboundedReceiver<()>,
+    ) {
+        let (provisioning, learnt) = provisioning::ProvisioningTimes::new();
+        let ctx = std::sync::Arc::new(Ctx {
             client,
             config,
             rejected: RejectedTokens::default(),
             clients: credentials::ClientCache::default(),
             pacing: pacing::Pacing::default(),
             related: related::Related::default(),
-            instance_ids: Default::default(),
-        })
+            own_machines: Default::default(),
+            provisioning,
+        });
+        (ctx, learnt)
     }
 }
 
@@ -188,21 +205,22 @@ impl Conditions for nephrite_bmm::crd::NvidiaBMMMachineStatus {
     }
 }
 
-/// Writes `status` unless it is what the object already has (`written`).
+/// Writes `status` unless it is what the object already has (`written`); the object as the
+/// write left it, when there was one.
 async fn report<K, S>(
     api: &Api<K>,
     name: &str,
     status: &S,
     written: Option<&S>,
-) -> Result<(), kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     S: PartialEq + serde::Serialize,
 {
     if Some(status) != written {
-        patch_status(api, name, status).await?;
+        return patch_status(api, name, status).await.map(Some);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// After a failed Kubernetes call: try again after the poll interval.
@@ -226,12 +244,12 @@ fn capi_resource(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Merge-patches `status` of a namespaced object.
+/// Merge-patches `status` of a namespaced object; the object as patched.
 async fn patch_status<K>(
     api: &Api<K>,
     name: &str,
     status: &impl serde::Serialize,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -241,15 +259,14 @@ where
         &Patch::Merge(json!({ "status": status })),
     )
     .await
-    .map(|_| ())
 }
 
-/// Replaces `metadata.finalizers` of a namespaced object.
+/// Replaces `metadata.finalizers` of a namespaced object; the object as patched.
 async fn set_finalizers<K>(
     api: &Api<K>,
     name: &str,
     finalizers: Vec<String>,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -259,7 +276,6 @@ where
         &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
     )
     .await
-    .map(|_| ())
 }
 
 /// Sets `Ready=False` with a reason and a message.
@@ -350,13 +366,14 @@ fn settle(
 }
 
 /// Runs `reconcile` unless the object's inputs (`inputs`, a [`pacing::fingerprint`]) are
-/// those of its last reconcile and its requeue is not due; records what it asked for and
-/// counts it (`controller` names the controller in the metrics).
+/// those of its last reconcile and its requeue is not due (nor `sooner`, when something is
+/// expected earlier); records what it asked for and counts it (`controller` names the
+/// controller in the metrics).
 async fn paced<F>(
     ctx: &Ctx,
     controller: &str,
     key: &str,
-    inputs: u64,
+    (inputs, sooner): (u64, Option<std::time::Instant>),
     reconcile: F,
 ) -> Result<Action, ControllerError>
 where
@@ -364,11 +381,13 @@ where
 {
     let metrics = &ctx.config.metrics;
     let started = std::time::Instant::now();
-    if let Some(next) = ctx.pacing.unchanged(key, inputs, started) {
+    if let Some(next) = ctx.pacing.unchanged(key, inputs, started, sooner) {
         metrics.reconciled(controller, "skipped", None);
         return Ok(next.into());
     }
+    let running = metrics.reconciling(controller);
     let outcome = reconcile.await;
+    drop(running);
     let seconds = Some(started.elapsed().as_secs_f64());
     let next = match outcome {
         Ok(next) => next,

@@ -43,6 +43,8 @@ impl From<Next> for Action {
 struct Paced {
     inputs: u64,
     due: Option<Instant>,
+    /// When it was recorded (the reconcile finished).
+    at: Instant,
 }
 
 /// Per object: the fingerprint of the inputs of its last reconcile and when it is due again.
@@ -50,12 +52,26 @@ struct Paced {
 pub(super) struct Pacing(Mutex<HashMap<String, Paced>>);
 
 impl Pacing {
-    /// When `key` was reconciled with the same `inputs` and its requeue is not due yet: what
-    /// is left of the wait (`None`: reconcile now).
-    pub(super) fn unchanged(&self, key: &str, inputs: u64, now: Instant) -> Option<Next> {
+    /// When `key` was reconciled with the same `inputs` and neither its requeue nor `sooner`
+    /// is due yet: what is left of the wait (`None`: reconcile now). `sooner` is when
+    /// something is expected to have happened (an instance Ready); it counts only when the
+    /// last reconcile came before it, so an overdue expectation brings one reconcile forward,
+    /// not a loop of them.
+    pub(super) fn unchanged(
+        &self,
+        key: &str,
+        inputs: u64,
+        now: Instant,
+        sooner: Option<Instant>,
+    ) -> Option<Next> {
         let entries = self.0.lock().ok()?;
         let paced = entries.get(key).filter(|p| p.inputs == inputs)?;
-        match paced.due {
+        let sooner = sooner.filter(|s| *s > paced.at);
+        let due = match (paced.due, sooner) {
+            (Some(due), Some(sooner)) => Some(due.min(sooner)),
+            (due, sooner) => due.or(sooner),
+        };
+        match due {
             None => Some(Next::Change),
             Some(due) if due > now => Some(Next::After(due - now)),
             Some(_) => None,
@@ -69,7 +85,14 @@ impl Pacing {
                 Next::After(d) => Some(now + d),
                 Next::Change => None,
             };
-            entries.insert(key.to_string(), Paced { inputs, due });
+            entries.insert(
+                key.to_string(),
+                Paced {
+                    inputs,
+                    due,
+                    at: now,
+                },
+            );
         }
     }
 

@@ -66,6 +66,73 @@ impl<K: kube::Resource> Latest<K> {
     }
 }
 
+/// What a controller's own writes answered, per object: the watch may deliver its copy of an
+/// object after the controller has written to it and reconciles again, and that reconcile must
+/// see what was written (an instance id recorded, a finalizer added), not act on the older
+/// copy. A write's answer is used while it is newer than the watch's copy (by
+/// resourceVersion, same uid) and dropped once the watch has caught up; so nothing is
+/// remembered beyond what the API server holds, and a restarted controller, which starts
+/// from a fresh list, behaves the same.
+pub(super) struct OwnWrites<K>(Mutex<HashMap<String, Arc<K>>>);
+
+impl<K> Default for OwnWrites<K> {
+    fn default() -> Self {
+        OwnWrites(Mutex::new(HashMap::new()))
+    }
+}
+
+/// The resourceVersion as a number (what etcd and the in-memory server use); `None` when it
+/// is absent or not a number, in which case the watch's copy is trusted.
+fn revision<K: kube::Resource>(object: &K) -> Option<u64> {
+    object.meta().resource_version.as_deref()?.parse().ok()
+}
+
+/// Whether `a` is a later version of the same object than `b`.
+fn later<K: kube::Resource>(a: &K, b: &K) -> bool {
+    a.meta().uid == b.meta().uid
+        && matches!((revision(a), revision(b)), (Some(x), Some(y)) if x > y)
+}
+
+impl<K: kube::Resource> OwnWrites<K> {
+    /// Keeps what a write answered (unless a later write's answer is already kept).
+    pub(super) fn wrote(&self, object: K) {
+        let Ok(mut written) = self.0.lock() else {
+            return;
+        };
+        let k = key(&object.namespace().unwrap_or_default(), &object.name_any());
+        if written.get(&k).is_none_or(|w| !later(w.as_ref(), &object)) {
+            written.insert(k, Arc::new(object));
+        }
+    }
+
+    /// The later of `watched` and the last write's answer for it; forgets the answer once
+    /// the watch has caught up with it.
+    pub(super) fn newest(&self, watched: Arc<K>) -> Arc<K> {
+        let Ok(mut written) = self.0.lock() else {
+            return watched;
+        };
+        let k = key(
+            &watched.namespace().unwrap_or_default(),
+            &watched.name_any(),
+        );
+        match written.get(&k) {
+            Some(w) if later(w.as_ref(), watched.as_ref()) => w.clone(),
+            Some(_) => {
+                written.remove(&k);
+                watched
+            }
+            None => watched,
+        }
+    }
+
+    /// Forgets the object `namespace/name` (it is gone).
+    pub(super) fn forget(&self, namespace: &str, name: &str) {
+        if let Ok(mut written) = self.0.lock() {
+            written.remove(&key(namespace, name));
+        }
+    }
+}
+
 /// What a controller depends on.
 #[derive(Default)]
 pub(super) struct Related {

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::Sim;
 use super::metrics::{KindLabel, RequestLabel};
 use super::world::{Kind, Refusal, World};
+use crate::metrics::InFlight;
 use crate::openapi;
 
 type Params = Query<HashMap<String, String>>;
@@ -490,11 +491,26 @@ fn route_of(path: &str) -> String {
         .join("/")
 }
 
+/// An injected fault; a 429 or 503 carries `Retry-After` when the simulator is set to send it.
+fn injected(sim: &Sim, status: u16) -> Response {
+    let mut response = error(status, "Injected fault", Value::Null);
+    if let Some(wait) = sim.config.retry_after
+        && matches!(status, 429 | 503)
+    {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
 /// Latency, injected faults and the bearer check, in that order; counts the answer.
 async fn guard(State(sim): State<Sim>, request: Request, next: Next) -> Response {
     let method = request.method().clone();
     sim.metrics
         .count_path(&format!("{method} {}", route_of(request.uri().path())));
+    let _in_flight = InFlight::enter(&sim.metrics.in_flight);
     let response = guarded(&sim, request, next).await;
     sim.metrics
         .requests
@@ -511,10 +527,13 @@ async fn guarded(sim: &Sim, request: Request, next: Next) -> Response {
     if !sim.config.latency.is_zero() {
         tokio::time::sleep(sim.config.latency).await;
     }
+    if sim.take_throttled() {
+        sim.metrics.faults.inc();
+        return injected(sim, 429);
+    }
     if sim.config.fault_rate > 0.0 && fastrand::f64() < sim.config.fault_rate {
         sim.metrics.faults.inc();
-        let status = [429u16, 502, 503, 504][fastrand::usize(0..4)];
-        return error(status, "Injected fault", Value::Null);
+        return injected(sim, [429u16, 502, 503, 504][fastrand::usize(0..4)]);
     }
     let org = request
         .uri()

@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Labels of the per-kind counter.
@@ -32,6 +33,8 @@ pub struct SimMetrics {
     pub faults: Counter,
     /// Requests answered, all together.
     pub answered: Counter,
+    /// Requests being answered right now (latency included).
+    pub in_flight: Gauge,
     /// Requests per `METHOD route` (e.g. `GET instance/{instanceId}`).
     by_path: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -54,12 +57,19 @@ impl SimMetrics {
             requests.clone(),
         );
         registry.register("faults_injected", "Faults injected", faults.clone());
+        let in_flight = Gauge::default();
+        registry.register(
+            "requests_in_flight",
+            "Requests being answered (injected latency included)",
+            in_flight.clone(),
+        );
         SimMetrics {
             registry,
             created,
             requests,
             faults,
             answered: Counter::default(),
+            in_flight,
             by_path: Default::default(),
         }
     }

@@ -15,6 +15,7 @@ mod metrics;
 mod tls;
 pub mod world;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ pub struct SimConfig {
     pub latency: Duration,
     /// Machines of the instance type.
     pub machines: usize,
+    /// `Retry-After` (whole seconds, rounded up) sent with injected 429s and 503s.
+    pub retry_after: Option<Duration>,
 }
 
 impl Default for SimConfig {
@@ -53,6 +56,7 @@ impl Default for SimConfig {
             lost_response_rate: 0.0,
             latency: Duration::ZERO,
             machines: 64,
+            retry_after: None,
         }
     }
 }
@@ -66,6 +70,8 @@ pub struct Sim {
     pub world: Arc<Mutex<World>>,
     /// Counters.
     pub metrics: Arc<metrics::SimMetrics>,
+    /// Requests still to be answered 429 (see [`Sim::throttle_next`]).
+    throttled: Arc<AtomicU64>,
 }
 
 impl Sim {
@@ -82,7 +88,21 @@ impl Sim {
             config: Arc::new(config),
             world: Arc::new(Mutex::new(world)),
             metrics: Arc::new(metrics::SimMetrics::new()),
+            throttled: Arc::default(),
         }
+    }
+
+    /// Answers the next `n` requests 429 Too Many Requests (with `Retry-After` when
+    /// [`SimConfig::retry_after`] is set), as a platform shedding load does.
+    pub fn throttle_next(&self, n: u64) {
+        self.throttled.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether this request is one of those [`Sim::throttle_next`] asked to refuse.
+    fn take_throttled(&self) -> bool {
+        self.throttled
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// The id of the simulated site.
@@ -130,6 +150,11 @@ impl Sim {
     /// Requests so far per `METHOD route` (e.g. `GET instance/{instanceId}`), faults included.
     pub fn requests_by_path(&self) -> Vec<(String, u64)> {
         self.metrics.requests_by_path()
+    }
+
+    /// Requests being answered right now.
+    pub fn requests_in_flight(&self) -> i64 {
+        self.metrics.in_flight.get()
     }
 
     /// Faults injected so far.

@@ -293,6 +293,7 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
     }
     let status = answer.status();
     let paging = answer.headers().get("X-Pagination").cloned();
+    let retry_after = answer.headers().get(http::header::RETRY_AFTER).cloned();
     let bytes = answer.bytes().await.unwrap_or_default();
     if let Some(t) = &template {
         let what = format!("response {status} to {method} {t}");
@@ -357,6 +358,9 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
     );
     if let Some(p) = paging {
         response.headers_mut().insert("X-Pagination", p);
+    }
+    if let Some(r) = retry_after {
+        response.headers_mut().insert(http::header::RETRY_AFTER, r);
     }
     response
 }

@@ -19,6 +19,8 @@ pub(crate) struct ResourceType {
     pub status_subresource: bool,
     /// `openAPIV3Schema` of a CRD version (enforced by [`crate::schema`]).
     pub schema: Option<Value>,
+    /// The schema's `pattern`s, compiled when the CRD was stored.
+    pub patterns: crate::schema::Patterns,
     /// Name of the CRD that defines this resource; `None` for built-ins.
     pub crd: Option<String>,
 }
@@ -108,6 +110,7 @@ fn builtin(
         categories: Vec::new(),
         status_subresource: status,
         schema: None,
+        patterns: Default::default(),
         crd: None,
     }
 }
@@ -362,15 +365,17 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, FieldProblem> {
         })?;
         let schema = v.pointer("/schema/openAPIV3Schema").cloned();
         let schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-        if let Some((path, pattern)) = schema
-            .as_ref()
-            .and_then(|s| crate::schema::bad_pattern(s, &schema_path))
-        {
-            return Err(FieldProblem::new(
-                path,
-                format!("Invalid value: {pattern:?}: must be a valid regular expression"),
-            ));
-        }
+        let patterns = match &schema {
+            Some(s) => {
+                crate::schema::compile_patterns(s, &schema_path).map_err(|(path, pattern)| {
+                    FieldProblem::new(
+                        path,
+                        format!("Invalid value: {pattern:?}: must be a valid regular expression"),
+                    )
+                })?
+            }
+            None => Default::default(),
+        };
         if !v.get("served").and_then(Value::as_bool).unwrap_or(false) {
             continue;
         }
@@ -385,6 +390,7 @@ pub(crate) fn parse_crd(crd: &Value) -> Result<CrdDefinition, FieldProblem> {
             categories: categories.clone(),
             status_subresource: v.pointer("/subresources/status").is_some(),
             schema,
+            patterns,
             crd: Some(name.clone()),
         });
     }

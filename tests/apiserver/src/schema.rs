@@ -10,11 +10,16 @@
 //!
 //! - [`violations`] (in [`constraints`]): types, enums, patterns, formats, lengths, bounds and
 //!   item counts, each worded as Kubernetes words it.
-//! - [`bad_pattern`]: the first `pattern` of a schema that is not a valid regular expression
-//!   (such a CRD is refused).
+//! - [`compile_patterns`]: every `pattern` of a schema compiled once, when the CRD is stored
+//!   ([`Patterns`], kept in the served resource type); the first one that is not a valid
+//!   regular expression refuses the CRD.
 //!
 //! CEL rules, `allOf`/`anyOf`/`oneOf`/`not` and defaults are not checked.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use regex::Regex;
 use serde_json::Value;
 
 mod constraints;
@@ -133,14 +138,52 @@ fn walk(schema: &Value, value: &Value, path: &str, missing: &mut Vec<String>) {
     }
 }
 
-/// The path (`properties[spec].properties[cidr].pattern`) and value of the first `pattern` in
-/// `schema` that is not a valid regular expression.
-pub(crate) fn bad_pattern(schema: &Value, path: &str) -> Option<(String, String)> {
-    let map = schema.as_object()?;
+/// The compiled `pattern`s of a schema by their source: compiled once when the CRD is stored
+/// and shared by every write of its objects.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Patterns(Arc<HashMap<String, Regex>>);
+
+impl PartialEq for Patterns {
+    /// The same sources: each regex is compiled from its source.
+    fn eq(&self, other: &Patterns) -> bool {
+        self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
+    }
+}
+
+impl Patterns {
+    /// Whether `s` matches `pattern`. A pattern compiled elsewhere than here (a schema edited
+    /// after its patterns were compiled, as tests do) is compiled now; one that does not
+    /// compile matches nothing.
+    pub(crate) fn is_match(&self, pattern: &str, s: &str) -> bool {
+        match self.0.get(pattern) {
+            Some(re) => re.is_match(s),
+            None => Regex::new(pattern).is_ok_and(|re| re.is_match(s)),
+        }
+    }
+}
+
+/// Compiles every `pattern` in `schema`; `Err` names the path
+/// (`properties[spec].properties[cidr].pattern`, under `path`) and value of the first one that
+/// is not a valid regular expression.
+pub(crate) fn compile_patterns(schema: &Value, path: &str) -> Result<Patterns, (String, String)> {
+    let mut compiled = HashMap::new();
+    collect_patterns(schema, path, &mut compiled)?;
+    Ok(Patterns(Arc::new(compiled)))
+}
+
+fn collect_patterns(
+    schema: &Value,
+    path: &str,
+    compiled: &mut HashMap<String, Regex>,
+) -> Result<(), (String, String)> {
+    let Some(map) = schema.as_object() else {
+        return Ok(());
+    };
     if let Some(pattern) = map.get("pattern").and_then(Value::as_str)
-        && !constraints::pattern_compiles(pattern)
+        && !compiled.contains_key(pattern)
     {
-        return Some((join(path, "pattern"), pattern.to_string()));
+        let re = Regex::new(pattern).map_err(|_| (join(path, "pattern"), pattern.to_string()))?;
+        compiled.insert(pattern.to_string(), re);
     }
     for key in ["properties", "patternProperties"] {
         for (name, sub) in map
@@ -149,15 +192,15 @@ pub(crate) fn bad_pattern(schema: &Value, path: &str) -> Option<(String, String)
             .into_iter()
             .flatten()
         {
-            if let Some(found) = bad_pattern(sub, &format!("{}[{name}]", join(path, key))) {
-                return Some(found);
-            }
+            collect_patterns(sub, &format!("{}[{name}]", join(path, key)), compiled)?;
         }
     }
-    ["items", "additionalProperties"]
-        .into_iter()
-        .filter_map(|key| map.get(key).map(|sub| (key, sub)))
-        .find_map(|(key, sub)| bad_pattern(sub, &join(path, key)))
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = map.get(key) {
+            collect_patterns(sub, &join(path, key), compiled)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

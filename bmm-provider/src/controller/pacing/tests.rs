@@ -6,30 +6,84 @@ use super::*;
 fn an_unchanged_reconcile_waits_for_its_due_time() {
     let pacing = Pacing::default();
     let t0 = Instant::now();
-    assert_eq!(pacing.unchanged("ns/a", 1, t0), None, "never reconciled");
+    assert_eq!(
+        pacing.unchanged("ns/a", 1, t0, None),
+        None,
+        "never reconciled"
+    );
     pacing.record("ns/a", 1, Next::After(Duration::from_secs(10)), t0);
     assert_eq!(
-        pacing.unchanged("ns/a", 1, t0 + Duration::from_secs(4)),
+        pacing.unchanged("ns/a", 1, t0 + Duration::from_secs(4), None),
         Some(Next::After(Duration::from_secs(6)))
     );
     assert_eq!(
-        pacing.unchanged("ns/a", 1, t0 + Duration::from_secs(10)),
+        pacing.unchanged("ns/a", 1, t0 + Duration::from_secs(10), None),
         None,
         "due"
     );
     assert_eq!(
-        pacing.unchanged("ns/a", 2, t0 + Duration::from_secs(1)),
+        pacing.unchanged("ns/a", 2, t0 + Duration::from_secs(1), None),
         None,
         "inputs changed"
     );
-    assert_eq!(pacing.unchanged("ns/b", 1, t0), None, "another object");
+    assert_eq!(
+        pacing.unchanged("ns/b", 1, t0, None),
+        None,
+        "another object"
+    );
     pacing.record("ns/a", 3, Next::Change, t0);
     assert_eq!(
-        pacing.unchanged("ns/a", 3, t0 + Duration::from_secs(3600)),
+        pacing.unchanged("ns/a", 3, t0 + Duration::from_secs(3600), None),
         Some(Next::Change)
     );
     pacing.forget("ns/a");
-    assert_eq!(pacing.unchanged("ns/a", 3, t0), None);
+    assert_eq!(pacing.unchanged("ns/a", 3, t0, None), None);
+}
+
+#[test]
+fn something_expected_sooner_brings_the_reconcile_forward() {
+    let pacing = Pacing::default();
+    let t0 = Instant::now();
+    let s = |secs| Some(t0 + Duration::from_secs(secs));
+    pacing.record("ns/a", 1, Next::After(Duration::from_secs(30)), t0);
+    assert_eq!(
+        pacing.unchanged("ns/a", 1, t0, s(12)),
+        Some(Next::After(Duration::from_secs(12)))
+    );
+    assert_eq!(
+        pacing.unchanged("ns/a", 1, t0 + Duration::from_secs(12), s(12)),
+        None
+    );
+    // Expected later than the requeue: the requeue.
+    assert_eq!(
+        pacing.unchanged("ns/a", 1, t0, s(50)),
+        Some(Next::After(Duration::from_secs(30)))
+    );
+    // Waiting for a change: something expected still brings it forward.
+    pacing.record("ns/a", 2, Next::Change, t0);
+    assert_eq!(
+        pacing.unchanged("ns/a", 2, t0, s(5)),
+        Some(Next::After(Duration::from_secs(5)))
+    );
+    // Expected before the last reconcile: already looked at, no loop.
+    pacing.record(
+        "ns/a",
+        3,
+        Next::After(Duration::from_secs(30)),
+        t0 + Duration::from_secs(5),
+    );
+    assert_eq!(
+        pacing.unchanged("ns/a", 3, t0 + Duration::from_secs(6), s(4)),
+        Some(Next::After(Duration::from_secs(29)))
+    );
+    // Expected after the last reconcile but already past (learnt late): reconcile now, once.
+    let later = t0 + Duration::from_secs(20);
+    assert_eq!(pacing.unchanged("ns/a", 3, later, s(10)), None);
+    pacing.record("ns/a", 3, Next::After(Duration::from_secs(5)), later);
+    assert_eq!(
+        pacing.unchanged("ns/a", 3, later + Duration::from_secs(1), s(10)),
+        Some(Next::After(Duration::from_secs(4)))
+    );
 }
 
 #[test]

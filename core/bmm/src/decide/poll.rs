@@ -12,5 +12,25 @@ pub fn poll_after(poll: Duration, cap: Duration, age: Duration, unit: f64) -> Du
     base.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0))
 }
 
+/// The wait before the next poll of something in progress for `age` when others of its kind
+/// took `expected` (learnt from their status history): none before then — the poll lands
+/// when it is expected to be done, up to 2% of `expected` later (jittered with `unit` so a
+/// batch created together does not poll in step); once overdue, [`poll_after`] on the
+/// overdue time (the interval, backing off to the cap); without an expectation,
+/// [`poll_after`] on the age.
+pub fn poll_expecting(
+    poll: Duration,
+    cap: Duration,
+    age: Duration,
+    expected: Option<Duration>,
+    unit: f64,
+) -> Duration {
+    match expected {
+        Some(e) if age < e => (e - age) + e.mul_f64(0.02 * unit.clamp(0.0, 1.0)),
+        Some(e) => poll_after(poll, cap, age - e, unit),
+        None => poll_after(poll, cap, age, unit),
+    }
+}
+
 #[cfg(test)]
 mod tests;

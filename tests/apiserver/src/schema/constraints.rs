@@ -17,19 +17,18 @@
 //! formats it does not know. A `null` value is not checked (defaulting and `nullable` are not
 //! modelled), nor are `allOf`/`anyOf`/`oneOf`/`not` and CEL rules.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::{LazyLock, Mutex};
 
 use base64::Engine;
-use regex::Regex;
 use serde_json::{Number, Value};
 
+use super::Patterns;
 use crate::error::FieldProblem;
 
-/// Every constraint `obj` (a whole object as JSON) breaks under `schema`, in document order.
-/// `apiVersion`, `kind` and `metadata` at the top are the server's to check, not the schema's.
-pub(crate) fn violations(schema: &Value, obj: &Value) -> Vec<FieldProblem> {
+/// Every constraint `obj` (a whole object as JSON) breaks under `schema`, in document order,
+/// with `patterns` compiled from `schema` ([`super::compile_patterns`]). `apiVersion`, `kind`
+/// and `metadata` at the top are the server's to check, not the schema's.
+pub(crate) fn violations(schema: &Value, patterns: &Patterns, obj: &Value) -> Vec<FieldProblem> {
     let mut out = Vec::new();
     let (Some(props), Some(map)) = (
         schema.get("properties").and_then(Value::as_object),
@@ -42,13 +41,19 @@ pub(crate) fn violations(schema: &Value, obj: &Value) -> Vec<FieldProblem> {
             continue;
         }
         if let Some(sub) = props.get(name) {
-            check(sub, child, name, &mut out);
+            check(sub, child, name, patterns, &mut out);
         }
     }
     out
 }
 
-fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<FieldProblem>) {
+fn check(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    patterns: &Patterns,
+    out: &mut Vec<FieldProblem>,
+) {
     if value.is_null() {
         return;
     }
@@ -68,16 +73,16 @@ fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<FieldProblem>)
         ));
     }
     match value {
-        Value::String(s) => check_string(schema, s, path, out),
+        Value::String(s) => check_string(schema, s, path, patterns, out),
         Value::Number(n) => check_number(schema, n, path, out),
-        Value::Array(items) => check_array(schema, items, path, out),
+        Value::Array(items) => check_array(schema, items, path, patterns, out),
         Value::Object(map) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (key, child) in map {
                 let child_path = format!("{path}.{key}");
                 if let Some(sub) = props.and_then(|p| p.get(key)).or(additional) {
-                    check(sub, child, &child_path, out);
+                    check(sub, child, &child_path, patterns, out);
                 }
             }
         }
@@ -129,7 +134,13 @@ fn type_ok(schema: &Value, value: &Value, path: &str, out: &mut Vec<FieldProblem
     ok
 }
 
-fn check_string(schema: &Value, s: &str, path: &str, out: &mut Vec<FieldProblem>) {
+fn check_string(
+    schema: &Value,
+    s: &str,
+    path: &str,
+    patterns: &Patterns,
+    out: &mut Vec<FieldProblem>,
+) {
     let shown = Value::String(s.to_string());
     let chars = s.chars().count() as u64;
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
@@ -149,7 +160,7 @@ fn check_string(schema: &Value, s: &str, path: &str, out: &mut Vec<FieldProblem>
         ));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-        && !matches_pattern(pattern, s)
+        && !patterns.is_match(pattern, s)
     {
         out.push(FieldProblem::new(
             path,
@@ -210,7 +221,13 @@ fn check_number(schema: &Value, n: &Number, path: &str, out: &mut Vec<FieldProbl
     }
 }
 
-fn check_array(schema: &Value, items: &[Value], path: &str, out: &mut Vec<FieldProblem>) {
+fn check_array(
+    schema: &Value,
+    items: &[Value],
+    path: &str,
+    patterns: &Patterns,
+    out: &mut Vec<FieldProblem>,
+) {
     let len = items.len() as u64;
     if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
         && len < min
@@ -240,27 +257,9 @@ fn check_array(schema: &Value, items: &[Value], path: &str, out: &mut Vec<FieldP
     }
     if let Some(item_schema) = schema.get("items") {
         for (i, item) in items.iter().enumerate() {
-            check(item_schema, item, &format!("{path}[{i}]"), out);
+            check(item_schema, item, &format!("{path}[{i}]"), patterns, out);
         }
     }
-}
-
-/// Compiled schema patterns, shared by every request (a CRD's patterns are checked on every
-/// write of its objects). A pattern that does not compile matches nothing.
-static PATTERNS: LazyLock<Mutex<HashMap<String, Option<Regex>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-fn matches_pattern(pattern: &str, s: &str) -> bool {
-    let mut cache = PATTERNS.lock().unwrap_or_else(|e| e.into_inner());
-    let compiled = cache
-        .entry(pattern.to_string())
-        .or_insert_with(|| Regex::new(pattern).ok());
-    compiled.as_ref().is_some_and(|re| re.is_match(s))
-}
-
-/// Whether `pattern` compiles (a CRD with a pattern that does not is refused).
-pub(crate) fn pattern_compiles(pattern: &str) -> bool {
-    Regex::new(pattern).is_ok()
 }
 
 fn format_ok(format: &str, s: &str) -> bool {

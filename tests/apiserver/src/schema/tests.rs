@@ -162,11 +162,16 @@ fn finds_the_first_pattern_that_does_not_compile() {
         "list": {"type": "array", "items": {"type": "string", "pattern": "(unclosed"}},
     }}}});
     assert_eq!(
-        bad_pattern(&schema, "root"),
+        compile_patterns(&schema, "root").err(),
         Some((
             "root.properties[spec].properties[list].items.pattern".to_string(),
             "(unclosed".to_string()
         ))
     );
-    assert_eq!(bad_pattern(&json!({"pattern": "^ok$"}), "root"), None);
+    let patterns = compile_patterns(&json!({"pattern": "^ok$"}), "root").expect("compiles");
+    assert!(patterns.is_match("^ok$", "ok"));
+    assert!(!patterns.is_match("^ok$", "not ok"));
+    // Compiled once, shared by clones.
+    assert_eq!(patterns, patterns.clone());
+    assert_ne!(patterns, Patterns::default());
 }

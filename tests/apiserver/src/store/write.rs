@@ -306,9 +306,11 @@ impl Store {
             self.collect_garbage();
             return Ok(Self::present(rt, &last));
         }
-        let has_owners = new.metadata.owner_references.is_some();
+        // Only a change of owner references can give the collector new work (a dependent
+        // whose owners are gone): a status write of an owned object costs no scan of the store.
+        let owners_changed = new.metadata.owner_references != old.metadata.owner_references;
         let stored = self.commit_put(&storage, key, new);
-        if has_owners {
+        if owners_changed {
             self.collect_garbage();
         }
         Ok(Self::present(rt, &stored))
@@ -325,7 +327,7 @@ impl Store {
             .into_iter()
             .map(|field| FieldProblem::new(field, "Required value"))
             .collect();
-        problems.extend(schema::violations(schema, &json));
+        problems.extend(schema::violations(schema, &rt.patterns, &json));
         if problems.is_empty() {
             return Ok(());
         }

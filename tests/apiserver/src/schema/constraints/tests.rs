@@ -6,7 +6,8 @@ use serde_json::json;
 
 fn fields(schema: Value, spec: Value) -> Vec<String> {
     let schema = json!({"type": "object", "properties": {"spec": schema}});
-    violations(&schema, &json!({"spec": spec}))
+    let patterns = crate::schema::compile_patterns(&schema, "").expect("patterns compile");
+    violations(&schema, &patterns, &json!({"spec": spec}))
         .into_iter()
         .map(|p| format!("{}: {}", p.field, p.problem))
         .collect()
