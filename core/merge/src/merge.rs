@@ -20,8 +20,8 @@
 //! error never leaves a half-merged target.
 
 use std::collections::HashMap;
-
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use indexmap::IndexMap;
 use nephrite_krm::{Object, ObjectMeta, Package, RESERVED_KEYS, ReservedKey, keys};
@@ -176,6 +176,80 @@ impl IdentityHasher {
     }
 }
 
+/// A hasher for keys that already are hashes.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Identity → slot (0, 1, … in first-appearance order), compact: the table holds only each
+/// identity's 64-bit hash and its slot (16 bytes an entry, so 10,000 identities take a few
+/// hundred KB of cache, not a megabyte); the identities sit in slot order beside it and
+/// settle hash collisions, which are kept apart in a map of their own.
+struct SlotIndex<'a> {
+    by_hash: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
+    identities: Vec<Identity<'a>>,
+    collided: IdentityMap<'a, usize>,
+}
+
+impl<'a> SlotIndex<'a> {
+    fn with_capacity(capacity: usize) -> Self {
+        SlotIndex {
+            by_hash: HashMap::with_capacity_and_hasher(capacity, Default::default()),
+            identities: Vec::with_capacity(capacity),
+            collided: IdentityMap::default(),
+        }
+    }
+
+    fn hash(key: &Identity<'_>) -> u64 {
+        let mut hasher = IdentityHasher::default();
+        key.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// The slot of `key`; a new identity gets the next one.
+    fn slot_of(&mut self, key: Identity<'a>) -> usize {
+        let next = self.identities.len();
+        let slot = match self.by_hash.entry(Self::hash(&key)) {
+            Entry::Vacant(entry) => *entry.insert(next),
+            Entry::Occupied(entry) if self.identities[*entry.get()] == key => *entry.get(),
+            Entry::Occupied(_) => *self.collided.entry(key).or_insert(next),
+        };
+        if slot == next {
+            self.identities.push(key);
+        }
+        slot
+    }
+
+    /// The slot of `key`, if it has one.
+    fn get(&self, key: &Identity<'_>) -> Option<usize> {
+        let slot = *self.by_hash.get(&Self::hash(key))?;
+        if self.identities[slot] == *key {
+            Some(slot)
+        } else {
+            self.collided.get(key).copied()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.identities.is_empty()
+    }
+}
+
 /// The name `nephio.org/rename` gives, else the resource's own (empty when it has none).
 fn merged_name(original: &Object) -> &str {
     original
@@ -213,60 +287,25 @@ fn merged_annotations(original: &Object) -> impl Iterator<Item = (&String, Strin
 /// A source resource as it merges: renamed, `nephio.org/merge` dropped, modes rewritten
 /// (annotations left empty are dropped) — built in one copy.
 fn merged_form(original: &Object) -> Object {
-    let ObjectMeta {
-        name: _,
-        generate_name,
-        namespace,
-        uid,
-        resource_version,
-        generation,
-        creation_timestamp,
-        deletion_timestamp,
-        labels,
-        annotations: _,
-        owner_references,
-        finalizers,
-        extra,
-    } = &original.metadata;
-    let annotations: IndexMap<String, String> = merged_annotations(original)
-        .map(|(key, value)| (key.clone(), value))
-        .collect();
+    let mut metadata = ObjectMeta::default();
+    override_metadata(&mut metadata, original);
     Object {
         api_version: original.api_version.clone(),
         kind: original.kind.clone(),
-        metadata: ObjectMeta {
-            name: Some(merged_name(original).to_owned()),
-            generate_name: generate_name.clone(),
-            namespace: namespace.clone(),
-            uid: uid.clone(),
-            resource_version: resource_version.clone(),
-            generation: *generation,
-            creation_timestamp: creation_timestamp.clone(),
-            deletion_timestamp: deletion_timestamp.clone(),
-            labels: labels.clone(),
-            annotations: (!annotations.is_empty()).then_some(annotations),
-            owner_references: owner_references.clone(),
-            finalizers: finalizers.clone(),
-            extra: extra.clone(),
-        },
+        metadata,
         body: original.body.clone(),
     }
 }
 
-/// `Override`: the merged form of `over` deep-merged into `existing` in place, as
-/// [`deep_merge`] would merge their JSON forms — metadata field by field (labels, annotations
-/// and unlisted fields merge key by key, the rest replace when set), the body key by key —
-/// copying only the values that land in the result. The caller has checked that `over`'s body
-/// holds no reserved key ([`RESERVED_KEYS`]).
-fn override_in_place(existing: &mut Object, over: &Object) {
+/// The metadata of `over`'s merged form deep-merged into `base`, field by field: labels,
+/// annotations and unlisted fields merge key by key, the rest replace when set. Into an
+/// empty `base` this is the merged form's metadata itself.
+fn override_metadata(base: &mut ObjectMeta, over: &Object) {
     fn set<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
         if over.is_some() {
             base.clone_from(over);
         }
     }
-    existing.api_version.clone_from(&over.api_version);
-    existing.kind.clone_from(&over.kind);
-    let base = &mut existing.metadata;
     // Destructured so that a field added to ObjectMeta cannot be forgotten here.
     let ObjectMeta {
         name: _,
@@ -295,9 +334,13 @@ fn override_in_place(existing: &mut Object, over: &Object) {
     set(&mut base.creation_timestamp, creation_timestamp);
     set(&mut base.deletion_timestamp, deletion_timestamp);
     if let Some(labels) = labels {
-        let base = base.labels.get_or_insert_with(IndexMap::new);
-        for (key, value) in labels {
-            base.insert(key.clone(), value.clone());
+        match &mut base.labels {
+            Some(base) => {
+                for (key, value) in labels {
+                    base.insert(key.clone(), value.clone());
+                }
+            }
+            None => base.labels = Some(labels.clone()),
         }
     }
     for (key, value) in merged_annotations(over) {
@@ -319,6 +362,16 @@ fn override_in_place(existing: &mut Object, over: &Object) {
             }
         }
     }
+}
+
+/// `Override`: the merged form of `over` deep-merged into `existing` in place, as
+/// [`deep_merge`] would merge their JSON forms — metadata by [`override_metadata`], the body
+/// key by key — copying only the values that land in the result. The caller has checked that
+/// `over`'s body holds no reserved key ([`RESERVED_KEYS`]).
+fn override_in_place(existing: &mut Object, over: &Object) {
+    existing.api_version.clone_from(&over.api_version);
+    existing.kind.clone_from(&over.kind);
+    override_metadata(&mut existing.metadata, over);
     for (key, value) in over.body.iter() {
         match existing.body.get_mut(key) {
             Some(existing) => deep_merge_from(existing, value),
@@ -344,7 +397,7 @@ const ABSENT: usize = usize::MAX;
 /// a merge package that came from a user.
 ///
 /// Linear in the size of both packages, in three passes: every source resource is checked and
-/// given the slot of its identity (a hash map keyed by identities borrowed from the source —
+/// given the slot of its identity (a compact index over identities borrowed from the source —
 /// no allocation per key); one scan of the target finds each slot's resource; then each source
 /// resource is written straight into the target: replaced by one copy, deep-merged in place
 /// (only the merged values copied), or appended. Every check runs before the first write, so
@@ -357,8 +410,7 @@ pub fn merge_package(
     let mut steps: Vec<Step> = Vec::with_capacity(source.len());
     let mut position: Vec<usize> = Vec::with_capacity(source.len());
     {
-        let mut slots: IdentityMap<'_, usize> =
-            IdentityMap::with_capacity_and_hasher(source.len(), Default::default());
+        let mut slots = SlotIndex::with_capacity(source.len());
         for (at, original) in source.iter().enumerate() {
             if is_preparable(original) {
                 return Err(MergeError::NotReady {
@@ -385,16 +437,15 @@ pub fn merge_package(
                     source: ReservedKey { key: key.clone() },
                 });
             }
-            let next = slots.len();
-            let slot = *slots.entry(key).or_insert(next);
-            if slot == next {
+            let slot = slots.slot_of(key);
+            if slot == position.len() {
                 position.push(ABSENT);
             }
             steps.push(Step { mode, slot });
         }
         if !slots.is_empty() {
             for (at, object) in target.iter().enumerate() {
-                if let Some(&slot) = slots.get(&identity(object))
+                if let Some(slot) = slots.get(&identity(object))
                     && position[slot] == ABSENT
                 {
                     position[slot] = at;

@@ -223,3 +223,20 @@ fn deep_merge_rules() {
         json!({"a": {"b": 1, "c": [3], "e": null}, "d": {"f": 1}})
     );
 }
+
+#[test]
+fn slot_index_keeps_identities_with_one_hash_apart() {
+    let a = ("example.org", "v1", "Tuning", "a");
+    let b = ("example.org", "v1", "Tuning", "b");
+    let mut slots = SlotIndex::with_capacity(2);
+    assert_eq!(slots.slot_of(a), 0);
+    assert_eq!(slots.slot_of(a), 0);
+    // Make b's hash lead to a's slot, as a 64-bit collision would.
+    slots.by_hash.insert(SlotIndex::hash(&b), 0);
+    assert_eq!(slots.get(&b), None, "a collision is not a match");
+    assert_eq!(slots.slot_of(b), 1);
+    assert_eq!(slots.slot_of(b), 1);
+    assert_eq!(slots.get(&b), Some(1));
+    assert_eq!(slots.get(&a), Some(0));
+    assert_eq!(slots.get(&("example.org", "v1", "Tuning", "c")), None);
+}
