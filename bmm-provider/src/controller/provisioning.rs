@@ -5,23 +5,20 @@
 //! knows nothing of it: a thousand instances of one type take one or two polls each, and
 //! each is seen Ready within a few percent of the moment it is.
 //!
-//! The expectation is the shortest of the last [`SAMPLES`] provisioning times (a fast outlier
-//! costs an early poll, never a late one). When it is first learnt, or drops by more than a
-//! tenth, every machine is looked at again (`learnt`) so that polls scheduled before it came
-//! move to when their instance is due.
+//! What to expect and what is news is `nephrite_bmm`'s ([`ProvisioningSamples`]); this keeps
+//! one per key and, on news, signals (`learnt`) that every machine be looked at again so that
+//! polls scheduled before it came move to when their instance is due.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::channel::mpsc;
-
-/// Provisioning times remembered per key.
-pub(super) const SAMPLES: usize = 16;
+use nephrite_bmm::decide::ProvisioningSamples;
 
 /// Provisioning times per `site/instance type`, and the signal that an expectation changed.
 pub(super) struct ProvisioningTimes {
-    samples: Mutex<HashMap<String, VecDeque<Duration>>>,
+    samples: Mutex<HashMap<String, ProvisioningSamples>>,
     learnt: mpsc::UnboundedSender<()>,
 }
 
@@ -40,29 +37,16 @@ impl ProvisioningTimes {
 
     /// What an instance of `key` is expected to take.
     pub(super) fn expected(&self, key: &str) -> Option<Duration> {
-        let samples = self.samples.lock().ok()?;
-        samples.get(key)?.iter().min().copied()
+        self.samples.lock().ok()?.get(key)?.expected()
     }
 
-    /// Remembers that an instance of `key` took `took`; signals when the expectation was new
-    /// or dropped by more than a tenth.
+    /// Remembers that an instance of `key` took `took`; signals when that was news
+    /// ([`ProvisioningSamples::record`]).
     pub(super) fn record(&self, key: &str, took: Duration) {
-        let Ok(mut samples) = self.samples.lock() else {
-            return;
+        let news = match self.samples.lock() {
+            Ok(mut samples) => samples.entry(key.to_string()).or_default().record(took),
+            Err(_) => return,
         };
-        let seen = samples.entry(key.to_string()).or_default();
-        let before = seen.iter().min().copied();
-        seen.push_back(took);
-        while seen.len() > SAMPLES {
-            seen.pop_front();
-        }
-        let after = seen.iter().min().copied();
-        let news = match (before, after) {
-            (None, Some(_)) => true,
-            (Some(b), Some(a)) => a < b.mul_f64(0.9),
-            _ => false,
-        };
-        drop(samples);
         if news {
             let _ = self.learnt.unbounded_send(());
         }

@@ -9,7 +9,7 @@ fn secs(s: u64) -> Duration {
 }
 
 #[test]
-fn expectation_is_the_shortest_recent_time_and_news_is_signalled() {
+fn expectations_are_kept_per_kind_and_news_is_signalled() {
     let (times, mut learnt) = ProvisioningTimes::new();
     let k = key("site", Some("type"));
     assert_eq!(times.expected(&k), None);
@@ -21,11 +21,6 @@ fn expectation_is_the_shortest_recent_time_and_news_is_signalled() {
     assert!(learnt.try_recv().is_err(), "a small drop is no news");
     times.record(&k, secs(40));
     assert_eq!(learnt.try_recv().ok(), Some(()), "a big drop is");
-    // Only the last SAMPLES count: the fast one is forgotten.
-    for _ in 0..SAMPLES {
-        times.record(&k, secs(61));
-    }
-    assert_eq!(times.expected(&k), Some(secs(61)));
     // Other types learn apart.
     assert_eq!(times.expected(&key("site", None)), None);
 }

@@ -24,7 +24,7 @@ pub use machine::{
 pub use node::{
     INSTANCE_TYPE_LABEL, InstanceLookup, NodeAction, REGION_LABEL, ZONE_LABEL, decide_node,
 };
-pub use poll::{poll_after, poll_expecting};
+pub use poll::{ProvisioningSamples, poll_after, poll_expecting};
 
 /// What the caller should do after performing the actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,5 +32,36 @@ pub fn poll_expecting(
     }
 }
 
+/// How long instances of one kind (a site and instance type) took to provision, from their
+/// status history: the expectation is the shortest of the last [`ProvisioningSamples::KEPT`]
+/// times, so a fast outlier costs an early poll, never a late one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProvisioningSamples(std::collections::VecDeque<Duration>);
+
+impl ProvisioningSamples {
+    /// Provisioning times remembered.
+    pub const KEPT: usize = 16;
+
+    /// What an instance of this kind is expected to take; `None` before any was seen.
+    pub fn expected(&self) -> Option<Duration> {
+        self.0.iter().min().copied()
+    }
+
+    /// Remembers that an instance took `took`. True when that is news worth re-planning polls
+    /// for: the first expectation, or one that dropped by more than a tenth.
+    pub fn record(&mut self, took: Duration) -> bool {
+        let before = self.expected();
+        self.0.push_back(took);
+        while self.0.len() > Self::KEPT {
+            self.0.pop_front();
+        }
+        match (before, self.expected()) {
+            (None, Some(_)) => true,
+            (Some(b), Some(a)) => a < b.mul_f64(0.9),
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

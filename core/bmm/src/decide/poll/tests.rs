@@ -74,3 +74,21 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn provisioning_samples_expect_the_shortest_recent_time_and_say_what_is_news() {
+    let secs = Duration::from_secs;
+    let mut samples = ProvisioningSamples::default();
+    assert_eq!(samples.expected(), None);
+    assert!(samples.record(secs(62)), "the first expectation is news");
+    assert_eq!(samples.expected(), Some(secs(62)));
+    assert!(!samples.record(secs(60)), "a small drop is no news");
+    assert_eq!(samples.expected(), Some(secs(60)));
+    assert!(samples.record(secs(40)), "a drop by more than a tenth is");
+    assert!(!samples.record(secs(90)), "a slower one is no news");
+    // Only the last KEPT count: the fast one is forgotten.
+    for _ in 0..ProvisioningSamples::KEPT {
+        samples.record(secs(61));
+    }
+    assert_eq!(samples.expected(), Some(secs(61)));
+}
