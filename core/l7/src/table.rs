@@ -22,14 +22,13 @@ use regex::Regex;
 use crate::eval::{Outcome, Request, apply_action, compile_regex, rule_matches};
 use crate::model::{Action, CompareType, L7Config, Listener, Pool, Rule, RuleType};
 
-mod key_hash;
 #[cfg(test)]
 mod tests;
 
-pub use key_hash::{KeyHash, KeyHasher};
-
-/// A hash map with the table's key hash.
-type KeyMap<K, V> = HashMap<K, V, KeyHash>;
+/// A hash map with the table's key hash: a lookup hashes the host and each path segment, short
+/// strings for which SipHash (std's default) would cost more than the rest of the lookup;
+/// foldhash, seeded per map, keeps the bucket layout unpredictable to clients.
+type KeyMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The regex translation writes for a one-label wildcard host `*.<suffix>`.
 pub fn wildcard_host_regex(suffix: &str) -> String {

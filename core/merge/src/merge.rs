@@ -19,10 +19,9 @@
 //! retries once that resource is prepared. Every check runs before the first change, so an
 //! error never leaves a half-merged target.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
 use indexmap::IndexMap;
 use nephrite_krm::{Object, ObjectMeta, Package, RESERVED_KEYS, ReservedKey, keys};
 use serde_json::Value;
@@ -134,101 +133,45 @@ fn identity(object: &Object) -> Identity<'_> {
     )
 }
 
-/// A hash map over identities. Identities are short strings from the packages themselves, so
-/// a simple multiplicative hash (FxHash's) serves better than SipHash's flood resistance.
-type IdentityMap<'a, V> = HashMap<Identity<'a>, V, BuildHasherDefault<IdentityHasher>>;
-
-/// FxHash's rotate-xor-multiply per word, finished with MurmurHash3's mixer so that the low
-/// bits hashbrown indexes by depend on every input bit.
-#[derive(Default)]
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let mut rest = [0u8; 8];
-        rest[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.add(u64::from_le_bytes(rest) ^ (bytes.len() as u64));
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-impl IdentityHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// A hasher for keys that already are hashes.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, hash: u64) {
-        self.0 = hash;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// Identity → slot (0, 1, … in first-appearance order), compact: the table holds only each
-/// identity's 64-bit hash and its slot (16 bytes an entry, so 10,000 identities take a few
-/// hundred KB of cache, not a megabyte); the identities sit in slot order beside it and
-/// settle hash collisions, which are kept apart in a map of their own.
-struct SlotIndex<'a> {
-    by_hash: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
+/// identity's slot (8 bytes an entry, so 10,000 identities take a few hundred KB of cache, not
+/// a megabyte); the identities sit in slot order beside it, borrowed from the source package,
+/// and settle hash collisions. Identities are short strings from the packages themselves, so
+/// foldhash (seeded per index) serves better than SipHash.
+struct SlotIndex<'a, S = foldhash::fast::RandomState> {
+    hasher: S,
+    table: HashTable<usize>,
     identities: Vec<Identity<'a>>,
-    collided: IdentityMap<'a, usize>,
 }
 
 impl<'a> SlotIndex<'a> {
     fn with_capacity(capacity: usize) -> Self {
-        SlotIndex {
-            by_hash: HashMap::with_capacity_and_hasher(capacity, Default::default()),
-            identities: Vec::with_capacity(capacity),
-            collided: IdentityMap::default(),
-        }
+        Self::with_capacity_and_hasher(capacity, foldhash::fast::RandomState::default())
     }
+}
 
-    fn hash(key: &Identity<'_>) -> u64 {
-        let mut hasher = IdentityHasher::default();
-        key.hash(&mut hasher);
-        hasher.finish()
+impl<'a, S: BuildHasher> SlotIndex<'a, S> {
+    fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        SlotIndex {
+            hasher,
+            table: HashTable::with_capacity(capacity),
+            identities: Vec::with_capacity(capacity),
+        }
     }
 
     /// The slot of `key`; a new identity gets the next one.
     fn slot_of(&mut self, key: Identity<'a>) -> usize {
         let next = self.identities.len();
-        let slot = match self.by_hash.entry(Self::hash(&key)) {
-            Entry::Vacant(entry) => *entry.insert(next),
-            Entry::Occupied(entry) if self.identities[*entry.get()] == key => *entry.get(),
-            Entry::Occupied(_) => *self.collided.entry(key).or_insert(next),
-        };
+        let (hasher, identities) = (&self.hasher, &self.identities);
+        let slot = *self
+            .table
+            .entry(
+                hasher.hash_one(key),
+                |&slot| identities[slot] == key,
+                |&slot| hasher.hash_one(identities[slot]),
+            )
+            .or_insert(next)
+            .get();
         if slot == next {
             self.identities.push(key);
         }
@@ -237,12 +180,11 @@ impl<'a> SlotIndex<'a> {
 
     /// The slot of `key`, if it has one.
     fn get(&self, key: &Identity<'_>) -> Option<usize> {
-        let slot = *self.by_hash.get(&Self::hash(key))?;
-        if self.identities[slot] == *key {
-            Some(slot)
-        } else {
-            self.collided.get(key).copied()
-        }
+        self.table
+            .find(self.hasher.hash_one(key), |&slot| {
+                self.identities[slot] == *key
+            })
+            .copied()
     }
 
     fn is_empty(&self) -> bool {
