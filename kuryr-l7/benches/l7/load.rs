@@ -18,6 +18,9 @@ pub struct Figures {
     pub socket_errors: u64,
     /// The proxy's CPU time (user + system) per request, in microseconds.
     pub cpu_us: f64,
+    /// The share of CPU time the hypervisor gave to other guests during the run, in percent
+    /// (steal: time this VM wanted a CPU and did not get one).
+    pub steal_pct: f64,
 }
 
 /// CPU time (user + system) of process `pid` so far, in seconds (Linux `USER_HZ` is 100).
@@ -98,21 +101,40 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Busy and total jiffies of all CPUs so far (`/proc/stat`).
-fn cpu_jiffies() -> (u64, u64) {
+/// The first line of `/proc/stat`: jiffies of all CPUs so far by state (user, nice, system,
+/// idle, iowait, irq, softirq, steal, …).
+fn cpu_states() -> Vec<u64> {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let numbers: Vec<u64> = stat
-        .lines()
+    stat.lines()
         .next()
         .unwrap_or_default()
         .split_whitespace()
         .skip(1)
         .filter_map(|n| n.parse().ok())
-        .collect();
+        .collect()
+}
+
+/// Busy and total jiffies of all CPUs so far.
+fn cpu_jiffies() -> (u64, u64) {
+    let numbers = cpu_states();
     let total: u64 = numbers.iter().take(8).sum();
     // idle and iowait.
     let idle = numbers.get(3).copied().unwrap_or(0) + numbers.get(4).copied().unwrap_or(0);
     (total.saturating_sub(idle), total)
+}
+
+/// Steal and total jiffies of all CPUs so far: time the hypervisor ran other guests while
+/// this one had work, which no placement inside the VM can avoid.
+pub fn steal_jiffies() -> (u64, u64) {
+    let numbers = cpu_states();
+    let total: u64 = numbers.iter().take(8).sum();
+    (numbers.get(7).copied().unwrap_or(0), total)
+}
+
+/// Steal as a percentage of the CPU time between two [`steal_jiffies`] readings.
+pub fn steal_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1).max(1);
+    after.0.saturating_sub(before.0) as f64 * 100.0 / total as f64
 }
 
 /// How busy the CPUs are, in percent, over `window`.
