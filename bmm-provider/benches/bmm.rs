@@ -27,6 +27,7 @@ use nephrite_bmm_provider::controller::{ControllerConfig, run_controllers};
 use nephrite_bmm_provider::metrics::ProviderMetrics;
 use nephrite_bmm_provider::sim::{INSTANCE_TYPE_ID, Kind, Sim, SimConfig, auth};
 use nephrite_test_apiserver::TestApiServer;
+use nephrite_test_services::machine::{CpuTimes, load_average};
 use serde_json::json;
 
 const NS: &str = "default";
@@ -210,6 +211,7 @@ async fn run() -> anyhow::Result<bool> {
     ));
 
     let start = Instant::now();
+    let times = CpuTimes::now();
     for c in 0..clusters {
         create_cluster(&client, c).await?;
     }
@@ -322,7 +324,11 @@ async fn run() -> anyhow::Result<bool> {
         instance_calls as f64 / machines as f64,
         (calls - instance_calls) as f64 / machines as f64
     );
-    println!("load average {}", load_average());
+    println!(
+        "load average {}; steal {:.1}% of the CPU time during the run (the hypervisor running other guests)",
+        load_average(),
+        CpuTimes::now().since(&times).steal_pct
+    );
     println!(
         "all {machines} machines Ready after {all_ready:.1?} (clusters Ready after {:.1?}, every instance created by {:.1?}); critical path {critical:?}, bound 1.5x + latency budget {:.1?}: ratio {:.2} -> {}",
         clusters_ready_at.unwrap_or_default(),
@@ -496,13 +502,6 @@ impl Sampler {
         };
         text
     }
-}
-
-/// The load average (1, 5, 15 min), to read every figure against.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn main() -> ExitCode {

@@ -27,10 +27,8 @@ use nephrite_test_services::{Tool, free_loopback_port, tool};
 #[path = "l7/load.rs"]
 mod load;
 
-use load::{
-    Figures, Placement, cpu_seconds, load_average, median, range, settle, steal_jiffies,
-    steal_percent, wait_idle, wrk,
-};
+use load::{Figures, Placement, cpu_seconds, median, range, settle, wait_idle, wrk};
+use nephrite_test_services::machine::{CpuTimes, load_average};
 
 const HOSTS: usize = 1000;
 const PATHS: usize = 10;
@@ -372,11 +370,11 @@ fn main() {
         for t in order {
             for (r, (host, path)) in rules.iter().enumerate() {
                 let before = cpu_seconds(pids[t]);
-                let steal_before = steal_jiffies();
+                let times_before = CpuTimes::now();
                 let mut figures = wrk(&wrk_bin, address(targets[t].1), host, path, seconds);
                 let requests = figures.rps * seconds as f64;
                 figures.cpu_us = (cpu_seconds(pids[t]) - before) * 1e6 / requests.max(1.0);
-                figures.steal_pct = steal_percent(steal_before, steal_jiffies());
+                figures.steal_pct = CpuTimes::now().since(&times_before).steal_pct;
                 this_run[t * 2 + r] = figures;
             }
             wait_idle(pids[t]);

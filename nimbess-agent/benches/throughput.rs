@@ -5,7 +5,7 @@
 //! Both data paths are CPU-bound (veth → bridge → veth), so on a shared
 //! machine a single run measures the neighbours as much as the path. The
 //! bench therefore alternates in ABBA order (a drift in load hits both
-//! sides alike), prints the load average with every run, and reports three
+//! sides alike), prints the load average and steal with every run, and reports three
 //! ratios: of the medians (the figure), the median of the per-pair
 //! ratios, and the median ratio of CPU efficiency (bits per CPU-second of
 //! the iperf3 client and server, from iperf3's own accounting), the one
@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nephrite_test_services::machine::{CpuTimes, load_average};
 use support::{AgentProcess, BRIDGE_PLUGIN_DIR, Netns, first_ip, run_bridge_plugin, unique};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -100,14 +101,6 @@ fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> Sample
     }
 }
 
-/// The 1-minute load average.
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
-}
-
 /// The median (the mean of the two middle values for an even count).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -183,9 +176,10 @@ fn main() {
         Server::start(&iperf3, &ob, ours_dst),
         Server::start(&iperf3, &bb, bridge_dst),
     ];
-    println!("load average before: {}", load());
+    println!("load average before: {}", load_average());
     let (mut ours, mut bridged) = (Vec::new(), Vec::new());
     for run in 0..runs {
+        let times = CpuTimes::now();
         // ABBA: even runs measure nimbess first, odd runs the bridge first
         let (o, b) = if run % 2 == 0 {
             let o = iperf(&iperf3, &oa, ours_dst, seconds);
@@ -195,13 +189,14 @@ fn main() {
             (iperf(&iperf3, &oa, ours_dst, seconds), b)
         };
         println!(
-            "run {run}: nimbess {:.2} Gbit/s ({:.2} Gbit/CPU-s) | bridge {:.2} Gbit/s ({:.2} Gbit/CPU-s) | ratio {:.3} | load {}",
+            "run {run}: nimbess {:.2} Gbit/s ({:.2} Gbit/CPU-s) | bridge {:.2} Gbit/s ({:.2} Gbit/CPU-s) | ratio {:.3} | load {} | steal {:.1}%",
             o.bps / 1e9,
             o.efficiency() / 1e9,
             b.bps / 1e9,
             b.efficiency() / 1e9,
             o.bps / b.bps,
-            load()
+            load_average(),
+            CpuTimes::now().since(&times).steal_pct
         );
         ours.push(o);
         bridged.push(b);
@@ -232,7 +227,7 @@ fn main() {
         "  median ratio of CPU efficiency (bits per CPU-second) {:.3}",
         median(&mut efficiency)
     );
-    println!("load average after: {}", load());
+    println!("load average after: {}", load_average());
     drop(servers);
     drop((oa, ob, ba, bb));
     let _ = Command::new("ip").args(["link", "del", &bridge]).status();

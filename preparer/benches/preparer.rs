@@ -36,6 +36,7 @@ use nephrite_preparer::store::{
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
+use nephrite_test_services::machine::{CpuTimes, load_average};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -108,6 +109,7 @@ fn merge_figures(runs: usize) {
     let (mut small_cold, mut large_cold) = (Vec::new(), Vec::new());
     // 64 MB: more than the caches this data could stay in.
     let mut evict = vec![0u64; 8 << 20];
+    let times = CpuTimes::now();
     for _ in 0..runs.max(1) {
         let s = ms(time_merge(&small_template, &small_merge, None));
         let l = ms(time_merge(&large_template, &large_merge, None));
@@ -125,6 +127,7 @@ fn merge_figures(runs: usize) {
             Some(&mut evict),
         )));
     }
+    let shares = CpuTimes::now().since(&times);
     let (small_median, large_median) = (median(&mut small), median(&mut large));
     let ratio_median = median(&mut ratios);
     let quartile = |at: f64| ratios[((ratios.len() - 1) as f64 * at).round() as usize];
@@ -151,6 +154,11 @@ fn merge_figures(runs: usize) {
     println!(
         "  diagnostic, caches evicted before each merge: median {small_cold:.2} ms and {large_cold:.2} ms, ratio {:.2}× (the work without the cache advantage of the small size)",
         large_cold / small_cold
+    );
+    println!(
+        "  machine during the merge runs: steal {:.1}% of the CPU time (the hypervisor running other guests), load average {}",
+        shares.steal_pct,
+        load_average()
     );
 }
 
@@ -491,14 +499,6 @@ async fn placement_runs(
     took.into_iter().map(Runs::sorted).collect()
 }
 
-/// The 1-minute load average (other builds share these two cores).
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
-}
-
 /// Sums the server log from byte `from`: statements by protocol step (and simple statements
 /// by their first word) with their server time.
 fn statement_summary(log: &std::path::Path, from: u64) -> String {
@@ -585,6 +585,7 @@ async fn main() {
         Vec::new()
     };
     for (count, runs) in placements {
+        let times = CpuTimes::now();
         // At the small size each daemon runs a second placement: the first pays for the cold
         // start (statements prepared per connection), the second shows the steady state.
         let rounds = if count == small_sites { 2 } else { 1 };
@@ -631,6 +632,10 @@ async fn main() {
                 );
             }
         }
+        println!(
+            "placements over {count} sites: steal {:.1}% of the CPU time while they ran",
+            CpuTimes::now().since(&times).steal_pct
+        );
     }
 
     if !part("pages") || std::env::var_os("PREPARER_BENCH_SKIP_PAGES").is_some() {

@@ -1,11 +1,12 @@
-//! Running the load and reading the machine: wrk and its figures, a process's CPU time, the
-//! load average, how busy the CPUs are with other work, and where the processes run.
+//! Running the load and reading the machine: wrk and its figures, a process's CPU time, how
+//! busy the CPUs are with other work, and where the processes run.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use nephrite_test_services::machine::CpuTimes;
 use nix::sched::{CpuSet, sched_setaffinity};
 use nix::unistd::Pid;
 
@@ -89,61 +90,11 @@ pub fn wrk(wrk: &Path, address: SocketAddr, host: &str, path: &str, seconds: u64
     figures
 }
 
-/// The machine's load average (other work sharing the cores skews every figure).
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// The first line of `/proc/stat`: jiffies of all CPUs so far by state (user, nice, system,
-/// idle, iowait, irq, softirq, steal, …).
-fn cpu_states() -> Vec<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    stat.lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|n| n.parse().ok())
-        .collect()
-}
-
-/// Busy and total jiffies of all CPUs so far.
-fn cpu_jiffies() -> (u64, u64) {
-    let numbers = cpu_states();
-    let total: u64 = numbers.iter().take(8).sum();
-    // idle and iowait.
-    let idle = numbers.get(3).copied().unwrap_or(0) + numbers.get(4).copied().unwrap_or(0);
-    (total.saturating_sub(idle), total)
-}
-
-/// Steal and total jiffies of all CPUs so far: time the hypervisor ran other guests while
-/// this one had work, which no placement inside the VM can avoid.
-pub fn steal_jiffies() -> (u64, u64) {
-    let numbers = cpu_states();
-    let total: u64 = numbers.iter().take(8).sum();
-    (numbers.get(7).copied().unwrap_or(0), total)
-}
-
-/// Steal as a percentage of the CPU time between two [`steal_jiffies`] readings.
-pub fn steal_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
-    let total = after.1.saturating_sub(before.1).max(1);
-    after.0.saturating_sub(before.0) as f64 * 100.0 / total as f64
-}
-
 /// How busy the CPUs are, in percent, over `window`.
 fn busy_percent(window: Duration) -> f64 {
-    let (busy_before, total_before) = cpu_jiffies();
+    let before = CpuTimes::now();
     std::thread::sleep(window);
-    let (busy, total) = cpu_jiffies();
-    let total = total.saturating_sub(total_before).max(1);
-    busy.saturating_sub(busy_before) as f64 * 100.0 / total as f64
+    CpuTimes::now().since(&before).busy_pct
 }
 
 /// Waits (at most `limit`) until other work leaves the CPUs at most `threshold` percent busy,

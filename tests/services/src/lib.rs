@@ -1,5 +1,5 @@
 //! Throwaway PostgreSQL and etcd, and lookups of HAProxy, wrk, iperf3, nft, nginx and the CNI
-//! plugins, for tests.
+//! plugins, for tests; and, for benchmarks, what the machine was doing ([`machine`]).
 //!
 //! Every domain's tests need the same few real services; this crate starts them once, the same
 //! way, and says clearly when one cannot be had:
@@ -29,6 +29,7 @@
 //! watchdog) when the test process is killed.
 
 mod etcd;
+pub mod machine;
 mod netns;
 mod port;
 mod postgres;
