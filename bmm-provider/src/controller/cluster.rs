@@ -15,7 +15,7 @@ use super::pacing::{Next, fingerprint};
 use super::{
     ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
     log_failures, now, paced, related, report, requeue_after_error, set_finalizers, set_paused,
-    settle,
+    settle, watch_backoff,
 };
 use crate::observe::{ClusterRecord, reconcile_cluster};
 
@@ -47,21 +47,23 @@ pub async fn run_cluster_controller(client: Client, config: ControllerConfig) {
     };
     let ctx = Ctx::shared(client, config);
     let on_cluster = ctx.clone();
-    let controller = Controller::new(api, watcher::Config::default()).watches_with(
-        capi,
-        capi_resource("Cluster", "clusters"),
-        watcher::Config::default(),
-        move |c| {
-            let target = infrastructure_of(&c);
-            let fingerprint = related::cluster_fingerprint(&c);
-            on_cluster
-                .related
-                .clusters
-                .keep(c, fingerprint)
-                .then_some(target)
-                .flatten()
-        },
-    );
+    let controller = Controller::new(api, watcher::Config::default())
+        .trigger_backoff(watch_backoff())
+        .watches_with(
+            capi,
+            capi_resource("Cluster", "clusters"),
+            watcher::Config::default(),
+            move |c| {
+                let target = infrastructure_of(&c);
+                let fingerprint = related::cluster_fingerprint(&c);
+                on_cluster
+                    .related
+                    .clusters
+                    .keep(c, fingerprint)
+                    .then_some(target)
+                    .flatten()
+            },
+        );
     log_failures(
         "cluster",
         controller.run(reconcile_cluster_object, requeue_after_error, ctx),

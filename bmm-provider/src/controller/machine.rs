@@ -19,7 +19,7 @@ use super::pacing::{Next, age_since, fingerprint};
 use super::{
     ControllerConfig, ControllerError, Ctx, capi_resource, cluster_paused, credentials,
     log_failures, now, paced, provisioning, related, report, requeue_after_error, set_finalizers,
-    set_not_ready, set_paused, settle,
+    set_not_ready, set_paused, settle, watch_backoff,
 };
 use crate::observe::{ClusterRecord, MachineRecord, reconcile_machine};
 use nephrite_bmm::cloud::Lifecycle;
@@ -60,7 +60,9 @@ pub async fn run_machine_controller(client: Client, config: ControllerConfig) {
     };
     let (ctx, learnt) = Ctx::learning(client, config);
     // A provisioning time learnt: polls scheduled before move to when instances are due.
-    let controller = Controller::new(api, watcher::Config::default()).reconcile_all_on(learnt);
+    let controller = Controller::new(api, watcher::Config::default())
+        .trigger_backoff(watch_backoff())
+        .reconcile_all_on(learnt);
     let (by_cluster, by_infra) = (controller.store(), controller.store());
     let (on_machine, on_cluster, on_infra) = (ctx.clone(), ctx.clone(), ctx.clone());
     let controller = controller

@@ -31,6 +31,7 @@ use nephrite_bmm::conditions::{self, reason};
 use nephrite_bmm::decide::Wait;
 use nephrite_krm::condition::set_condition;
 use nephrite_krm::{Condition, ConditionStatus};
+use nephrite_runtime::watch_backoff;
 use serde_json::json;
 
 use crate::client::{ApiError, RetryPolicy};

@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::{
     ControllerConfig, ControllerError, Ctx, credentials, log_failures, requeue_after_error,
+    watch_backoff,
 };
 use crate::client::BmmClient;
 use crate::client::types::Instance;
@@ -26,7 +27,8 @@ use crate::observe::instance_view;
 pub async fn run_node_controller(client: Client, config: ControllerConfig) {
     let api: Api<Node> = Api::all(client.clone());
     let ctx = Ctx::shared(client, config);
-    let controller = Controller::new(api, watcher::Config::default());
+    let controller =
+        Controller::new(api, watcher::Config::default()).trigger_backoff(watch_backoff());
     log_failures(
         "node",
         controller.run(reconcile_node, requeue_after_error, ctx),

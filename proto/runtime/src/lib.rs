@@ -24,7 +24,8 @@
 //! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
 //! [`init_tracing`] sets up logging from `--log-format` and a filter string.
 //! With the `leader-election` feature, [`leader`] elects one replica of a
-//! Kubernetes-mode daemon through a Lease.
+//! Kubernetes-mode daemon through a Lease; with `kube-watch`, [`watch_backoff`]
+//! is the pause a kube-runtime `Controller` takes after its watches fail.
 
 mod args;
 mod daemon_info;
@@ -40,6 +41,8 @@ mod server;
 mod shutdown;
 mod telemetry;
 mod tls;
+#[cfg(feature = "kube-watch")]
+mod watch_backoff;
 
 pub use args::{DEFAULT_LISTEN, ServeArgs};
 pub use daemon_info::DaemonIdentity;
@@ -51,6 +54,8 @@ pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, Se
 pub use shutdown::{ShutdownHandle, ShutdownReason};
 pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};
 pub use tls::{ClientTls, ServerTls, TlsError};
+#[cfg(feature = "kube-watch")]
+pub use watch_backoff::{WATCH_BACKOFF_MAX, WATCH_BACKOFF_MIN, WATCH_BACKOFF_RESET, watch_backoff};
 
 /// Re-exported so daemons can register their own metrics without naming
 /// the crate version themselves.

@@ -68,7 +68,8 @@ pub async fn run(
         api(&client, ns, &topology),
         watcher::Config::default(),
         topology.clone(),
-    );
+    )
+    .trigger_backoff(nephrite_runtime::watch_backoff());
     let store = controller.store();
     let all_topologies = move |_: DynamicObject| {
         store
