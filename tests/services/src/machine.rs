@@ -64,12 +64,8 @@ impl CpuTimes {
 
     /// How the time since `earlier` was spent.
     pub fn since(&self, earlier: &CpuTimes) -> CpuShares {
-        let delta: Vec<u64> = self
-            .states
-            .iter()
-            .zip(earlier.states)
-            .map(|(now, then)| now.saturating_sub(then))
-            .collect();
+        let delta: [u64; 8] =
+            std::array::from_fn(|at| self.states[at].saturating_sub(earlier.states[at]));
         let total = delta.iter().sum::<u64>() as f64;
         if total == 0.0 {
             return CpuShares::default();
