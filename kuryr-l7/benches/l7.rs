@@ -28,8 +28,9 @@ use nephrite_test_services::{Tool, free_loopback_port, tool};
 #[path = "l7/load.rs"]
 mod load;
 
-use load::{Figures, Placement, cpu_seconds, median, range, settle, wait_idle, wrk};
+use load::{Figures, Placement, cpu_seconds, range, settle, wait_idle, wrk};
 use nephrite_test_services::machine::{CpuTimes, load_average};
+use nephrite_test_services::stats::median;
 
 const HOSTS: usize = 1000;
 const PATHS: usize = 10;
@@ -145,20 +146,20 @@ fn lookup_cost() {
     );
     println!(
         "   10 rules:     first {:7.1} ns   last {:7.1} ns",
-        median(times[0].clone()),
-        median(times[2].clone())
+        median(&mut times[0].clone()),
+        median(&mut times[2].clone())
     );
     println!(
         "   10,000 rules: first {:7.1} ns   last {:7.1} ns",
-        median(times[1].clone()),
-        median(times[3].clone())
+        median(&mut times[1].clone()),
+        median(&mut times[3].clone())
     );
     let ((first_low, first_high), (last_low, last_high)) =
         (range(first.iter().copied()), range(last.iter().copied()));
     println!(
         "   ratio 10,000 / 10 rules (median of per-round ratios): first {:.2} (rounds {first_low:.2}..{first_high:.2}), last {:.2} (rounds {last_low:.2}..{last_high:.2}) (floor: <= 1.5)",
-        median(first.clone()),
-        median(last.clone())
+        median(&mut first.clone()),
+        median(&mut last.clone())
     );
     println!("   load average: {}", load_average());
 }
@@ -420,9 +421,9 @@ fn main() {
     for (t, (name, _)) in targets.iter().enumerate() {
         for (r, rule) in ["first", "last"].iter().enumerate() {
             let runs = &results[t * 2 + r];
-            let rps = median(runs.iter().map(|f| f.rps).collect());
-            let p99 = median(runs.iter().map(|f| f.p99_ms).collect());
-            let cpu = median(runs.iter().map(|f| f.cpu_us).collect());
+            let rps = median(&mut runs.iter().map(|f| f.rps).collect::<Vec<_>>());
+            let p99 = median(&mut runs.iter().map(|f| f.p99_ms).collect::<Vec<_>>());
+            let cpu = median(&mut runs.iter().map(|f| f.cpu_us).collect::<Vec<_>>());
             let (low, high) = range(runs.iter().map(|f| f.rps));
             println!(
                 "   {name:<12} {rule:<5} rule: {rps:>10.0} req/s  p99 {p99:6.2} ms  CPU {cpu:5.1} us/req   (runs {low:.0}..{high:.0} req/s)"
@@ -431,8 +432,8 @@ fn main() {
     }
     for (r, rule) in ["first", "last"].iter().enumerate() {
         let [router, map, acl] = [&results[r], &results[2 + r], &results[4 + r]];
-        let rps = |runs: &[Figures]| median(runs.iter().map(|f| f.rps).collect());
-        let p99 = |runs: &[Figures]| median(runs.iter().map(|f| f.p99_ms).collect());
+        let rps = |runs: &[Figures]| median(&mut runs.iter().map(|f| f.rps).collect::<Vec<_>>());
+        let p99 = |runs: &[Figures]| median(&mut runs.iter().map(|f| f.p99_ms).collect::<Vec<_>>());
         // The same ratios run by run (each run's router against the same run's HAProxy).
         let rps_pairs: Vec<f64> = router.iter().zip(map).map(|(a, b)| a.rps / b.rps).collect();
         let p99_pairs: Vec<f64> = router
@@ -451,8 +452,8 @@ fn main() {
         );
         println!(
             "         per run, router / haproxy-map: RPS median {:.2} (runs {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (runs {p99_low:.2}..{p99_high:.2})",
-            median(rps_pairs.clone()),
-            median(p99_pairs.clone())
+            median(&mut rps_pairs.clone()),
+            median(&mut p99_pairs.clone())
         );
     }
 

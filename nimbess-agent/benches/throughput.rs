@@ -24,6 +24,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nephrite_test_services::machine::{CpuTimes, load_average};
+use nephrite_test_services::stats::median;
 use support::{AgentProcess, BRIDGE_PLUGIN_DIR, Netns, first_ip, run_bridge_plugin, unique};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -98,17 +99,6 @@ fn iperf(iperf3: &Path, client: &Netns, dst: Ipv4Addr, seconds: usize) -> Sample
             "iperf3 gave no result for 30 s: {json}"
         );
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The median (the mean of the two middle values for an even count).
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n.is_multiple_of(2) {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    } else {
-        v[n / 2]
     }
 }
 

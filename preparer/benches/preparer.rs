@@ -37,6 +37,7 @@ use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
 use nephrite_test_services::machine::{CpuTimes, load_average};
+use nephrite_test_services::stats::median;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -83,16 +84,6 @@ fn time_merge(template: &Package, merge: &Package, evict: Option<&mut Vec<u64>>)
     let took = start.elapsed();
     drop(target);
     took
-}
-
-/// The middle of `values` (sorted in place).
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// Merge 1,000 into 1,000 and 10,000 into 10,000: after a warm-up, `runs` interleaved pairs

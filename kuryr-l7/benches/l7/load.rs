@@ -160,12 +160,6 @@ impl Placement {
     }
 }
 
-/// The median (the upper one of an even count).
-pub fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// The smallest and the largest of `values`.
 pub fn range(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
     (

@@ -1,5 +1,6 @@
 //! Throwaway PostgreSQL and etcd, and lookups of HAProxy, wrk, iperf3, nft, nginx and the CNI
-//! plugins, for tests; and, for benchmarks, what the machine was doing ([`machine`]).
+//! plugins, for tests; and, for benchmarks, what the machine was doing ([`machine`]) and the
+//! median of repeated runs ([`stats`]).
 //!
 //! Every domain's tests need the same few real services; this crate starts them once, the same
 //! way, and says clearly when one cannot be had:
@@ -35,6 +36,7 @@ mod port;
 mod postgres;
 mod privilege;
 mod server_process;
+pub mod stats;
 mod tool;
 mod unavailable;
 
