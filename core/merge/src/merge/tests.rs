@@ -212,6 +212,22 @@ data: {b: '2'}
 }
 
 #[test]
+fn a_target_identity_held_twice_merges_into_the_first() {
+    let mut target = package(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\ndata: {at: first}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\ndata: {at: second}\n",
+    );
+    let source =
+        package("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\ndata: {at: merged}\n");
+    let report = merge_package(&mut target, &source, |_| false).unwrap();
+    assert_eq!(report.replaced, 1);
+    let data: Vec<_> = target.iter().map(|o| o.body.get("data").cloned()).collect();
+    assert_eq!(
+        data,
+        [Some(json!({"at": "merged"})), Some(json!({"at": "second"}))]
+    );
+}
+
+#[test]
 fn deep_merge_rules() {
     let mut base = json!({"a": {"b": 1, "c": [1, 2]}, "d": "x"});
     deep_merge(
