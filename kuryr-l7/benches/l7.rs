@@ -4,16 +4,19 @@
 //!
 //! HAProxy runs in two configurations: the table as one `map_beg` lookup (the strongest HAProxy
 //! set-up) and as an Octavia-equivalent ordered ACL chain (what Kuryr users get from Octavia).
-//! Figures are the median of `L7_BENCH_RUNS` (default 5) interleaved runs of `L7_BENCH_SECONDS`
-//! (default 10) seconds, for a request hitting the first rule and one hitting the last. Each
-//! wrk run also reports steal (time the hypervisor gave other guests); a run with more than
-//! `L7_BENCH_MAX_STEAL` percent (1: p99 is the slowest 1 % of the requests) is printed and taken
-//! again, at most `L7_BENCH_RUNS` times.
+//! The router is compared with map-based HAProxy pair by pair: for each of two requests (one
+//! hitting the first rule, one the last), the two are measured back to back for
+//! `L7_BENCH_SECONDS` (default 10) seconds each, in an order that flips every pair, until each
+//! request has `L7_BENCH_RUNS` (default 5) pairs; the figures are the medians over them. Each
+//! wrk run also reports steal (time the hypervisor gave other guests); a pair in which either
+//! run saw more than `L7_BENCH_MAX_STEAL` percent (1: p99 is the slowest 1 % of the requests)
+//! is printed and taken again, at most `L7_BENCH_RETAKES` (3 × runs) times in all. The ACL
+//! chain runs once per round beside them (its figures are printed, never held to a floor).
 //! The proxy under test runs alone on CPU 1, wrk and nginx on CPU 0, the same for every proxy
 //! (`L7_BENCH_PIN=0` lets them share all CPUs). Before each run the bench waits up to
 //! `L7_BENCH_SETTLE_SECONDS` (20) for other work to leave the CPUs at most 25 % busy, and prints
-//! how busy they were, the load average and every run's figures; the order of the targets flips
-//! every run. `L7_BENCH_ONLY=lookup` measures the lookup cost alone.
+//! how busy they were, the load average and every run's figures (p50 beside p99, to tell a
+//! slower body from a longer tail). `L7_BENCH_ONLY=lookup` measures the lookup cost alone.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -27,10 +30,13 @@ use nephrite_test_services::{Tool, free_loopback_port, tool};
 
 #[path = "l7/load.rs"]
 mod load;
+#[path = "l7/rounds.rs"]
+mod rounds;
 
-use load::{Figures, Placement, cpu_seconds, range, settle, wait_idle, wrk};
-use nephrite_test_services::machine::{CpuTimes, load_average};
+use load::{Placement, range, wrk};
+use nephrite_test_services::machine::load_average;
 use nephrite_test_services::stats::median;
+use rounds::{Plan, Rule, Target, measure_pairs, report};
 
 const HOSTS: usize = 1000;
 const PATHS: usize = 10;
@@ -342,120 +348,48 @@ fn main() {
     }
 
     println!(
-        "== throughput: {HOSTS} hosts x {PATHS} paths, 1 thread each, wrk -t1 -c32, median of {runs} x {seconds}s"
+        "== throughput: {HOSTS} hosts x {PATHS} paths, 1 thread each, wrk -t1 -c32, median of {runs} pairs x {seconds}s"
     );
     println!("   placement: {}", placement.describe());
-    let settle_limit = Duration::from_secs(env_number("L7_BENCH_SETTLE_SECONDS", 20));
-    let pids = [router_proc.0.id(), map_proc.0.id(), acl_proc.0.id()];
-    let rules = [first, last];
-    let mut results: Vec<Vec<Figures>> = vec![Vec::new(); targets.len() * 2];
+    let router = Target {
+        name: "router",
+        address: address(router_port),
+        pid: router_proc.0.id(),
+    };
+    let map = Target {
+        name: "haproxy-map",
+        address: address(map_port),
+        pid: map_proc.0.id(),
+    };
+    let acl = Target {
+        name: "haproxy-acl",
+        address: address(acl_port),
+        pid: acl_proc.0.id(),
+    };
+    let rules = [
+        Rule {
+            name: "first",
+            host: first.0,
+            path: first.1,
+        },
+        Rule {
+            name: "last",
+            host: last.0,
+            path: last.1,
+        },
+    ];
     // A run during which the hypervisor took more than this share of the CPU time from the VM
     // measures the neighbours, not the proxies: p99 is the slowest 1 % of the requests, and
-    // 1 % of a 10-second run is 100 ms, so stolen time of that order is what p99 shows. Such
-    // a run is printed and taken again (at most `runs` retakes in all; after that, disturbed
-    // runs count, and say so).
-    let max_steal = env_number("L7_BENCH_MAX_STEAL", 1) as f64;
-    let mut retakes_left = runs;
-    let mut run = 0;
-    while run < runs {
-        let (busy, waited) = settle(25.0, settle_limit);
-        let mut report = format!(
-            "   run {}/{runs}: load {}, CPUs {busy:.0}% busy with other work before (waited {}s)",
-            run + 1,
-            load_average(),
-            waited.as_secs()
-        );
-        // The order flips every run (ABBA), so a drift in the machine hits every target alike.
-        let mut order: Vec<usize> = (0..targets.len()).collect();
-        if run % 2 == 1 {
-            order.reverse();
-        }
-        let mut this_run = vec![Figures::default(); targets.len() * 2];
-        for t in order {
-            for (r, (host, path)) in rules.iter().enumerate() {
-                let before = cpu_seconds(pids[t]);
-                let times_before = CpuTimes::now();
-                let mut figures = wrk(&wrk_bin, address(targets[t].1), host, path, seconds);
-                let requests = figures.rps * seconds as f64;
-                figures.cpu_us = (cpu_seconds(pids[t]) - before) * 1e6 / requests.max(1.0);
-                figures.steal_pct = CpuTimes::now().since(&times_before).steal_pct;
-                this_run[t * 2 + r] = figures;
-            }
-            wait_idle(pids[t]);
-        }
-        for (t, (name, _)) in targets.iter().enumerate() {
-            let [first, last] = [&this_run[t * 2], &this_run[t * 2 + 1]];
-            let _ = write!(
-                report,
-                "\n     {name:<12} first {:>7.0} req/s p99 {:6.2} ms {:5.1} us/req steal {:4.1}% | last {:>7.0} req/s p99 {:6.2} ms {:5.1} us/req steal {:4.1}%",
-                first.rps,
-                first.p99_ms,
-                first.cpu_us,
-                first.steal_pct,
-                last.rps,
-                last.p99_ms,
-                last.cpu_us,
-                last.steal_pct
-            );
-        }
-        let steal = this_run.iter().map(|f| f.steal_pct).fold(0.0, f64::max);
-        if steal > max_steal {
-            if retakes_left > 0 {
-                retakes_left -= 1;
-                println!(
-                    "{report}\n     disturbed: the hypervisor stole up to {steal:.1}% of the CPU time (limit {max_steal}%); taken again"
-                );
-                continue;
-            }
-            let _ = write!(
-                report,
-                "\n     disturbed (steal up to {steal:.1}%), counted: no retakes left"
-            );
-        }
-        println!("{report}");
-        for (at, figures) in this_run.into_iter().enumerate() {
-            results[at].push(figures);
-        }
-        run += 1;
-    }
-    for (t, (name, _)) in targets.iter().enumerate() {
-        for (r, rule) in ["first", "last"].iter().enumerate() {
-            let runs = &results[t * 2 + r];
-            let rps = median(&mut runs.iter().map(|f| f.rps).collect::<Vec<_>>());
-            let p99 = median(&mut runs.iter().map(|f| f.p99_ms).collect::<Vec<_>>());
-            let cpu = median(&mut runs.iter().map(|f| f.cpu_us).collect::<Vec<_>>());
-            let (low, high) = range(runs.iter().map(|f| f.rps));
-            println!(
-                "   {name:<12} {rule:<5} rule: {rps:>10.0} req/s  p99 {p99:6.2} ms  CPU {cpu:5.1} us/req   (runs {low:.0}..{high:.0} req/s)"
-            );
-        }
-    }
-    for (r, rule) in ["first", "last"].iter().enumerate() {
-        let [router, map, acl] = [&results[r], &results[2 + r], &results[4 + r]];
-        let rps = |runs: &[Figures]| median(&mut runs.iter().map(|f| f.rps).collect::<Vec<_>>());
-        let p99 = |runs: &[Figures]| median(&mut runs.iter().map(|f| f.p99_ms).collect::<Vec<_>>());
-        // The same ratios run by run (each run's router against the same run's HAProxy).
-        let rps_pairs: Vec<f64> = router.iter().zip(map).map(|(a, b)| a.rps / b.rps).collect();
-        let p99_pairs: Vec<f64> = router
-            .iter()
-            .zip(map)
-            .map(|(a, b)| a.p99_ms / b.p99_ms)
-            .collect();
-        let (rps_low, rps_high) = range(rps_pairs.iter().copied());
-        let (p99_low, p99_high) = range(p99_pairs.iter().copied());
-        println!(
-            "   {rule:<5} rule: router / haproxy-map: RPS {:.2} (floor >= 0.95, goal 1.2), p99 {:.2} (floor <= 1.0, goal 0.8); router / haproxy-acl: RPS {:.2}, p99 {:.2}",
-            rps(router) / rps(map),
-            p99(router) / p99(map),
-            rps(router) / rps(acl),
-            p99(router) / p99(acl)
-        );
-        println!(
-            "         per run, router / haproxy-map: RPS median {:.2} (runs {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (runs {p99_low:.2}..{p99_high:.2})",
-            median(&mut rps_pairs.clone()),
-            median(&mut p99_pairs.clone())
-        );
-    }
+    // 1 % of a 10-second run is 100 ms, so stolen time of that order is what p99 shows.
+    let plan = Plan {
+        runs,
+        seconds,
+        max_steal: env_number("L7_BENCH_MAX_STEAL", 1) as f64,
+        retakes: env_number("L7_BENCH_RETAKES", 3 * runs as u64) as usize,
+        settle_limit: Duration::from_secs(env_number("L7_BENCH_SETTLE_SECONDS", 20)),
+    };
+    let results = measure_pairs(&wrk_bin, [&router, &map], &acl, &rules, &plan);
+    report(&results, [&router, &map, &acl], &rules);
 
     println!("   load average after: {}", load_average());
     println!("== 100 rule updates during a {seconds}s wrk run on an unchanged route");

@@ -14,6 +14,7 @@ use nix::unistd::Pid;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Figures {
     pub rps: f64,
+    pub p50_ms: f64,
     pub p99_ms: f64,
     pub non_2xx: u64,
     pub socket_errors: u64,
@@ -76,6 +77,8 @@ pub fn wrk(wrk: &Path, address: SocketAddr, host: &str, path: &str, seconds: u64
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("Requests/sec:") {
             figures.rps = rest.trim().parse().unwrap_or(0.0);
+        } else if let Some(rest) = line.strip_prefix("50%") {
+            figures.p50_ms = parse_latency(rest);
         } else if let Some(rest) = line.strip_prefix("99%") {
             figures.p99_ms = parse_latency(rest);
         } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {

@@ -1,0 +1,191 @@
+//! The throughput comparison, pair by pair: for each rule, the router and map-based HAProxy
+//! measured back to back (the order flipping every round), and a pair retaken when the
+//! hypervisor stole more than the limit during either of its two wrk runs. The ACL chain is
+//! measured beside them, not compared against a floor, so its runs are never retaken.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use nephrite_test_services::machine::{CpuTimes, load_average};
+use nephrite_test_services::stats::median;
+
+use crate::load::{Figures, cpu_seconds, range, settle, wait_idle, wrk};
+
+/// A proxy under test.
+pub struct Target {
+    pub name: &'static str,
+    pub address: SocketAddr,
+    pub pid: u32,
+}
+
+/// A request the load sends: its `Host` and path, and its name in the report.
+pub struct Rule {
+    pub name: &'static str,
+    pub host: &'static str,
+    pub path: &'static str,
+}
+
+/// How much to measure.
+pub struct Plan {
+    /// Pairs wanted per rule (the medians are over these).
+    pub runs: usize,
+    /// Seconds per wrk run.
+    pub seconds: u64,
+    /// The steal (percent) above which a pair is taken again.
+    pub max_steal: f64,
+    /// Retakes allowed in all; after that, disturbed pairs count, and say so.
+    pub retakes: usize,
+    /// How long to wait for the CPUs to quieten before a round.
+    pub settle_limit: Duration,
+}
+
+/// The figures of every counted run: `[rule][target]`, targets in the order given.
+pub type Results = Vec<Vec<Vec<Figures>>>;
+
+/// One wrk run against `target`, with the proxy's CPU time per request and the steal.
+fn measure(wrk_bin: &Path, target: &Target, rule: &Rule, seconds: u64) -> Figures {
+    let cpu_before = cpu_seconds(target.pid);
+    let times_before = CpuTimes::now();
+    let mut figures = wrk(wrk_bin, target.address, rule.host, rule.path, seconds);
+    let requests = figures.rps * seconds as f64;
+    figures.cpu_us = (cpu_seconds(target.pid) - cpu_before) * 1e6 / requests.max(1.0);
+    figures.steal_pct = CpuTimes::now().since(&times_before).steal_pct;
+    wait_idle(target.pid);
+    figures
+}
+
+fn describe(figures: &Figures) -> String {
+    format!(
+        "{:>7.0} req/s p50 {:5.2} ms p99 {:6.2} ms {:5.1} us/req steal {:4.1}%",
+        figures.rps, figures.p50_ms, figures.p99_ms, figures.cpu_us, figures.steal_pct
+    )
+}
+
+/// Measures `compared` (the router, then the HAProxy it is held against) as pairs and
+/// `beside` once per round, until every rule has `plan.runs` counted pairs.
+pub fn measure_pairs(
+    wrk_bin: &Path,
+    compared: [&Target; 2],
+    beside: &Target,
+    rules: &[Rule],
+    plan: &Plan,
+) -> Results {
+    let mut results: Results = vec![vec![Vec::new(); 3]; rules.len()];
+    let mut retakes_left = plan.retakes;
+    let mut round = 0;
+    while results.iter().any(|per_rule| per_rule[0].len() < plan.runs) {
+        round += 1;
+        let (busy, waited) = settle(25.0, plan.settle_limit);
+        println!(
+            "   round {round}: load {}, CPUs {busy:.0}% busy with other work before (waited {}s)",
+            load_average(),
+            waited.as_secs()
+        );
+        for (r, rule) in rules.iter().enumerate() {
+            if results[r][0].len() >= plan.runs {
+                continue;
+            }
+            // The order flips every pair (ABBA), so a drift in the machine hits both alike.
+            let flipped = (round + r) % 2 == 0;
+            let order: [usize; 2] = if flipped { [1, 0] } else { [0, 1] };
+            let mut pair = [Figures::default(); 2];
+            for at in order {
+                pair[at] = measure(wrk_bin, compared[at], rule, plan.seconds);
+            }
+            let mut report = format!("     {:<5} rule", rule.name);
+            for (target, figures) in compared.iter().zip(&pair) {
+                let _ = write!(report, " | {} {}", target.name, describe(figures));
+            }
+            let steal = pair[0].steal_pct.max(pair[1].steal_pct);
+            if steal > plan.max_steal {
+                if retakes_left > 0 {
+                    retakes_left -= 1;
+                    println!(
+                        "{report}\n       disturbed: the hypervisor stole {steal:.1}% of the CPU time (limit {}%); taken again ({retakes_left} retakes left)",
+                        plan.max_steal
+                    );
+                    continue;
+                }
+                let _ = write!(
+                    report,
+                    "\n       disturbed (steal {steal:.1}%), counted: no retakes left"
+                );
+            }
+            println!("{report}");
+            results[r][0].push(pair[0]);
+            results[r][1].push(pair[1]);
+        }
+        for (r, rule) in rules.iter().enumerate() {
+            if results[r][2].len() < plan.runs {
+                let figures = measure(wrk_bin, beside, rule, plan.seconds);
+                println!(
+                    "     {:<5} rule | {} {}",
+                    rule.name,
+                    beside.name,
+                    describe(&figures)
+                );
+                results[r][2].push(figures);
+            }
+        }
+    }
+    results
+}
+
+fn median_of(runs: &[Figures], field: impl Fn(&Figures) -> f64) -> f64 {
+    median(&mut runs.iter().map(field).collect::<Vec<_>>())
+}
+
+/// Prints each target's medians and the ratios the floors are about.
+pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
+    for (r, rule) in rules.iter().enumerate() {
+        for (t, target) in targets.iter().enumerate() {
+            let runs = &results[r][t];
+            let (low, high) = range(runs.iter().map(|f| f.rps));
+            println!(
+                "   {:<12} {:<5} rule: {:>10.0} req/s  p50 {:5.2} ms  p99 {:6.2} ms  CPU {:5.1} us/req   (runs {low:.0}..{high:.0} req/s)",
+                target.name,
+                rule.name,
+                median_of(runs, |f| f.rps),
+                median_of(runs, |f| f.p50_ms),
+                median_of(runs, |f| f.p99_ms),
+                median_of(runs, |f| f.cpu_us),
+            );
+        }
+    }
+    for (r, rule) in rules.iter().enumerate() {
+        let [router, map, acl] = [&results[r][0], &results[r][1], &results[r][2]];
+        let ratio = |a: &[Figures], b: &[Figures], field: fn(&Figures) -> f64| {
+            median_of(a, field) / median_of(b, field)
+        };
+        // The same ratios pair by pair (each router run against the HAProxy run beside it).
+        let pairs = |field: fn(&Figures) -> f64| -> Vec<f64> {
+            router
+                .iter()
+                .zip(map)
+                .map(|(a, b)| field(a) / field(b))
+                .collect()
+        };
+        let (rps_pairs, p99_pairs) = (pairs(|f| f.rps), pairs(|f| f.p99_ms));
+        let (rps_low, rps_high) = range(rps_pairs.iter().copied());
+        let (p99_low, p99_high) = range(p99_pairs.iter().copied());
+        println!(
+            "   {:<5} rule: {} / {}: RPS {:.2} (floor >= 0.95, goal 1.2), p99 {:.2} (floor <= 1.0, goal 0.8); {} / {}: RPS {:.2}, p99 {:.2}",
+            rule.name,
+            targets[0].name,
+            targets[1].name,
+            ratio(router, map, |f| f.rps),
+            ratio(router, map, |f| f.p99_ms),
+            targets[0].name,
+            targets[2].name,
+            ratio(router, acl, |f| f.rps),
+            ratio(router, acl, |f| f.p99_ms),
+        );
+        println!(
+            "         pair by pair: RPS median {:.2} (pairs {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (pairs {p99_low:.2}..{p99_high:.2})",
+            median(&mut rps_pairs.clone()),
+            median(&mut p99_pairs.clone())
+        );
+    }
+}
