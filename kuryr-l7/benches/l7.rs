@@ -13,7 +13,7 @@
 //! is printed and taken again, at most `L7_BENCH_RETAKES` (3 × runs) times in all. The ACL
 //! chain runs once per round beside them (its figures are printed, never held to a floor).
 //! The proxy under test runs alone on CPU 1, wrk and nginx on CPU 0, the same for every proxy
-//! (`L7_BENCH_PIN=0` lets them share all CPUs). Before each run the bench waits up to
+//! (`L7_BENCH_PIN=0` lets them share all CPUs). Before each round the bench waits up to
 //! `L7_BENCH_SETTLE_SECONDS` (20) for other work to leave the CPUs at most 25 % busy, and prints
 //! how busy they were, the load average and every run's figures (p50 beside p99, to tell a
 //! slower body from a longer tail). `L7_BENCH_ONLY=lookup` measures the lookup cost alone.
