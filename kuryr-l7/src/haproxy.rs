@@ -6,6 +6,12 @@
 //! starts new workers that take the listening sockets over from the old ones (`expose-fd
 //! listeners`), while the old workers finish their connections — no connection is refused or
 //! reset. A configuration HAProxy refuses is logged and the running one kept.
+//!
+//! The master's pid is kept in `haproxy.pid` in the state directory. A controller killed
+//! before it could stop HAProxy (SIGKILL, a crash) leaves that HAProxy serving; the next start
+//! on the same directory finds it there (the pid still runs HAProxy on this directory's
+//! configuration) and takes over: the new HAProxy binds, then tells the old one to finish its
+//! connections and leave (`-sf`), so the old rules never keep a share of the new connections.
 
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -249,10 +255,25 @@ impl Haproxy {
         let rendered = Self::render(&settings, snapshot)?;
         let path = settings.dir.join("haproxy.cfg");
         Self::check(&settings, &path, &rendered).await?;
-        let master = Command::new(&settings.binary)
+        let pidfile = settings.dir.join("haproxy.pid");
+        let stale = stale_master(&pidfile, &path);
+        let mut command = Command::new(&settings.binary);
+        command
             .arg("-W")
             .arg("-f")
             .arg(&path)
+            .arg("-p")
+            .arg(&pidfile);
+        if let Some(pid) = stale {
+            tracing::warn!(
+                pid,
+                "an earlier haproxy still runs on {}: taking over, it finishes its connections and leaves",
+                settings.dir.display()
+            );
+            // `-sf` takes every argument after it as a pid: it comes last.
+            command.arg("-sf").arg(pid.to_string());
+        }
+        let master = command
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -260,6 +281,7 @@ impl Haproxy {
                 binary: settings.binary.clone(),
                 source,
             })?;
+        let own = master.id();
         let haproxy = Haproxy {
             running: Arc::new(Mutex::new(Running {
                 master,
@@ -272,9 +294,13 @@ impl Haproxy {
             if let Ok(Some(status)) = haproxy.running.lock().await.master.try_wait() {
                 return Err(HaproxyError::Exited(status.to_string()));
             }
-            if tokio::net::TcpStream::connect(haproxy.settings.listen)
-                .await
-                .is_ok()
+            // Listening is not enough while an earlier HAProxy also listens there: the new
+            // master writes its pid once it is up.
+            let started = stale.is_none() || own.is_some_and(|own| read_pid(&pidfile) == Some(own));
+            if started
+                && tokio::net::TcpStream::connect(haproxy.settings.listen)
+                    .await
+                    .is_ok()
             {
                 tracing::info!(
                     version = short(&snapshot.version),
@@ -351,4 +377,30 @@ impl Haproxy {
             let _ = running.master.kill().await;
         }
     }
+}
+
+/// The pid recorded in `pidfile`, if it holds one.
+fn read_pid(pidfile: &Path) -> Option<u32> {
+    std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()
+}
+
+/// The pid of an HAProxy master left running on `config` by an earlier start: the pid in
+/// `pidfile`, if that process is alive (not a zombie) and runs with `config` on its command
+/// line (a pid reused by anything else is left alone).
+fn stale_master(pidfile: &Path, config: &Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let pid = read_pid(pidfile)?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    if stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    {
+        return None;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let config = config.as_os_str().as_bytes();
+    cmdline
+        .split(|&byte| byte == 0)
+        .any(|arg| arg == config)
+        .then_some(pid)
 }

@@ -19,7 +19,8 @@ use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
 
-struct Daemon(Child);
+/// A controller, and the state directory of the HAProxy it drives.
+struct Daemon(Child, PathBuf);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
@@ -28,14 +29,23 @@ impl Drop for Daemon {
             .args(["-TERM", &self.0.id().to_string()])
             .status();
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
+        while start.elapsed() < Duration::from_secs(5) && !matches!(self.0.try_wait(), Ok(Some(_)))
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
+        // A controller killed before HAProxy finished its soft stop leaves it running; the
+        // test's HAProxy must not outlive the test.
+        if let Some(pid) = std::fs::read_to_string(self.1.join("haproxy.pid"))
+            .ok()
+            .and_then(|pid| pid.trim().parse::<u32>().ok())
+            && !has_left(pid)
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
     }
 }
 
@@ -64,6 +74,7 @@ fn controller(
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
+        work.to_owned(),
     );
     (daemon, listen)
 }
@@ -252,4 +263,80 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
     assert!(err.to_string().contains("haproxy -c refused"), "{err}");
     assert_eq!(get(http, "load.example.com", "/p20").await.status, 200);
     driver.stop().await;
+}
+
+/// Whether process `pid` has left (gone, or a zombie nobody reaped yet).
+fn has_left(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test]
+async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
+    let Some(haproxy) =
+        haproxy_or_skip("a_restart_takes_over_from_a_haproxy_its_predecessor_left_running")
+    else {
+        return;
+    };
+    let (web, cart) = (echo("web").await, echo("cart").await);
+    let work = tempfile::tempdir().unwrap();
+    // The same Ingress, its backend moved from `web` to `cart` between the two starts.
+    let snapshot = |service: &str| {
+        let yaml = format!(
+            "{}{}apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: shop, namespace: shop}}\nspec:\n  rules:\n  - host: take.example.com\n    http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: {service}, port: {{number: 80}}}}}}}}\n",
+            service_yaml("shop", "web", &[web]),
+            service_yaml("shop", "cart", &[cart]),
+        );
+        let mut objects = Vec::new();
+        let mut errors = Vec::new();
+        read_file(Path::new("shop.yaml"), &yaml, &mut objects, &mut errors);
+        to_wire(&translate(&objects, &Options::default()), &errors)
+    };
+    let settings = HaproxySettings {
+        binary: haproxy,
+        listen: dead_address(),
+        listen_tls: None,
+        dir: work.path().to_owned(),
+        default_certificate: None,
+    };
+    let http = settings.listen;
+    let first = Haproxy::start(settings.clone(), &snapshot("web"))
+        .await
+        .unwrap();
+    wait_for_answer(http, "take.example.com", "/", |r| r.body.starts_with("web")).await;
+    let pidfile = work.path().join("haproxy.pid");
+    let stale: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    // The controller dies without stopping HAProxy, as under SIGKILL: its handle is never
+    // dropped, and that HAProxy keeps serving the old rules.
+    std::mem::forget(first);
+    assert!(!has_left(stale));
+
+    let second = Haproxy::start(settings, &snapshot("cart")).await.unwrap();
+    let start = Instant::now();
+    while !has_left(stale) {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the earlier haproxy (pid {stale}) is still running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let own: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(own, stale, "the new master records its own pid");
+    for _ in 0..20 {
+        let reply = get(http, "take.example.com", "/").await;
+        assert!(reply.body.starts_with("cart"), "{}", reply.body);
+    }
+    second.stop().await;
+    assert!(has_left(own), "stopping the new haproxy stops it");
 }
