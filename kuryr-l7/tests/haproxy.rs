@@ -337,6 +337,9 @@ async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
         let reply = get(http, "take.example.com", "/").await;
         assert!(reply.body.starts_with("cart"), "{}", reply.body);
     }
+    // The HAProxy that took over reloads as any other (its own master, not the old pid).
+    assert!(second.apply(&snapshot("web")).await.unwrap());
+    wait_for_answer(http, "take.example.com", "/", |r| r.body.starts_with("web")).await;
     second.stop().await;
     assert!(has_left(own), "stopping the new haproxy stops it");
 }
