@@ -14,6 +14,7 @@ use nephrite_kuryr_l7::haproxy::{Haproxy, HaproxySettings};
 use nephrite_kuryr_l7::source::read_file;
 use nephrite_kuryr_l7::wire::to_wire;
 use nephrite_l7::{Options, translate};
+use nephrite_test_services::process::runs;
 use nephrite_test_services::{Tool, tool};
 use support::*;
 
@@ -28,20 +29,23 @@ impl Drop for Daemon {
         let _ = Command::new("kill")
             .args(["-TERM", &self.0.id().to_string()])
             .status();
+        // Longer than the driver's own bound on HAProxy's soft stop (10 s), so that the
+        // controller is not killed half way through stopping it.
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) && !matches!(self.0.try_wait(), Ok(Some(_)))
+        while start.elapsed() < Duration::from_secs(15) && !matches!(self.0.try_wait(), Ok(Some(_)))
         {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
-        // A controller killed before HAProxy finished its soft stop leaves it running; the
-        // test's HAProxy must not outlive the test.
+        // Whatever happened, the test's HAProxy must not outlive the test; say so when it
+        // would have (a controller that did not stop its HAProxy is a bug to see).
         if let Some(pid) = std::fs::read_to_string(self.1.join("haproxy.pid"))
             .ok()
             .and_then(|pid| pid.trim().parse::<u32>().ok())
-            && !has_left(pid)
+            && runs(pid)
         {
+            eprintln!("haproxy (pid {pid}) outlived its controller: killing it");
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();
@@ -265,14 +269,6 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
     driver.stop().await;
 }
 
-/// Whether process `pid` has left (gone, or a zombie nobody reaped yet).
-fn has_left(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
-}
-
 #[tokio::test]
 async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
     let Some(haproxy) =
@@ -316,11 +312,11 @@ async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
     // The controller dies without stopping HAProxy, as under SIGKILL: its handle is never
     // dropped, and that HAProxy keeps serving the old rules.
     std::mem::forget(first);
-    assert!(!has_left(stale));
+    assert!(runs(stale));
 
     let second = Haproxy::start(settings, &snapshot("cart")).await.unwrap();
     let start = Instant::now();
-    while !has_left(stale) {
+    while runs(stale) {
         assert!(
             start.elapsed() < Duration::from_secs(15),
             "the earlier haproxy (pid {stale}) is still running"
@@ -341,5 +337,5 @@ async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
     assert!(second.apply(&snapshot("web")).await.unwrap());
     wait_for_answer(http, "take.example.com", "/", |r| r.body.starts_with("web")).await;
     second.stop().await;
-    assert!(has_left(own), "stopping the new haproxy stops it");
+    assert!(!runs(own), "stopping the new haproxy stops it");
 }

@@ -41,8 +41,17 @@ pub struct Plan {
     pub settle_limit: Duration,
 }
 
-/// The figures of every counted run: `[rule][target]`, targets in the order given.
-pub type Results = Vec<Vec<Vec<Figures>>>;
+/// The counted runs for one rule.
+#[derive(Default)]
+pub struct RuleRuns {
+    /// The compared pair's runs: the router's, then the HAProxy it is held against.
+    pub compared: [Vec<Figures>; 2],
+    /// The runs of the target measured beside them.
+    pub beside: Vec<Figures>,
+}
+
+/// The counted runs, rule by rule.
+pub type Results = Vec<RuleRuns>;
 
 /// One wrk run against `target`, with the proxy's CPU time per request and the steal.
 fn measure(wrk_bin: &Path, target: &Target, rule: &Rule, seconds: u64) -> Figures {
@@ -72,10 +81,13 @@ pub fn measure_pairs(
     rules: &[Rule],
     plan: &Plan,
 ) -> Results {
-    let mut results: Results = vec![vec![Vec::new(); 3]; rules.len()];
+    let mut results: Results = rules.iter().map(|_| RuleRuns::default()).collect();
     let mut retakes_left = plan.retakes;
     let mut round = 0;
-    while results.iter().any(|per_rule| per_rule[0].len() < plan.runs) {
+    while results
+        .iter()
+        .any(|runs| runs.compared[0].len() < plan.runs)
+    {
         round += 1;
         let (busy, waited) = settle(25.0, plan.settle_limit);
         println!(
@@ -84,7 +96,7 @@ pub fn measure_pairs(
             waited.as_secs()
         );
         for (r, rule) in rules.iter().enumerate() {
-            if results[r][0].len() >= plan.runs {
+            if results[r].compared[0].len() >= plan.runs {
                 continue;
             }
             // The order flips every pair (ABBA), so a drift in the machine hits both alike.
@@ -114,11 +126,12 @@ pub fn measure_pairs(
                 );
             }
             println!("{report}");
-            results[r][0].push(pair[0]);
-            results[r][1].push(pair[1]);
+            for (runs, figures) in results[r].compared.iter_mut().zip(pair) {
+                runs.push(figures);
+            }
         }
         for (r, rule) in rules.iter().enumerate() {
-            if results[r][2].len() < plan.runs {
+            if results[r].beside.len() < plan.runs {
                 let figures = measure(wrk_bin, beside, rule, plan.seconds);
                 println!(
                     "     {:<5} rule | {} {}",
@@ -126,7 +139,7 @@ pub fn measure_pairs(
                     beside.name,
                     describe(&figures)
                 );
-                results[r][2].push(figures);
+                results[r].beside.push(figures);
             }
         }
     }
@@ -149,9 +162,9 @@ fn median_of(runs: &[Figures], field: impl Fn(&Figures) -> f64) -> f64 {
 
 /// Prints each target's medians and the ratios the floors are about.
 pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
-    for (r, rule) in rules.iter().enumerate() {
-        for (t, target) in targets.iter().enumerate() {
-            let runs = &results[r][t];
+    for (rule, rule_runs) in rules.iter().zip(results) {
+        let [router, map] = &rule_runs.compared;
+        for (target, runs) in targets.iter().zip([router, map, &rule_runs.beside]) {
             let (low, high) = range(runs.iter().map(|f| f.rps));
             println!(
                 "   {:<12} {:<5} rule: {:>10.0} req/s  p50 {:5.2} ms  p99 {:6.2} ms  CPU {:5.1} us/req   (runs {low:.0}..{high:.0} req/s)",
@@ -165,7 +178,10 @@ pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
         }
     }
     for (r, rule) in rules.iter().enumerate() {
-        let [router, map, acl] = [&results[r][0], &results[r][1], &results[r][2]];
+        let RuleRuns {
+            compared: [router, map],
+            beside: acl,
+        } = &results[r];
         let ratio = |a: &[Figures], b: &[Figures], field: fn(&Figures) -> f64| {
             median_of(a, field) / median_of(b, field)
         };

@@ -35,6 +35,7 @@ mod netns;
 mod port;
 mod postgres;
 mod privilege;
+pub mod process;
 mod server_process;
 pub mod stats;
 mod tool;

@@ -4,11 +4,12 @@
 //! SIGKILL, and waits for the watchdog to stop etcd and remove its directory.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nephrite_test_services::process::runs;
 use nephrite_test_services::{Etcd, Postgres};
 
 /// Which service the child process starts, from the environment the parent sets.
@@ -61,18 +62,18 @@ fn killed_child_leaves_nothing(service: &str) -> anyhow::Result<()> {
         anyhow::bail!("the child never started {service}");
     };
     let (pid, dir) = started.split_once(' ').context("pid and dir")?;
-    let (server, dir) = (PathBuf::from(format!("/proc/{pid}")), PathBuf::from(dir));
-    assert!(server.exists() && dir.exists());
+    let (server, dir): (u32, PathBuf) = (pid.parse()?, PathBuf::from(dir));
+    assert!(runs(server) && dir.exists());
 
     child.kill()?; // SIGKILL: no destructor runs in the child
     child.wait()?;
 
     let deadline = Instant::now() + Duration::from_secs(60);
-    while (alive(&server) || dir.exists()) && Instant::now() < deadline {
+    while (runs(server) || dir.exists()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        !alive(&server),
+        !runs(server),
         "{service} (pid {pid}) outlived the killed test process"
     );
     assert!(
@@ -81,14 +82,6 @@ fn killed_child_leaves_nothing(service: &str) -> anyhow::Result<()> {
         dir.display()
     );
     Ok(())
-}
-
-/// Whether the process at `/proc/PID` runs (a zombie, reaped by init soon, does not).
-fn alive(proc_dir: &Path) -> bool {
-    std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
 }
 
 #[test]
