@@ -20,9 +20,15 @@
 //!
 //! `PREPARER_BENCH_PARTS` picks parts (default `merge,placement,pages`);
 //! `PREPARER_BENCH_SKIP_PAGES=1` stops after the placements.
+//!
+//! The bench allocates with the daemon's allocator (mimalloc, as `src/main.rs` sets it), so the
+//! merges and the in-process placements are measured as `preparer serve` runs them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use futures::StreamExt;

@@ -6,6 +6,13 @@ use nephrite_preparer::cli::{Cli, Command};
 use nephrite_preparer::daemon;
 use nephrite_runtime::{LogFormat, init_tracing};
 
+/// mimalloc rather than the system allocator: preparing is allocation-heavy (every merge
+/// copies resources, every store row is decoded into a package), and mimalloc takes about a
+/// third off merges and placements (`preparer/README.md`, "Benchmark"). The library leaves the
+/// allocator to whoever embeds it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
