@@ -6,8 +6,9 @@
 //!    runs (`PREPARER_BENCH_MERGE_RUNS`, default 31), medians and the spread of the ratios;
 //! 2. a Placement over N sites (default 10,000; `PREPARER_BENCH_SITES`) on SQLite and, when a
 //!    PostgreSQL can be started, on PostgreSQL: time until all N children exist and are
-//!    prepared (target ≤ 60 s; PostgreSQL within 2× of SQLite). It also runs at 200 sites
-//!    (`PREPARER_BENCH_SMALL_SITES`), `PREPARER_BENCH_SMALL_RUNS` (default 5) times per
+//!    prepared (target ≤ 60 s; PostgreSQL within 2× of SQLite), `PREPARER_BENCH_LARGE_RUNS`
+//!    (default 3) runs per backend, the backends taking turns run by run. It also runs at 200
+//!    sites (`PREPARER_BENCH_SMALL_SITES`), `PREPARER_BENCH_SMALL_RUNS` (default 5) times per
 //!    backend, where fixed per-statement costs dominate: median, fastest and slowest.
 //!    `PREPARER_BENCH_PG_LOG=1` has the server log every statement of those runs and prints
 //!    their count and server time by protocol step;
@@ -468,34 +469,6 @@ impl Runs {
     }
 }
 
-/// Runs the placement `runs` times, each on a fresh daemon and store (`store` makes the
-/// spec), `rounds` placements per daemon: the timings of each round over the runs.
-async fn placement_runs(
-    runs: usize,
-    sites: usize,
-    rounds: usize,
-    log: Option<&std::path::Path>,
-    mut store: impl FnMut(usize) -> String,
-) -> Vec<Runs> {
-    let mut took: Vec<Vec<Duration>> = vec![Vec::new(); rounds.max(1)];
-    for run in 0..runs.max(1) {
-        for (round, (elapsed, statements)) in placement(&store(run), sites, rounds, log)
-            .await
-            .into_iter()
-            .enumerate()
-        {
-            if let Some(statements) = statements {
-                println!(
-                    "  run {run}, round {round}: {:.1} ms; statements: {statements}",
-                    ms(elapsed)
-                );
-            }
-            took[round].push(elapsed);
-        }
-    }
-    took.into_iter().map(Runs::sorted).collect()
-}
-
 /// Sums the server log from byte `from`: statements by protocol step (and simple statements
 /// by their first word) with their server time.
 fn statement_summary(log: &std::path::Path, from: u64) -> String {
@@ -576,8 +549,9 @@ async fn main() {
     let small_sites = env_usize("PREPARER_BENCH_SMALL_SITES", 200);
     let sites = env_usize("PREPARER_BENCH_SITES", 10_000);
     let small_runs = env_usize("PREPARER_BENCH_SMALL_RUNS", 5);
+    let large_runs = env_usize("PREPARER_BENCH_LARGE_RUNS", 3);
     let placements = if part("placement") {
-        vec![(small_sites, small_runs), (sites, 1)]
+        vec![(small_sites, small_runs), (sites, large_runs)]
     } else {
         Vec::new()
     };
@@ -586,43 +560,65 @@ async fn main() {
         // At the small size each daemon runs a second placement: the first pays for the cold
         // start (statements prepared per connection), the second shows the steady state.
         let rounds = if count == small_sites { 2 } else { 1 };
-        let sqlite = placement_runs(runs, count, rounds, None, |run| {
-            format!(
+        // Run by run a SQLite daemon, then a PostgreSQL one, each on a fresh store, so that
+        // load from elsewhere falls on both backends alike.
+        let mut sqlite = vec![Vec::new(); rounds];
+        let mut postgres = vec![Vec::new(); rounds];
+        for run in 0..runs.max(1) {
+            let spec = format!(
                 "sqlite:{}",
                 dir.path()
                     .join(format!("placement-{count}-{run}.db"))
                     .display()
-            )
-        })
-        .await;
-        let postgres = match &pg {
-            Some(pg) => {
-                let mut specs = Vec::new();
-                for _ in 0..runs {
-                    let (name, url) = pg_database(pg);
-                    if pg_log && count == small_sites {
-                        pg.psql(
-                            "postgres",
-                            &format!("ALTER DATABASE {name} SET log_min_duration_statement = 0"),
-                        )
-                        .expect("log statements");
-                    }
-                    specs.push(url);
-                }
-                let log = (pg_log && count == small_sites).then(|| pg.log_path());
-                placement_runs(runs, count, rounds, log, |run| specs[run].clone()).await
+            );
+            for (round, (elapsed, _)) in placement(&spec, count, rounds, None)
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                sqlite[round].push(elapsed);
             }
-            None => Vec::new(),
-        };
-        for (round, sqlite) in sqlite.iter().enumerate() {
+            let Some(pg) = &pg else { continue };
+            let (name, url) = pg_database(pg);
+            let log = (pg_log && count == small_sites).then(|| pg.log_path());
+            if log.is_some() {
+                pg.psql(
+                    "postgres",
+                    &format!("ALTER DATABASE {name} SET log_min_duration_statement = 0"),
+                )
+                .expect("log statements");
+            }
+            for (round, (elapsed, statements)) in placement(&url, count, rounds, log)
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                if let Some(statements) = statements {
+                    println!(
+                        "  run {run}, round {round}: {:.1} ms; statements: {statements}",
+                        ms(elapsed)
+                    );
+                }
+                postgres[round].push(elapsed);
+            }
+        }
+        for (round, (sqlite, postgres)) in sqlite.into_iter().zip(postgres).enumerate() {
             let daemon = if round == 0 { "cold" } else { "warm" };
+            // Per run, PostgreSQL over the SQLite run just before it.
+            let mut pairs: Vec<f64> = postgres
+                .iter()
+                .zip(&sqlite)
+                .map(|(p, s)| p.as_secs_f64() / s.as_secs_f64())
+                .collect();
+            pairs.sort_by(f64::total_cmp);
+            let (sqlite, postgres) = (Runs::sorted(sqlite), Runs::sorted(postgres));
             println!(
                 "placement over {count} sites, {daemon} daemon, SQLite:     {} (target ≤ 60 s at 10,000; goal 5 s)",
                 sqlite.describe()
             );
-            if let Some(postgres) = postgres.get(round) {
+            if let (Some(first), Some(last)) = (pairs.first(), pairs.last()) {
                 println!(
-                    "placement over {count} sites, {daemon} daemon, PostgreSQL: {}; {:.2}× SQLite (medians; target ≤ 2×); load average {}",
+                    "placement over {count} sites, {daemon} daemon, PostgreSQL: {}; {:.2}× SQLite (medians; target ≤ 2×), run by run {first:.2}..{last:.2}×; load average {}",
                     postgres.describe(),
                     postgres.median().as_secs_f64() / sqlite.median().as_secs_f64(),
                     load_average()

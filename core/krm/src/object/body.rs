@@ -4,8 +4,14 @@
 //! If the body could hold a `kind` too, the object would have two of them and whichever was
 //! written last would win; so the type refuses them: reading goes through `Deref` to the JSON
 //! map, and every way in ([`Body::insert`], [`Body::try_from`]) checks the key.
+//!
+//! Bodies are shared until changed: cloning an object (a template copied for each child, a
+//! merged resource copied out of its merge package) shares the body's map, and the first
+//! change to a shared body copies it. A body is usually most of an object, so copies of
+//! packages cost a few small allocations per resource instead of one per key and value.
 
 use std::ops::Deref;
+use std::sync::Arc;
 
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
@@ -16,7 +22,7 @@ pub const RESERVED_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// The body of an object: every top-level field but `apiVersion`, `kind` and `metadata`, in
 /// order. Read it as a JSON map (it derefs to one); change it with [`insert`](Body::insert),
 /// [`get_mut`](Body::get_mut), [`entry_mapping`](Body::entry_mapping) and
-/// [`remove`](Body::remove).
+/// [`remove`](Body::remove). Clones share the map until one of them changes it.
 ///
 /// ```
 /// use nephrite_krm::Body;
@@ -29,7 +35,7 @@ pub const RESERVED_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// # Ok::<(), nephrite_krm::ReservedKey>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Body(Map<String, Value>);
+pub struct Body(Arc<Map<String, Value>>);
 
 /// A body was asked to hold `apiVersion`, `kind` or `metadata`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,22 +65,29 @@ impl Body {
     ) -> Result<Option<Value>, ReservedKey> {
         let key = key.into();
         check(&key)?;
-        Ok(self.0.insert(key, value))
+        Ok(self.map_mut().insert(key, value))
     }
 
     /// The value of `key`, to edit in place.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        self.0.get_mut(key)
+        // A shared map is copied only when the key is there to change.
+        if Arc::get_mut(&mut self.0).is_none() && !self.0.contains_key(key) {
+            return None;
+        }
+        self.map_mut().get_mut(key)
     }
 
     /// Every value, to edit in place (keys stay as they are).
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Value> {
-        self.0.values_mut()
+        self.map_mut().values_mut()
     }
 
     /// Removes `key`, keeping the order of the others; returns its value.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        self.0.shift_remove(key)
+        if Arc::get_mut(&mut self.0).is_none() && !self.0.contains_key(key) {
+            return None;
+        }
+        self.map_mut().shift_remove(key)
     }
 
     /// The value of `key`, set to `default()` first when absent. Refuses the reserved keys.
@@ -84,7 +97,7 @@ impl Body {
         default: impl FnOnce() -> Value,
     ) -> Result<&mut Value, ReservedKey> {
         check(key)?;
-        Ok(match self.0.entry(key) {
+        Ok(match self.map_mut().entry(key) {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => entry.insert(default()),
         })
@@ -102,12 +115,17 @@ impl Body {
         for key in RESERVED_KEYS {
             map.shift_remove(key);
         }
-        Body(map)
+        Body(Arc::new(map))
     }
 
-    /// The fields as a JSON map.
+    /// The fields as a JSON map (copied only if another object still shares them).
     pub fn into_map(self) -> Map<String, Value> {
-        self.0
+        Arc::unwrap_or_clone(self.0)
+    }
+
+    /// The map, to change: copied first if another object shares it.
+    fn map_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.0)
     }
 }
 
@@ -129,7 +147,7 @@ impl TryFrom<Map<String, Value>> for Body {
                 key: (*key).to_owned(),
             });
         }
-        Ok(Body(map))
+        Ok(Body(Arc::new(map)))
     }
 }
 
@@ -144,6 +162,6 @@ impl<'a> IntoIterator for &'a Body {
 
 impl From<Body> for Map<String, Value> {
     fn from(body: Body) -> Self {
-        body.0
+        body.into_map()
     }
 }

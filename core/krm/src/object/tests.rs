@@ -309,3 +309,45 @@ fn owner_references() {
     let plain = owner.owner_reference(false);
     assert_eq!(plain.controller, None);
 }
+
+#[test]
+fn a_copy_changes_alone() {
+    // Clones share the body until one of them changes it; every way of changing it must
+    // leave the other copies as they were.
+    let original = Object::from_json(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}, "extra": [1]}),
+    )
+    .unwrap();
+
+    let mut edited = original.clone();
+    edited.body.get_mut("data").unwrap()["k"] = json!("w");
+    assert_eq!(edited.body["data"]["k"], "w");
+
+    let mut inserted = original.clone();
+    inserted.body.insert("more", json!(true)).unwrap();
+    inserted.body.entry_mapping("spec").unwrap()["x"] = json!(1);
+
+    let mut removed = original.clone();
+    assert_eq!(removed.body.remove("extra"), Some(json!([1])));
+    assert_eq!(removed.body.remove("absent"), None);
+    assert_eq!(removed.body.get_mut("absent"), None);
+
+    let mut every = original.clone();
+    for value in every.body.values_mut() {
+        *value = Value::Null;
+    }
+
+    let map = original.clone().body.into_map();
+    assert_eq!(map.keys().collect::<Vec<_>>(), ["data", "extra"]);
+
+    assert_eq!(original.body["data"]["k"], "v");
+    assert_eq!(original.body["extra"], json!([1]));
+    assert_eq!(original.body.len(), 2);
+    assert_eq!(
+        original.to_yaml(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v\nextra:\n- 1\n"
+    );
+    assert_eq!(inserted.body.len(), 4);
+    assert_eq!(removed.body.len(), 1);
+    assert!(every.body.values().all(Value::is_null));
+}
