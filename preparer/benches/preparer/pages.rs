@@ -118,7 +118,12 @@ async fn page_query(store: &Arc<dyn Store>, pattern: &str) -> (Duration, Duratio
             .await
             .expect("page");
         took.push(start.elapsed());
-        assert_eq!(page.len(), 100);
+        assert_eq!(
+            page.len(),
+            100,
+            "a full page of {pattern:?}: the fill gives it 1 row in 700, so \
+             PREPARER_BENCH_DEPLOYMENTS must be at least 70,000"
+        );
     }
     let first = took[0];
     took.sort();
