@@ -445,6 +445,27 @@ pub trait Store: Send + Sync + 'static {
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError>;
 }
 
+/// How many deployments match `filter`, read a page of [`MAX_PAGE`] at a time (keyset paging,
+/// so memory stays flat however many there are).
+pub async fn count_deployments(
+    store: &dyn Store,
+    filter: &DeploymentFilter,
+) -> Result<usize, StoreError> {
+    let mut window = Window {
+        limit: MAX_PAGE,
+        ..Window::default()
+    };
+    let mut count = 0;
+    loop {
+        let (page, more) = store.list_deployments(filter, &window).await?;
+        count += page.len();
+        match (more, page.last()) {
+            (true, Some(last)) => window.after_id = last.id.clone(),
+            _ => return Ok(count),
+        }
+    }
+}
+
 /// Opens the store a `--store` value names: `sqlite:PATH` (a file created on first start) or
 /// `postgres://…` / `postgresql://…`; migrations run before it is returned.
 pub async fn open(spec: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {

@@ -292,28 +292,15 @@ async fn cli_round_trip_against_the_real_daemon() {
 
 /// Children of `parent` in the store at `spec`, read directly (the daemon is dead).
 async fn stored_children(spec: &str, parent: &str) -> usize {
-    use nephrite_preparer::store::{self, DeploymentFilter, Window};
+    use nephrite_preparer::store::{self, DeploymentFilter};
     let store = store::open(spec).await.expect("store opens");
     let filter = DeploymentFilter {
         parent_id: Some(parent.to_owned()),
         ..Default::default()
     };
-    let mut window = Window {
-        limit: store::MAX_PAGE,
-        ..Window::default()
-    };
-    let mut count = 0;
-    loop {
-        let (page, more) = store
-            .list_deployments(&filter, &window)
-            .await
-            .expect("list");
-        count += page.len();
-        match (more, page.last()) {
-            (true, Some(last)) => window.after_id = last.id.clone(),
-            _ => return count,
-        }
-    }
+    store::count_deployments(store.as_ref(), &filter)
+        .await
+        .expect("count")
 }
 
 #[tokio::test]

@@ -449,6 +449,20 @@ async fn suite(store: Arc<dyn Store>) {
         (want, false),
         "{backend}: sparse matches across many chunks"
     );
+    // Counting walks every page: 21 of them here, and a filter that keeps a third.
+    for (pattern, want) in [("z/*", 20_100), ("z/1", 6_700)] {
+        let filter = DeploymentFilter {
+            metadata: MetadataSelector::new([("Zone", pattern)]).unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(
+            store::count_deployments(store.as_ref(), &filter)
+                .await
+                .unwrap(),
+            want,
+            "{backend}: count of Zone={pattern}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::StreamExt;
 use nephrite_preparer::daemon::{ServeCommand, start};
-use nephrite_preparer::store::{DeploymentFilter, Window};
+use nephrite_preparer::store::{DeploymentFilter, count_deployments};
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
@@ -214,23 +214,9 @@ spec: {select: {metadata: {Site.region: metro}}}
             prepared: Some(true),
             ..Default::default()
         };
-        let mut window = Window {
-            limit: 1000,
-            ..Window::default()
-        };
-        let mut count = 0;
-        loop {
-            let (page, more) = daemon
-                .store
-                .list_deployments(&filter, &window)
-                .await
-                .expect("list");
-            count += page.len();
-            match (more, page.last()) {
-                (true, Some(last)) => window.after_id = last.id.clone(),
-                _ => break,
-            }
-        }
+        let count = count_deployments(daemon.store.as_ref(), &filter)
+            .await
+            .expect("count");
         assert_eq!(count, sites, "every child created and prepared");
         rounds_taken.push((elapsed, statements));
     }
