@@ -263,7 +263,7 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
 
 /// `cargo`, made lean under CI: no incremental caches and no debug info, the standard
 /// library's stripped too. Debug info is four fifths of every test binary even at line tables
-/// only; with it a whole-workspace test build is about 9 GB, without it under 3 GB, and a CI
+/// only; with it a whole-workspace test build is 9 GB or more, without it 3.7 GB, and a CI
 /// disk may not have the former. Panics still name their file and line (that is compiled in,
 /// not read from debug info), and CI builds once, so the caches buy nothing.
 fn cargo_command() -> Command {
