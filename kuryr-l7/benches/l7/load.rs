@@ -113,6 +113,40 @@ pub fn settle(threshold: f64, limit: Duration) -> (f64, Duration) {
     }
 }
 
+/// The hypervisor's steal, in percent, over `window` with every CPU kept busy by a spinning
+/// thread pinned to it. Steal only accrues while the guest has work, so an idle machine reads
+/// 0 however crowded the host is: the probe gives it work.
+fn steal_under_load(window: Duration) -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let before = CpuTimes::now();
+    let deadline = Instant::now() + window;
+    std::thread::scope(|scope| {
+        for cpu in 0..cpus {
+            scope.spawn(move || {
+                Placement::pin(cpu);
+                while Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+    });
+    CpuTimes::now().since(&before).steal_pct
+}
+
+/// Waits (at most `limit`) for the host to leave this guest alone: probes the steal for a
+/// second at a time ([`steal_under_load`]), two seconds apart, until one probe reads at most
+/// `max_steal` percent. The last probe's steal and how long it waited.
+pub fn quiet_host(max_steal: f64, limit: Duration) -> (f64, Duration) {
+    let start = Instant::now();
+    loop {
+        let steal = steal_under_load(Duration::from_secs(1));
+        if steal <= max_steal || start.elapsed() >= limit {
+            return (steal, start.elapsed());
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// Where the processes run: the proxy under test alone on one CPU, wrk and nginx on the
 /// other, the same for every proxy. A process started by the calling thread inherits its CPU
 /// set, so the bench moves itself before starting each one.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use nephrite_test_services::machine::{CpuTimes, load_average};
 use nephrite_test_services::stats::median;
 
-use crate::load::{Figures, cpu_seconds, range, settle, wait_idle, wrk};
+use crate::load::{Figures, cpu_seconds, quiet_host, range, settle, wait_idle, wrk};
 
 /// A proxy under test.
 pub struct Target {
@@ -39,6 +39,8 @@ pub struct Plan {
     pub retakes: usize,
     /// How long to wait for the CPUs to quieten before a round.
     pub settle_limit: Duration,
+    /// How long to wait before a pair for a steal probe at most `max_steal`.
+    pub quiet_limit: Duration,
 }
 
 /// The counted runs for one rule.
@@ -102,11 +104,16 @@ pub fn measure_pairs(
             // The order flips every pair (ABBA), so a drift in the machine hits both alike.
             let flipped = (round + r) % 2 == 0;
             let order: [usize; 2] = if flipped { [1, 0] } else { [0, 1] };
+            let (probe, waited) = quiet_host(plan.max_steal, plan.quiet_limit);
             let mut pair = [Figures::default(); 2];
             for at in order {
                 pair[at] = measure(wrk_bin, compared[at], rule, plan.seconds);
             }
-            let mut report = format!("     {:<5} rule", rule.name);
+            let mut report = format!(
+                "     {:<5} rule (probe: steal {probe:.1}%, waited {}s)",
+                rule.name,
+                waited.as_secs()
+            );
             for (target, figures) in compared.iter().zip(&pair) {
                 let _ = write!(report, " | {} {}", target.name, describe(figures));
             }
