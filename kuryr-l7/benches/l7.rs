@@ -16,7 +16,8 @@
 //! (`L7_BENCH_PIN=0` lets them share all CPUs). Before each round the bench waits up to
 //! `L7_BENCH_SETTLE_SECONDS` (20) for other work to leave the CPUs at most 25 % busy, and prints
 //! how busy they were, the load average and every run's figures (p50 beside p99, to tell a
-//! slower body from a longer tail). Before each pair it also probes the host: both CPUs spin
+//! slower body from a longer tail; how busy the proxy's CPU and the load's were, to tell which
+//! side bounded the run). Before each pair it also probes the host: both CPUs spin
 //! for a second (steal only shows while the guest has work), and it waits, up to
 //! `L7_BENCH_QUIET_SECONDS` (30), for a probe with steal under the limit. `L7_BENCH_ONLY=lookup` measures the lookup cost alone.
 
@@ -390,6 +391,7 @@ fn main() {
         retakes: env_number("L7_BENCH_RETAKES", 3 * runs as u64) as usize,
         settle_limit: Duration::from_secs(env_number("L7_BENCH_SETTLE_SECONDS", 20)),
         quiet_limit: Duration::from_secs(env_number("L7_BENCH_QUIET_SECONDS", 30)),
+        cpus: placement.cpus(),
     };
     let results = measure_pairs(&wrk_bin, [&router, &map], &acl, &rules, &plan);
     report(&results, [&router, &map, &acl], &rules);

@@ -23,6 +23,10 @@ pub struct Figures {
     /// The share of CPU time the hypervisor gave to other guests during the run, in percent
     /// (steal: time this VM wanted a CPU and did not get one).
     pub steal_pct: f64,
+    /// When pinned: how busy the proxy's CPU and the load's (wrk + nginx) CPU were, in percent.
+    /// Whichever is near 100 bounds the run; when it is the load's, the figures are the load
+    /// generator's as much as the proxy's.
+    pub busy_pct: Option<(f64, f64)>,
 }
 
 /// CPU time (user + system) of process `pid` so far, in seconds (Linux `USER_HZ` is 100).
@@ -163,6 +167,11 @@ impl Placement {
         Placement {
             cpus: (wanted && cpus >= 2).then_some((1, 0)),
         }
+    }
+
+    /// The proxy's CPU and the load's, when pinned.
+    pub fn cpus(&self) -> Option<(usize, usize)> {
+        self.cpus
     }
 
     /// What the placement is, for the report.

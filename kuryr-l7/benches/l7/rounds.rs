@@ -41,6 +41,8 @@ pub struct Plan {
     pub settle_limit: Duration,
     /// How long to wait before a pair for a steal probe at most `max_steal`.
     pub quiet_limit: Duration,
+    /// The proxy's CPU and the load's, when pinned ([`crate::load::Placement::cpus`]).
+    pub cpus: Option<(usize, usize)>,
 }
 
 /// The counted runs for one rule.
@@ -55,23 +57,37 @@ pub struct RuleRuns {
 /// The counted runs, rule by rule.
 pub type Results = Vec<RuleRuns>;
 
-/// One wrk run against `target`, with the proxy's CPU time per request and the steal.
-fn measure(wrk_bin: &Path, target: &Target, rule: &Rule, seconds: u64) -> Figures {
+/// One wrk run against `target`, with the proxy's CPU time per request, the steal and, when
+/// pinned, how busy the proxy's and the load's CPUs were.
+fn measure(wrk_bin: &Path, target: &Target, rule: &Rule, plan: &Plan) -> Figures {
     let cpu_before = cpu_seconds(target.pid);
     let times_before = CpuTimes::now();
-    let mut figures = wrk(wrk_bin, target.address, rule.host, rule.path, seconds);
-    let requests = figures.rps * seconds as f64;
+    let cpus_before = plan
+        .cpus
+        .map(|(proxy, load)| (CpuTimes::of_cpu(proxy), CpuTimes::of_cpu(load)));
+    let mut figures = wrk(wrk_bin, target.address, rule.host, rule.path, plan.seconds);
+    let requests = figures.rps * plan.seconds as f64;
     figures.cpu_us = (cpu_seconds(target.pid) - cpu_before) * 1e6 / requests.max(1.0);
     figures.steal_pct = CpuTimes::now().since(&times_before).steal_pct;
+    figures.busy_pct = plan.cpus.zip(cpus_before).map(|((proxy, load), before)| {
+        (
+            CpuTimes::of_cpu(proxy).since(&before.0).busy_pct,
+            CpuTimes::of_cpu(load).since(&before.1).busy_pct,
+        )
+    });
     wait_idle(target.pid);
     figures
 }
 
 fn describe(figures: &Figures) -> String {
-    format!(
+    let mut text = format!(
         "{:>7.0} req/s p50 {:5.2} ms p99 {:6.2} ms {:5.1} us/req steal {:4.1}%",
         figures.rps, figures.p50_ms, figures.p99_ms, figures.cpu_us, figures.steal_pct
-    )
+    );
+    if let Some((proxy, load)) = figures.busy_pct {
+        let _ = write!(text, " busy {proxy:3.0}/{load:3.0}%");
+    }
+    text
 }
 
 /// Measures `compared` (the router, then the HAProxy it is held against) as pairs and
@@ -107,7 +123,7 @@ pub fn measure_pairs(
             let (probe, waited) = quiet_host(plan.max_steal, plan.quiet_limit);
             let mut pair = [Figures::default(); 2];
             for at in order {
-                pair[at] = measure(wrk_bin, compared[at], rule, plan.seconds);
+                pair[at] = measure(wrk_bin, compared[at], rule, plan);
             }
             let mut report = format!(
                 "     {:<5} rule (probe: steal {probe:.1}%, waited {}s)",
@@ -139,7 +155,7 @@ pub fn measure_pairs(
         }
         for (r, rule) in rules.iter().enumerate() {
             if results[r].beside.len() < plan.runs {
-                let figures = measure(wrk_bin, beside, rule, plan.seconds);
+                let figures = measure(wrk_bin, beside, rule, plan);
                 println!(
                     "     {:<5} rule | {} {}",
                     rule.name,
@@ -173,8 +189,20 @@ pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
         let [router, map] = &rule_runs.compared;
         for (target, runs) in targets.iter().zip([router, map, &rule_runs.beside]) {
             let (low, high) = range(runs.iter().map(|f| f.rps));
+            let busy = if runs.iter().all(|f| f.busy_pct.is_some()) {
+                let busy = |pick: fn((f64, f64)) -> f64| {
+                    median_of(runs, move |f| f.busy_pct.map_or(f64::NAN, pick))
+                };
+                format!(
+                    "; CPUs busy: the proxy's {:.0}%, the load's {:.0}%",
+                    busy(|b| b.0),
+                    busy(|b| b.1)
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "   {:<12} {:<5} rule: {:>10.0} req/s  p50 {:5.2} ms  p99 {:6.2} ms  CPU {:5.1} us/req   (runs {low:.0}..{high:.0} req/s)",
+                "   {:<12} {:<5} rule: {:>10.0} req/s  p50 {:5.2} ms  p99 {:6.2} ms  CPU {:5.1} us/req   (runs {low:.0}..{high:.0} req/s{busy})",
                 target.name,
                 rule.name,
                 median_of(runs, |f| f.rps),

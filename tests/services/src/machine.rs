@@ -23,8 +23,9 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Jiffies all CPUs spent so far in each state, from the first line of `/proc/stat`: user,
-/// nice, system, idle, iowait, irq, softirq, steal (zeros where Linux is not there to ask).
+/// Jiffies all CPUs (or one, [`CpuTimes::of_cpu`]) spent so far in each state, from
+/// `/proc/stat`: user, nice, system, idle, iowait, irq, softirq, steal (zeros where Linux is
+/// not there to ask).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuTimes {
     states: [u64; 8],
@@ -50,11 +51,30 @@ impl CpuTimes {
         Self::parse(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
     }
 
-    /// The counters in the text of `/proc/stat`.
+    /// CPU `cpu`'s counters now (zeros for a CPU the machine does not have).
+    pub fn of_cpu(cpu: usize) -> Self {
+        Self::parse_cpu(
+            &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
+            cpu,
+        )
+    }
+
+    /// The counters of all CPUs in the text of `/proc/stat`.
     pub fn parse(stat: &str) -> Self {
+        Self::parse_line(stat, "cpu")
+    }
+
+    /// CPU `cpu`'s counters in the text of `/proc/stat`.
+    pub fn parse_cpu(stat: &str, cpu: usize) -> Self {
+        Self::parse_line(stat, &format!("cpu{cpu}"))
+    }
+
+    fn parse_line(stat: &str, name: &str) -> Self {
         let mut states = [0; 8];
-        let line = stat.lines().next().unwrap_or_default();
-        if line.starts_with("cpu ") {
+        let line = stat
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name));
+        if let Some(line) = line {
             for (state, field) in states.iter_mut().zip(line.split_whitespace().skip(1)) {
                 *state = field.parse().unwrap_or(0);
             }
@@ -90,6 +110,22 @@ mod tests {
         let shares = after.since(&before);
         assert!((shares.busy_pct - 60.0).abs() < 1e-9, "{shares:?}");
         assert!((shares.steal_pct - 25.0).abs() < 1e-9, "{shares:?}");
+    }
+
+    #[test]
+    fn one_cpu_read_from_its_own_line() {
+        let stat = "cpu  9 9 9 9 9 9 9 9\ncpu0 10 0 0 90 0 0 0 0\ncpu1 50 0 0 50 0 0 0 0\n";
+        let busy = |cpu| {
+            CpuTimes::parse_cpu(stat, cpu)
+                .since(&CpuTimes::default())
+                .busy_pct
+        };
+        assert!((busy(0) - 10.0).abs() < 1e-9);
+        assert!((busy(1) - 50.0).abs() < 1e-9);
+        assert_eq!(CpuTimes::parse_cpu(stat, 2), CpuTimes::default());
+        // `cpu1` is not `cpu10`'s prefix match, nor the total line's.
+        let stat = "cpu  1 1 1 1\ncpu10 7 7 7 7\n";
+        assert_eq!(CpuTimes::parse_cpu(stat, 1), CpuTimes::default());
     }
 
     #[test]
