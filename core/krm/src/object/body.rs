@@ -127,6 +127,12 @@ impl Body {
     fn map_mut(&mut self) -> &mut Map<String, Value> {
         Arc::make_mut(&mut self.0)
     }
+
+    /// Whether `self` and `other` are one shared map (what a copy saves, for the tests).
+    #[cfg(test)]
+    pub(crate) fn shares_with(&self, other: &Body) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Deref for Body {

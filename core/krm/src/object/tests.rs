@@ -351,3 +351,26 @@ fn a_copy_changes_alone() {
     assert_eq!(removed.body.len(), 1);
     assert!(every.body.values().all(Value::is_null));
 }
+
+#[test]
+fn a_copy_shares_the_body_until_it_changes() {
+    let original = Object::from_json(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}),
+    )
+    .unwrap();
+    let mut copy = original.clone();
+    assert!(copy.body.shares_with(&original.body), "a copy shares");
+    // Asking for, or removing, a key that is not there changes nothing: still shared.
+    assert_eq!(copy.body.get_mut("absent"), None);
+    assert_eq!(copy.body.remove("absent"), None);
+    assert!(copy.body.shares_with(&original.body), "nothing changed");
+    // The first change copies; later ones change the copy in place.
+    copy.body.insert("more", json!(1)).unwrap();
+    assert!(!copy.body.shares_with(&original.body), "changed: copied");
+    let before = copy.clone();
+    assert!(before.body.shares_with(&copy.body));
+    drop(before);
+    copy.body.insert("again", json!(2)).unwrap();
+    let alone = copy.body.clone();
+    assert!(alone.shares_with(&copy.body));
+}
