@@ -104,17 +104,31 @@ fn busy_percent(window: Duration) -> f64 {
     CpuTimes::now().since(&before).busy_pct
 }
 
+/// Takes `probe` until it reads at most `threshold` or `limit` has passed, pausing `pause`
+/// between readings: the last reading and how long it waited.
+fn wait_for(
+    threshold: f64,
+    limit: Duration,
+    pause: Duration,
+    mut probe: impl FnMut() -> f64,
+) -> (f64, Duration) {
+    let start = Instant::now();
+    loop {
+        let reading = probe();
+        if reading <= threshold || start.elapsed() >= limit {
+            return (reading, start.elapsed());
+        }
+        std::thread::sleep(pause);
+    }
+}
+
 /// Waits (at most `limit`) until other work leaves the CPUs at most `threshold` percent busy,
 /// measured over 1-second windows while the bench's own processes are idle: the busy share
 /// when it stopped waiting, and how long it waited.
 pub fn settle(threshold: f64, limit: Duration) -> (f64, Duration) {
-    let start = Instant::now();
-    loop {
-        let busy = busy_percent(Duration::from_secs(1));
-        if busy <= threshold || start.elapsed() >= limit {
-            return (busy, start.elapsed());
-        }
-    }
+    wait_for(threshold, limit, Duration::ZERO, || {
+        busy_percent(Duration::from_secs(1))
+    })
 }
 
 /// The hypervisor's steal, in percent, over `window` with every CPU kept busy by a spinning
@@ -141,14 +155,9 @@ fn steal_under_load(window: Duration) -> f64 {
 /// second at a time ([`steal_under_load`]), two seconds apart, until one probe reads at most
 /// `max_steal` percent. The last probe's steal and how long it waited.
 pub fn quiet_host(max_steal: f64, limit: Duration) -> (f64, Duration) {
-    let start = Instant::now();
-    loop {
-        let steal = steal_under_load(Duration::from_secs(1));
-        if steal <= max_steal || start.elapsed() >= limit {
-            return (steal, start.elapsed());
-        }
-        std::thread::sleep(Duration::from_secs(2));
-    }
+    wait_for(max_steal, limit, Duration::from_secs(2), || {
+        steal_under_load(Duration::from_secs(1))
+    })
 }
 
 /// Where the processes run: the proxy under test alone on one CPU, wrk and nginx on the
