@@ -23,7 +23,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use indexmap::IndexMap;
-use nephrite_krm::{Object, ObjectMeta, Package, RESERVED_KEYS, ReservedKey, keys};
+use nephrite_krm::{Object, ObjectMeta, Package, keys};
 use serde_json::Value;
 
 use crate::preparation::rewrite_mode;
@@ -88,14 +88,6 @@ pub enum MergeError {
         api_version: String,
         /// Its kind.
         kind: String,
-    },
-    /// The deep-merged resource is not a valid object any more.
-    #[error("override of {resource} produced an invalid object: {source}")]
-    Override {
-        /// The resource.
-        resource: String,
-        /// Why it is invalid.
-        source: ReservedKey,
     },
 }
 
@@ -308,8 +300,8 @@ fn override_metadata(base: &mut ObjectMeta, over: &Object) {
 
 /// `Override`: the merged form of `over` deep-merged into `existing` in place, as
 /// [`deep_merge`] would merge their JSON forms — metadata by [`override_metadata`], the body
-/// key by key — copying only the values that land in the result. The caller has checked that
-/// `over`'s body holds no reserved key ([`RESERVED_KEYS`]).
+/// key by key — copying only the values that land in the result. `over`'s body holds no
+/// reserved key ([`nephrite_krm::RESERVED_KEYS`]): [`nephrite_krm::Body`] refuses them.
 fn override_in_place(existing: &mut Object, over: &Object) {
     existing.api_version.clone_from(&over.api_version);
     existing.kind.clone_from(&over.kind);
@@ -319,7 +311,7 @@ fn override_in_place(existing: &mut Object, over: &Object) {
             Some(existing) => deep_merge_from(existing, value),
             None => {
                 let inserted = existing.body.insert(key.clone(), value.clone());
-                debug_assert!(inserted.is_ok(), "reserved keys are refused before merging");
+                debug_assert!(inserted.is_ok(), "a body never holds a reserved key");
             }
         }
     }
@@ -366,17 +358,6 @@ pub fn merge_package(
                     index: at,
                     api_version: original.api_version.clone(),
                     kind: original.kind.clone(),
-                });
-            }
-            if mode == MergeMode::Override
-                && let Some(key) = original
-                    .body
-                    .keys()
-                    .find(|k| RESERVED_KEYS.contains(&k.as_str()))
-            {
-                return Err(MergeError::Override {
-                    resource: describe(original),
-                    source: ReservedKey { key: key.clone() },
                 });
             }
             let slot = slots.slot_of(key);
