@@ -190,8 +190,11 @@ pub fn snapshot_dir(dir: &Path, options: &Options) -> Result<Snapshot, SourceErr
     Ok(Snapshot::build(&objects, errors, options))
 }
 
+/// Names, sizes and modification times of a directory's YAML files.
+type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
 /// What the directory looks like, cheaply: names, sizes and modification times.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+fn fingerprint(dir: &Path) -> Fingerprint {
     yaml_files(dir)
         .unwrap_or_default()
         .into_iter()
@@ -204,6 +207,15 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
         .collect()
 }
 
+/// [`fingerprint`] on the blocking pool, so that a large directory never holds up the
+/// runtime thread that serves requests; `None` if the blocking task failed.
+async fn fingerprint_off_thread(dir: &Path) -> Option<Fingerprint> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || fingerprint(&dir))
+        .await
+        .ok()
+}
+
 /// How often the directory is looked at; a change is applied once it has held still for one
 /// more look (so a file caught mid-write is read again when the writer is done): within about
 /// `2 × POLL`.
@@ -212,14 +224,16 @@ pub const POLL: Duration = Duration::from_millis(300);
 /// Watches `dir` and sends a new snapshot after every change (file created, changed, renamed
 /// or removed), debounced. Runs until the receivers are gone.
 pub async fn watch_dir(dir: PathBuf, options: Options, sender: watch::Sender<Arc<Snapshot>>) {
-    let mut applied = fingerprint(&dir);
-    let mut pending: Option<Vec<(PathBuf, u64, Option<SystemTime>)>> = None;
+    let mut applied = fingerprint_off_thread(&dir).await.unwrap_or_default();
+    let mut pending: Option<Fingerprint> = None;
     loop {
         tokio::time::sleep(POLL).await;
         if sender.is_closed() {
             return;
         }
-        let now = fingerprint(&dir);
+        let Some(now) = fingerprint_off_thread(&dir).await else {
+            continue;
+        };
         if now == applied {
             pending = None;
             continue;
