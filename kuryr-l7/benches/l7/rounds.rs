@@ -61,22 +61,42 @@ pub type Results = Vec<RuleRuns>;
 /// pinned, how busy the proxy's and the load's CPUs were.
 fn measure(wrk_bin: &Path, target: &Target, rule: &Rule, plan: &Plan) -> Figures {
     let cpu_before = cpu_seconds(target.pid);
-    let times_before = CpuTimes::now();
-    let cpus_before = plan
-        .cpus
-        .map(|(proxy, load)| (CpuTimes::of_cpu(proxy), CpuTimes::of_cpu(load)));
+    let before = Counters::read(plan.cpus);
     let mut figures = wrk(wrk_bin, target.address, rule.host, rule.path, plan.seconds);
+    let after = Counters::read(plan.cpus);
     let requests = figures.rps * plan.seconds as f64;
     figures.cpu_us = (cpu_seconds(target.pid) - cpu_before) * 1e6 / requests.max(1.0);
-    figures.steal_pct = CpuTimes::now().since(&times_before).steal_pct;
-    figures.busy_pct = plan.cpus.zip(cpus_before).map(|((proxy, load), before)| {
+    figures.steal_pct = after.all.since(&before.all).steal_pct;
+    figures.busy_pct = after.pinned.zip(before.pinned).map(|(after, before)| {
         (
-            CpuTimes::of_cpu(proxy).since(&before.0).busy_pct,
-            CpuTimes::of_cpu(load).since(&before.1).busy_pct,
+            after.0.since(&before.0).busy_pct,
+            after.1.since(&before.1).busy_pct,
         )
     });
     wait_idle(target.pid);
     figures
+}
+
+/// The machine's CPU counters and, when pinned, the proxy's and the load's CPU's, from one
+/// read of `/proc/stat`.
+struct Counters {
+    all: CpuTimes,
+    pinned: Option<(CpuTimes, CpuTimes)>,
+}
+
+impl Counters {
+    fn read(cpus: Option<(usize, usize)>) -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        Counters {
+            all: CpuTimes::parse(&stat),
+            pinned: cpus.map(|(proxy, load)| {
+                (
+                    CpuTimes::parse_cpu(&stat, proxy),
+                    CpuTimes::parse_cpu(&stat, load),
+                )
+            }),
+        }
+    }
 }
 
 fn describe(figures: &Figures) -> String {

@@ -23,7 +23,7 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Jiffies all CPUs (or one, [`CpuTimes::of_cpu`]) spent so far in each state, from
+/// Jiffies all CPUs (or one, [`CpuTimes::parse_cpu`]) spent so far in each state, from
 /// `/proc/stat`: user, nice, system, idle, iowait, irq, softirq, steal (zeros where Linux is
 /// not there to ask).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,20 +51,12 @@ impl CpuTimes {
         Self::parse(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
     }
 
-    /// CPU `cpu`'s counters now (zeros for a CPU the machine does not have).
-    pub fn of_cpu(cpu: usize) -> Self {
-        Self::parse_cpu(
-            &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
-            cpu,
-        )
-    }
-
     /// The counters of all CPUs in the text of `/proc/stat`.
     pub fn parse(stat: &str) -> Self {
         Self::parse_line(stat, "cpu")
     }
 
-    /// CPU `cpu`'s counters in the text of `/proc/stat`.
+    /// CPU `cpu`'s counters in the text of `/proc/stat` (zeros for a CPU it does not list).
     pub fn parse_cpu(stat: &str, cpu: usize) -> Self {
         Self::parse_line(stat, &format!("cpu{cpu}"))
     }
