@@ -114,4 +114,32 @@ pub fn figures(runs: usize) {
         shares.steal_pct,
         load_average()
     );
+    cost_curve();
+}
+
+/// Sizes for the per-resource cost curve: below 1,000 fixed costs show, above it the data
+/// outgrows first the core's cache and then the shared one.
+const CURVE_SIZES: [usize; 8] = [250, 500, 1000, 2000, 5000, 10_000, 20_000, 40_000];
+
+/// A diagnostic: the median cost per resource of an N-into-N merge over a range of sizes,
+/// interleaved round by round, so that one line shows where the cost per resource is lowest
+/// and where it grows with the size of the data.
+fn cost_curve() {
+    let inputs: Vec<(Package, Package)> = CURVE_SIZES.iter().map(|&n| packages(n)).collect();
+    let mut costs: Vec<Vec<f64>> = vec![Vec::new(); CURVE_SIZES.len()];
+    for _ in 0..15 {
+        for ((template, merge), costs) in inputs.iter().zip(&mut costs) {
+            let took = time_merge(template, merge, None);
+            costs.push(took.as_secs_f64() * 1e6 / merge.len() as f64);
+        }
+    }
+    let curve: Vec<String> = CURVE_SIZES
+        .iter()
+        .zip(&mut costs)
+        .map(|(n, costs)| format!("{n}: {:.2}", median(costs)))
+        .collect();
+    println!(
+        "  diagnostic, µs per resource by size (median of 15 interleaved rounds): {}",
+        curve.join(", ")
+    );
 }
