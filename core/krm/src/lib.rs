@@ -54,7 +54,7 @@ struct ReadmeDoctests;
 pub use condition::{Condition, ConditionStatus};
 pub use gvk::{Gvk, GvkError};
 pub use label::{LabelError, LabelLookup};
-pub use object::{Body, Object, ObjectError, ObjectMeta, RESERVED_KEYS, ReservedKey};
+pub use object::{Body, MetaDetails, Object, ObjectError, ObjectMeta, RESERVED_KEYS, ReservedKey};
 pub use package::{DocumentError, Package, PackageError};
 pub use reference::{ObjectRef, OwnerReference};
 pub use selector::{

@@ -22,7 +22,7 @@ use crate::reference::{ObjectRef, OwnerReference};
 /// A KRM object of any kind: `apiVersion`, `kind`, [`metadata`](ObjectMeta) and the rest of the
 /// body (`spec`, `status`, `data`, …) kept as an ordered JSON map.
 ///
-/// Nothing is dropped: unknown metadata fields go to [`ObjectMeta::extra`], body fields keep
+/// Nothing is dropped: unknown metadata fields go to [`MetaDetails::extra`], body fields keep
 /// their order, and timestamps stay the strings they were. When written, `apiVersion`, `kind`
 /// and `metadata` come first (metadata is left out when it is empty), then the body in order.
 ///
@@ -60,56 +60,222 @@ pub struct Object {
     pub body: Body,
 }
 
-/// An object's `metadata`. Fields it does not list (`managedFields`, `selfLink`, …) are kept in
-/// [`ObjectMeta::extra`] in their order; timestamps are kept as the strings given.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// An object's `metadata`: the fields every package uses inline, the rest in
+/// [`MetaDetails`] behind one box that a plain package never allocates, so that an object stays
+/// small (how many bytes a merge touches is what its cost at scale follows). Fields it does not
+/// list (`managedFields`, `selfLink`, …) are kept in [`MetaDetails::extra`] in their order;
+/// timestamps are kept as the strings given.
+#[derive(Debug, Clone, Default)]
 pub struct ObjectMeta {
     /// `name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `generateName`: a prefix the server completes into a name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generate_name: Option<String>,
     /// `namespace`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// `uid`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    /// `resourceVersion`: opaque, compared for equality only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    /// `generation`: bumped by the server when the spec changes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<i64>,
-    /// `creationTimestamp`, as given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<String>,
-    /// `deletionTimestamp`, as given; present while the object is being deleted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<String>,
     /// `labels`, in order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<IndexMap<String, String>>,
     /// `annotations`, in order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<IndexMap<String, String>>,
+    /// The fields packages rarely carry, boxed only when one is set: read them through
+    /// [`ObjectMeta::details`], change them through [`ObjectMeta::details_mut`]. `None` and an
+    /// empty box are equal.
+    pub details: Option<Box<MetaDetails>>,
+}
+
+/// The metadata fields packages rarely carry: those the server sets, owner references,
+/// finalizers and fields [`ObjectMeta`] does not list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MetaDetails {
+    /// `generateName`: a prefix the server completes into a name.
+    pub generate_name: Option<String>,
+    /// `uid`.
+    pub uid: Option<String>,
+    /// `resourceVersion`: opaque, compared for equality only.
+    pub resource_version: Option<String>,
+    /// `generation`: bumped by the server when the spec changes.
+    pub generation: Option<i64>,
+    /// `creationTimestamp`, as given.
+    pub creation_timestamp: Option<String>,
+    /// `deletionTimestamp`, as given; present while the object is being deleted.
+    pub deletion_timestamp: Option<String>,
     /// `ownerReferences`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_references: Option<Vec<OwnerReference>>,
     /// `finalizers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizers: Option<Vec<String>>,
     /// Every other metadata field, in order.
-    #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+static NO_DETAILS: LazyLock<MetaDetails> = LazyLock::new(MetaDetails::default);
+
+impl MetaDetails {
+    fn is_empty(&self) -> bool {
+        *self == MetaDetails::default()
+    }
+}
+
 impl ObjectMeta {
+    /// Metadata with only `name` set.
+    pub fn named(name: impl Into<String>) -> Self {
+        ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
     /// Whether no field is set.
     pub fn is_empty(&self) -> bool {
-        *self == ObjectMeta::default()
+        self.name.is_none()
+            && self.namespace.is_none()
+            && self.labels.is_none()
+            && self.annotations.is_none()
+            && self.details().is_empty()
+    }
+
+    /// The fields packages rarely carry (all unset when there are none).
+    pub fn details(&self) -> &MetaDetails {
+        self.details.as_deref().unwrap_or(&NO_DETAILS)
+    }
+
+    /// The fields packages rarely carry, when the object has any of them boxed.
+    pub fn details_if_any(&self) -> Option<&MetaDetails> {
+        self.details.as_deref()
+    }
+
+    /// The fields packages rarely carry, to change, when the object has any of them boxed.
+    pub fn details_if_any_mut(&mut self) -> Option<&mut MetaDetails> {
+        self.details.as_deref_mut()
+    }
+
+    /// The fields packages rarely carry, to change (boxed on first use).
+    pub fn details_mut(&mut self) -> &mut MetaDetails {
+        self.details.get_or_insert_default()
+    }
+}
+
+impl PartialEq for ObjectMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.namespace == other.namespace
+            && self.labels == other.labels
+            && self.annotations == other.annotations
+            && self.details() == other.details()
+    }
+}
+
+impl Eq for ObjectMeta {}
+
+/// `metadata` as written: every field flat, in the order Kubernetes writes them.
+#[derive(Serialize)]
+#[serde(rename = "ObjectMeta", rename_all = "camelCase")]
+struct MetaOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generate_name: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: &'a Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creation_timestamp: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: &'a Option<IndexMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: &'a Option<IndexMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_references: &'a Option<Vec<OwnerReference>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finalizers: &'a Option<Vec<String>>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+impl Serialize for ObjectMeta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let details = self.details();
+        MetaOut {
+            name: &self.name,
+            generate_name: &details.generate_name,
+            namespace: &self.namespace,
+            uid: &details.uid,
+            resource_version: &details.resource_version,
+            generation: &details.generation,
+            creation_timestamp: &details.creation_timestamp,
+            deletion_timestamp: &details.deletion_timestamp,
+            labels: &self.labels,
+            annotations: &self.annotations,
+            owner_references: &details.owner_references,
+            finalizers: &details.finalizers,
+            extra: &details.extra,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// `metadata` as read: every field flat. Named `ObjectMeta`, as serde's messages name the type
+/// they expected.
+mod wire {
+    use super::{Deserialize, IndexMap, Map, OwnerReference, Value};
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct ObjectMeta {
+        #[serde(default)]
+        pub(super) name: Option<String>,
+        #[serde(default)]
+        pub(super) generate_name: Option<String>,
+        #[serde(default)]
+        pub(super) namespace: Option<String>,
+        #[serde(default)]
+        pub(super) uid: Option<String>,
+        #[serde(default)]
+        pub(super) resource_version: Option<String>,
+        #[serde(default)]
+        pub(super) generation: Option<i64>,
+        #[serde(default)]
+        pub(super) creation_timestamp: Option<String>,
+        #[serde(default)]
+        pub(super) deletion_timestamp: Option<String>,
+        #[serde(default)]
+        pub(super) labels: Option<IndexMap<String, String>>,
+        #[serde(default)]
+        pub(super) annotations: Option<IndexMap<String, String>>,
+        #[serde(default)]
+        pub(super) owner_references: Option<Vec<OwnerReference>>,
+        #[serde(default)]
+        pub(super) finalizers: Option<Vec<String>>,
+        #[serde(flatten)]
+        pub(super) extra: Map<String, Value>,
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = wire::ObjectMeta::deserialize(deserializer)?;
+        let details = MetaDetails {
+            generate_name: wire.generate_name,
+            uid: wire.uid,
+            resource_version: wire.resource_version,
+            generation: wire.generation,
+            creation_timestamp: wire.creation_timestamp,
+            deletion_timestamp: wire.deletion_timestamp,
+            owner_references: wire.owner_references,
+            finalizers: wire.finalizers,
+            extra: wire.extra,
+        };
+        Ok(ObjectMeta {
+            name: wire.name,
+            namespace: wire.namespace,
+            labels: wire.labels,
+            annotations: wire.annotations,
+            details: (!details.is_empty()).then(|| Box::new(details)),
+        })
     }
 }
 
@@ -370,7 +536,7 @@ impl Object {
             gvk: self.gvk(),
             namespace: self.metadata.namespace.clone(),
             name: self.name().unwrap_or_default().to_owned(),
-            uid: self.metadata.uid.clone(),
+            uid: self.metadata.details().uid.clone(),
         }
     }
 
@@ -380,7 +546,7 @@ impl Object {
             api_version: self.api_version.clone(),
             kind: self.kind.clone(),
             name: self.name().unwrap_or_default().to_owned(),
-            uid: self.metadata.uid.clone().unwrap_or_default(),
+            uid: self.metadata.details().uid.clone().unwrap_or_default(),
             controller: controller.then_some(true),
             block_owner_deletion: controller.then_some(true),
             extra: Map::new(),
@@ -390,6 +556,7 @@ impl Object {
     /// The owner reference marked as controller, if any.
     pub fn controller_owner(&self) -> Option<&OwnerReference> {
         self.metadata
+            .details()
             .owner_references
             .iter()
             .flatten()
@@ -496,6 +663,7 @@ impl Object {
     /// Whether `metadata.finalizers` contains `finalizer`.
     pub fn has_finalizer(&self, finalizer: &str) -> bool {
         self.metadata
+            .details()
             .finalizers
             .iter()
             .flatten()
@@ -509,6 +677,7 @@ impl Object {
             return false;
         }
         self.metadata
+            .details_mut()
             .finalizers
             .get_or_insert_with(Vec::new)
             .push(finalizer);
@@ -517,7 +686,11 @@ impl Object {
 
     /// Removes `finalizer`; returns whether it was present.
     pub fn remove_finalizer(&mut self, finalizer: &str) -> bool {
-        let Some(finalizers) = self.metadata.finalizers.as_mut() else {
+        let Some(finalizers) = self
+            .metadata
+            .details_if_any_mut()
+            .and_then(|details| details.finalizers.as_mut())
+        else {
             return false;
         };
         let before = finalizers.len();
@@ -527,7 +700,7 @@ impl Object {
 
     /// Whether the object is being deleted (`metadata.deletionTimestamp` is set).
     pub fn is_being_deleted(&self) -> bool {
-        self.metadata.deletion_timestamp.is_some()
+        self.metadata.details().deletion_timestamp.is_some()
     }
 
     /// `spec`, if present.

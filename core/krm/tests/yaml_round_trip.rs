@@ -2,7 +2,7 @@
 //! field, in the same order.
 
 use indexmap::IndexMap;
-use nephrite_krm::{Object, ObjectMeta, OwnerReference, Package};
+use nephrite_krm::{MetaDetails, Object, ObjectMeta, OwnerReference, Package};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
@@ -254,18 +254,20 @@ fn metadata() -> impl Strategy<Value = ObjectMeta> {
             )| {
                 ObjectMeta {
                     name,
-                    generate_name,
                     namespace,
-                    uid,
-                    resource_version,
-                    generation,
-                    creation_timestamp: created,
-                    deletion_timestamp: deleted,
                     labels,
                     annotations,
-                    owner_references,
-                    finalizers,
-                    extra,
+                    details: Some(Box::new(MetaDetails {
+                        generate_name,
+                        uid,
+                        resource_version,
+                        generation,
+                        creation_timestamp: created,
+                        deletion_timestamp: deleted,
+                        owner_references,
+                        finalizers,
+                        extra,
+                    })),
                 }
             },
         )

@@ -421,7 +421,7 @@ pub fn translate(objects: &[SourceObject], options: &Options) -> Translation {
             kind,
             namespace: object.namespace().unwrap_or("default").to_owned(),
             name: object.name().unwrap_or_default().to_owned(),
-            created: object.metadata.creation_timestamp.clone(),
+            created: object.metadata.details().creation_timestamp.clone(),
             origin: source.origin.clone(),
         };
         let result = match (object.api_version.as_str(), object.kind.as_str()) {

@@ -23,7 +23,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use indexmap::IndexMap;
-use nephrite_krm::{Object, ObjectMeta, Package, keys};
+use nephrite_krm::{MetaDetails, Object, ObjectMeta, Package, keys};
 use serde_json::Value;
 
 use crate::preparation::rewrite_mode;
@@ -240,34 +240,12 @@ fn override_metadata(base: &mut ObjectMeta, over: &Object) {
             base.clone_from(over);
         }
     }
-    // Destructured so that a field added to ObjectMeta cannot be forgotten here.
-    let ObjectMeta {
-        name: _,
-        generate_name,
-        namespace,
-        uid,
-        resource_version,
-        generation,
-        creation_timestamp,
-        deletion_timestamp,
-        labels,
-        annotations: _,
-        owner_references,
-        finalizers,
-        extra,
-    } = &over.metadata;
     let name = merged_name(over);
     if base.name.as_deref() != Some(name) {
         base.name = Some(name.to_owned());
     }
-    set(&mut base.generate_name, generate_name);
-    set(&mut base.namespace, namespace);
-    set(&mut base.uid, uid);
-    set(&mut base.resource_version, resource_version);
-    set(&mut base.generation, generation);
-    set(&mut base.creation_timestamp, creation_timestamp);
-    set(&mut base.deletion_timestamp, deletion_timestamp);
-    if let Some(labels) = labels {
+    set(&mut base.namespace, &over.metadata.namespace);
+    if let Some(labels) = &over.metadata.labels {
         match &mut base.labels {
             Some(base) => {
                 for (key, value) in labels {
@@ -286,6 +264,37 @@ fn override_metadata(base: &mut ObjectMeta, over: &Object) {
             }
         }
     }
+    if let Some(details) = over.metadata.details_if_any() {
+        override_details(base.details_mut(), details);
+    }
+}
+
+/// The rarely carried metadata fields of `over` merged into `base`: unlisted fields key by
+/// key, the rest replace when set.
+fn override_details(base: &mut MetaDetails, over: &MetaDetails) {
+    fn set<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
+        if over.is_some() {
+            base.clone_from(over);
+        }
+    }
+    // Destructured so that a field added to MetaDetails cannot be forgotten here.
+    let MetaDetails {
+        generate_name,
+        uid,
+        resource_version,
+        generation,
+        creation_timestamp,
+        deletion_timestamp,
+        owner_references,
+        finalizers,
+        extra,
+    } = over;
+    set(&mut base.generate_name, generate_name);
+    set(&mut base.uid, uid);
+    set(&mut base.resource_version, resource_version);
+    set(&mut base.generation, generation);
+    set(&mut base.creation_timestamp, creation_timestamp);
+    set(&mut base.deletion_timestamp, deletion_timestamp);
     set(&mut base.owner_references, owner_references);
     set(&mut base.finalizers, finalizers);
     for (key, value) in extra {

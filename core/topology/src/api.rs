@@ -68,10 +68,7 @@ impl NFTopology {
         NFTopology {
             api_version: api_version(),
             kind: nf_topology_kind(),
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta::named(name),
             spec: NFTopologySpec { nf_instances },
             status: None,
         }
@@ -326,10 +323,7 @@ impl NFClass {
         NFClass {
             api_version: api_version(),
             kind: nf_class_kind(),
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta::named(name),
             spec,
         }
     }
@@ -431,10 +425,7 @@ impl NFDeployedTopology {
         NFDeployedTopology {
             api_version: api_version(),
             kind: nf_deployed_topology_kind(),
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta::named(name),
             spec,
         }
     }

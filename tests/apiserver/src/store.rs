@@ -126,8 +126,8 @@ impl Store {
     /// Stores `new` under the next resourceVersion and emits ADDED or MODIFIED.
     fn commit_put(&mut self, storage: &StorageKey, key: ObjectKey, mut new: Object) -> Object {
         self.rv += 1;
-        new.metadata.resource_version = Some(self.rv.to_string());
-        if let Some(uid) = &new.metadata.uid {
+        new.metadata.details_mut().resource_version = Some(self.rv.to_string());
+        if let Some(uid) = &new.metadata.details().uid {
             self.uids
                 .insert(uid.clone(), (storage.clone(), key.clone()));
         }
@@ -157,12 +157,12 @@ impl Store {
         last: Option<Object>,
     ) -> Option<Object> {
         let old = self.objects.get_mut(storage)?.remove(key)?;
-        if let Some(uid) = &old.metadata.uid {
+        if let Some(uid) = &old.metadata.details().uid {
             self.uids.remove(uid);
         }
         self.rv += 1;
         let mut last = last.unwrap_or_else(|| old.clone());
-        last.metadata.resource_version = Some(self.rv.to_string());
+        last.metadata.details_mut().resource_version = Some(self.rv.to_string());
         self.record(storage, EventType::Deleted, Some(old), last.clone());
         if *storage == StorageKey::namespaces() {
             self.drop_namespace_contents(&key.name);

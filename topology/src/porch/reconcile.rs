@@ -266,7 +266,7 @@ impl Children<'_> {
     fn prepare(&self, mut object: Object) -> Object {
         object.set_namespace(Some(self.namespace.to_owned()));
         let _ = object.set_label(NF_DEPLOYMENT_NAME, self.topology);
-        object.metadata.owner_references = Some(vec![self.owner.clone()]);
+        object.metadata.details_mut().owner_references = Some(vec![self.owner.clone()]);
         object
     }
 
@@ -278,6 +278,7 @@ impl Children<'_> {
                 .all(|(k, v)| existing.label(k) == Some(v.as_str()))
             && existing
                 .metadata
+                .details()
                 .owner_references
                 .as_ref()
                 .is_some_and(|refs| refs.iter().any(|r| r.uid == self.owner.uid))
@@ -324,6 +325,7 @@ impl Children<'_> {
         for stale in existing {
             let owned = stale
                 .metadata
+                .details()
                 .owner_references
                 .as_ref()
                 .is_some_and(|refs| refs.iter().any(|r| r.uid == self.owner.uid));

@@ -36,14 +36,14 @@ fn keeps_everything_in_order() {
     assert_eq!(object.gvk(), Gvk::new("apps", "v1", "Deployment"));
     assert_eq!(object.name(), Some("web"));
     assert_eq!(object.namespace(), Some("prod"));
-    assert_eq!(object.metadata.generation, Some(7));
+    assert_eq!(object.metadata.details().generation, Some(7));
     assert_eq!(
-        object.metadata.deletion_timestamp.as_deref(),
+        object.metadata.details().deletion_timestamp.as_deref(),
         Some("2024-01-02T00:00:00.5+01:00")
     );
     assert!(object.is_being_deleted());
     assert_eq!(
-        object.metadata.extra.keys().collect::<Vec<_>>(),
+        object.metadata.details().extra.keys().collect::<Vec<_>>(),
         ["managedFields", "selfLink"]
     );
     assert_eq!(
@@ -300,7 +300,7 @@ fn typed_round_trip_and_errors() {
 #[test]
 fn owner_references() {
     let mut owner = Object::new(&Gvk::new("apps", "v1", "ReplicaSet"), "rs");
-    owner.metadata.uid = Some("u-9".into());
+    owner.metadata.details_mut().uid = Some("u-9".into());
     let reference = owner.owner_reference(true);
     assert_eq!(reference.uid, "u-9");
     assert!(reference.is_controller());

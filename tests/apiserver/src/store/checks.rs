@@ -121,8 +121,8 @@ pub(super) fn check_patched(
     doc: &Object,
 ) -> Result<(), ApiError> {
     check_name(rt, key, doc)?;
-    if let Some(uid) = doc.metadata.uid.as_deref()
-        && Some(uid) != old.metadata.uid.as_deref()
+    if let Some(uid) = doc.metadata.details().uid.as_deref()
+        && Some(uid) != old.metadata.details().uid.as_deref()
     {
         return Err(ApiError::invalid(
             &rt.qualified_kind(),
@@ -140,8 +140,8 @@ pub(super) fn check_rv_precondition(
     old: &Object,
     proposed: &Object,
 ) -> Result<(), ApiError> {
-    if let Some(want) = proposed.metadata.resource_version.as_deref()
-        && Some(want) != old.metadata.resource_version.as_deref()
+    if let Some(want) = proposed.metadata.details().resource_version.as_deref()
+        && Some(want) != old.metadata.details().resource_version.as_deref()
     {
         return Err(ApiError::conflict(
             &rt.group_resource(),
@@ -159,7 +159,7 @@ pub(super) fn check_uid_precondition(
     stored: &Object,
     want: &str,
 ) -> Result<(), ApiError> {
-    let have = stored.metadata.uid.as_deref().unwrap_or("");
+    let have = stored.metadata.details().uid.as_deref().unwrap_or("");
     if want == have {
         return Ok(());
     }
@@ -177,7 +177,12 @@ pub(super) fn check_rv_delete_precondition(
     stored: &Object,
     want: &str,
 ) -> Result<(), ApiError> {
-    let have = stored.metadata.resource_version.as_deref().unwrap_or("");
+    let have = stored
+        .metadata
+        .details()
+        .resource_version
+        .as_deref()
+        .unwrap_or("");
     if want == have {
         return Ok(());
     }

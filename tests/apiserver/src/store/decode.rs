@@ -65,14 +65,17 @@ pub(super) fn decode(
     })?;
     let mut unknown: Vec<String> = obj
         .metadata
+        .details()
         .extra
         .keys()
         .filter(|k| !KNOWN_EXTRA_METADATA.contains(&k.as_str()))
         .map(|k| format!("metadata.{k}"))
         .collect();
-    obj.metadata
-        .extra
-        .retain(|k, _| KNOWN_EXTRA_METADATA.contains(&k.as_str()));
+    if let Some(details) = obj.metadata.details_if_any_mut() {
+        details
+            .extra
+            .retain(|k, _| KNOWN_EXTRA_METADATA.contains(&k.as_str()));
+    }
     normalize(&mut obj.metadata);
     if let Some(schema) = &rt.schema {
         let mut fields = Value::Object(std::mem::take(&mut obj.body).into_map());

@@ -107,7 +107,7 @@ impl Store {
             return Some(old);
         }
         if propagation == Propagation::Orphan
-            && let Some(uid) = &old.metadata.uid
+            && let Some(uid) = &old.metadata.details().uid
         {
             self.orphan_dependents(uid);
         }
@@ -115,11 +115,14 @@ impl Store {
         if propagation == Propagation::Foreground {
             new.add_finalizer(FOREGROUND_FINALIZER);
         }
-        if new.metadata.finalizers.is_none() {
+        if new.metadata.details().finalizers.is_none() {
             return self.commit_remove(storage, key, None);
         }
-        new.metadata.deletion_timestamp = Some(now());
-        new.metadata.extra.insert(GRACE_PERIOD.into(), json!(0));
+        new.metadata.details_mut().deletion_timestamp = Some(now());
+        new.metadata
+            .details_mut()
+            .extra
+            .insert(GRACE_PERIOD.into(), json!(0));
         let namespace = *storage == StorageKey::namespaces();
         if namespace {
             set_body(&mut new, "status", json!({"phase": "Terminating"}));

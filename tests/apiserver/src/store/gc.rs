@@ -16,7 +16,11 @@ impl Store {
             let Some(mut obj) = self.stored(&storage, &key).cloned() else {
                 continue;
             };
-            if let Some(refs) = obj.metadata.owner_references.as_mut() {
+            if let Some(refs) = obj
+                .metadata
+                .details_if_any_mut()
+                .and_then(|details| details.owner_references.as_mut())
+            {
                 refs.retain(|r| r.uid != owner_uid);
             }
             normalize(&mut obj.metadata);
@@ -50,7 +54,7 @@ impl Store {
                     let terminating = obj.is_being_deleted();
                     if terminating
                         && obj.has_finalizer(FOREGROUND_FINALIZER)
-                        && let Some(uid) = &obj.metadata.uid
+                        && let Some(uid) = &obj.metadata.details().uid
                     {
                         waiting.push((storage.clone(), key.clone(), uid.clone()));
                     }
@@ -82,7 +86,7 @@ impl Store {
                 if !live && let Some(mut owner) = self.stored(&storage, &key).cloned() {
                     owner.remove_finalizer(FOREGROUND_FINALIZER);
                     normalize(&mut owner.metadata);
-                    if owner.metadata.finalizers.is_none() {
+                    if owner.metadata.details().finalizers.is_none() {
                         self.commit_remove(&storage, &key, Some(owner));
                     } else {
                         self.commit_put(&storage, key, owner);

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// Metadata fields the server keeps in [`ObjectMeta::extra`] and writes itself.
+/// Metadata fields the server keeps in [`MetaDetails::extra`](nephrite_krm::MetaDetails::extra) and writes itself.
 pub(super) const GRACE_PERIOD: &str = "deletionGracePeriodSeconds";
 
 /// Metadata fields the server never stores.
@@ -28,15 +28,7 @@ pub(crate) fn into_object(body: Value) -> Result<Value, ApiError> {
 /// Drops what Go's `omitempty` drops (empty strings, lists and maps) and the fields the server
 /// never stores (`managedFields`, `selfLink`).
 pub(super) fn normalize(meta: &mut ObjectMeta) {
-    for field in [
-        &mut meta.name,
-        &mut meta.generate_name,
-        &mut meta.namespace,
-        &mut meta.uid,
-        &mut meta.resource_version,
-        &mut meta.creation_timestamp,
-        &mut meta.deletion_timestamp,
-    ] {
+    for field in [&mut meta.name, &mut meta.namespace] {
         if field.as_deref() == Some("") {
             *field = None;
         }
@@ -47,16 +39,30 @@ pub(super) fn normalize(meta: &mut ObjectMeta) {
     if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
         meta.annotations = None;
     }
-    if meta.finalizers.as_ref().is_some_and(Vec::is_empty) {
-        meta.finalizers = None;
+    let Some(details) = meta.details_if_any_mut() else {
+        return;
+    };
+    for field in [
+        &mut details.generate_name,
+        &mut details.uid,
+        &mut details.resource_version,
+        &mut details.creation_timestamp,
+        &mut details.deletion_timestamp,
+    ] {
+        if field.as_deref() == Some("") {
+            *field = None;
+        }
     }
-    if meta.owner_references.as_ref().is_some_and(Vec::is_empty) {
-        meta.owner_references = None;
+    if details.finalizers.as_ref().is_some_and(Vec::is_empty) {
+        details.finalizers = None;
+    }
+    if details.owner_references.as_ref().is_some_and(Vec::is_empty) {
+        details.owner_references = None;
     }
     for field in DROPPED {
-        meta.extra.shift_remove(field);
+        details.extra.shift_remove(field);
     }
-    meta.extra.retain(|_, v| !v.is_null());
+    details.extra.retain(|_, v| !v.is_null());
 }
 
 /// Copies the fields only the server writes (identity, timestamps, generation,
@@ -64,23 +70,29 @@ pub(super) fn normalize(meta: &mut ObjectMeta) {
 pub(super) fn keep_system_fields(stored: &ObjectMeta, proposed: &mut ObjectMeta) {
     proposed.name.clone_from(&stored.name);
     proposed.namespace.clone_from(&stored.namespace);
-    proposed.uid.clone_from(&stored.uid);
+    proposed.details_mut().uid.clone_from(&stored.details().uid);
     proposed
+        .details_mut()
         .creation_timestamp
-        .clone_from(&stored.creation_timestamp);
+        .clone_from(&stored.details().creation_timestamp);
     proposed
+        .details_mut()
         .deletion_timestamp
-        .clone_from(&stored.deletion_timestamp);
-    proposed.generation = stored.generation;
+        .clone_from(&stored.details().deletion_timestamp);
+    proposed.details_mut().generation = stored.details().generation;
     proposed
+        .details_mut()
         .resource_version
-        .clone_from(&stored.resource_version);
-    match stored.extra.get(GRACE_PERIOD) {
+        .clone_from(&stored.details().resource_version);
+    match stored.details().extra.get(GRACE_PERIOD) {
         Some(v) => {
-            proposed.extra.insert(GRACE_PERIOD.into(), v.clone());
+            proposed
+                .details_mut()
+                .extra
+                .insert(GRACE_PERIOD.into(), v.clone());
         }
         None => {
-            proposed.extra.shift_remove(GRACE_PERIOD);
+            proposed.details_mut().extra.shift_remove(GRACE_PERIOD);
         }
     }
 }
@@ -88,6 +100,7 @@ pub(super) fn keep_system_fields(stored: &ObjectMeta, proposed: &mut ObjectMeta)
 /// The uids of an object's owners.
 pub(super) fn owner_uids(obj: &Object) -> impl Iterator<Item = &str> {
     obj.metadata
+        .details()
         .owner_references
         .iter()
         .flatten()
@@ -113,7 +126,7 @@ pub(super) fn spec_changed(old: &Object, new: &Object, with_status: bool) -> boo
 pub(super) fn same_content(a: &Object, b: &Object) -> bool {
     let strip = |o: &Object| {
         let mut o = o.clone();
-        o.metadata.resource_version = None;
+        o.metadata.details_mut().resource_version = None;
         o.api_version.clear();
         o
     };

@@ -45,6 +45,7 @@ fn resource_versions_are_global_and_increasing() -> Result<(), ApiError> {
     let b = s.create(&secret, Some("default"), json!({"metadata": {"name": "b"}}))?;
     let rv = |o: &Object| {
         o.metadata
+            .details()
             .resource_version
             .as_deref()
             .and_then(|r| r.parse::<u64>().ok())
@@ -91,7 +92,7 @@ fn garbage_collection_follows_chains() -> Result<(), ApiError> {
     let cm = rt(&s, "configmaps");
     let owned = |name: &str, owner: &Object| {
         json!({"metadata": {"name": name, "ownerReferences": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.name(), "uid": owner.metadata.uid}
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.name(), "uid": owner.metadata.details().uid}
         ]}})
     };
     let root = s.create(&cm, Some("default"), json!({"metadata": {"name": "root"}}))?;

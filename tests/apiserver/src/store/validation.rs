@@ -133,7 +133,7 @@ pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
             ));
         }
     }
-    for (i, finalizer) in meta.finalizers.iter().flatten().enumerate() {
+    for (i, finalizer) in meta.details().finalizers.iter().flatten().enumerate() {
         if let Err(e) = validate_label_key(finalizer) {
             out.push(FieldProblem::new(
                 format!("metadata.finalizers[{i}]"),
@@ -141,7 +141,7 @@ pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
             ));
         }
     }
-    for owner in meta.owner_references.iter().flatten() {
+    for owner in meta.details().owner_references.iter().flatten() {
         for (field, value, what) in [
             ("apiVersion", &owner.api_version, "version"),
             ("kind", &owner.kind, "kind"),

@@ -59,14 +59,14 @@ impl Store {
     ) -> Result<Written, ApiError> {
         check_type(rt, &body)?;
         let (mut obj, warnings) = decode(rt, body, validation)?;
-        if obj.metadata.resource_version.is_some() {
+        if obj.metadata.details().resource_version.is_some() {
             // What a real apiserver answers (a 500 from its storage layer): the object was most
             // likely copied from a read, and Kubernetes refuses to create it.
             return Err(ApiError::internal(
                 "resourceVersion should not be set on objects to be created",
             ));
         }
-        let name = match (obj.name(), obj.metadata.generate_name.as_deref()) {
+        let name = match (obj.name(), obj.metadata.details().generate_name.as_deref()) {
             (Some(name), _) => name.to_string(),
             (None, Some(prefix)) => {
                 let keep = prefix
@@ -106,16 +106,18 @@ impl Store {
         let m = &mut obj.metadata;
         m.name = Some(name);
         m.namespace = namespace;
-        m.uid = Some(uuid::Uuid::new_v4().to_string());
-        m.creation_timestamp = Some(now());
-        m.generation = Some(1);
-        m.deletion_timestamp = None;
-        m.extra.shift_remove(super::meta::GRACE_PERIOD);
+        m.details_mut().uid = Some(uuid::Uuid::new_v4().to_string());
+        m.details_mut().creation_timestamp = Some(now());
+        m.details_mut().generation = Some(1);
+        m.details_mut().deletion_timestamp = None;
+        m.details_mut()
+            .extra
+            .shift_remove(super::meta::GRACE_PERIOD);
         Self::validate_schema(rt, &obj)?;
         if storage == StorageKey::crds() {
             self.prepare_crd(&mut obj, None)?;
         }
-        let has_owners = obj.metadata.owner_references.is_some();
+        let has_owners = obj.metadata.details().owner_references.is_some();
         let stored = self.commit_put(&storage, key, obj);
         if has_owners {
             self.collect_garbage();
@@ -181,7 +183,7 @@ impl Store {
             return Err(ApiError::not_found(&rt.group_resource(), name));
         };
         // Kubernetes turns a uid in a PUT body into a precondition.
-        if let Some(want) = proposed.metadata.uid.as_deref() {
+        if let Some(want) = proposed.metadata.details().uid.as_deref() {
             check_uid_precondition(rt, &old, want)?;
         }
         check_rv_precondition(rt, &old, &proposed)?;
@@ -289,7 +291,8 @@ impl Store {
         keep_system_fields(&old.metadata, &mut new.metadata);
         let with_status = rt.crd.is_some() && !rt.status_subresource;
         if spec_changed(&old, &new, with_status) {
-            new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+            new.metadata.details_mut().generation =
+                Some(old.metadata.details().generation.unwrap_or(0) + 1);
         }
         refuse(rt, &key.name, &metadata_problems(&new.metadata))?;
         Self::validate_schema(rt, &new)?;
@@ -299,7 +302,7 @@ impl Store {
         if same_content(&new, &old) {
             return Ok(Self::present(rt, &old));
         }
-        if new.is_being_deleted() && new.metadata.finalizers.is_none() {
+        if new.is_being_deleted() && new.metadata.details().finalizers.is_none() {
             let last = self
                 .commit_remove(&storage, &key, Some(new.clone()))
                 .unwrap_or(new);
@@ -308,7 +311,8 @@ impl Store {
         }
         // Only a change of owner references can give the collector new work (a dependent
         // whose owners are gone): a status write of an owned object costs no scan of the store.
-        let owners_changed = new.metadata.owner_references != old.metadata.owner_references;
+        let owners_changed =
+            new.metadata.details().owner_references != old.metadata.details().owner_references;
         let stored = self.commit_put(&storage, key, new);
         if owners_changed {
             self.collect_garbage();
