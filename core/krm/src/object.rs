@@ -164,57 +164,36 @@ impl PartialEq for ObjectMeta {
 
 impl Eq for ObjectMeta {}
 
-/// `metadata` as written: every field flat, in the order Kubernetes writes them.
-#[derive(Serialize)]
-#[serde(rename = "ObjectMeta", rename_all = "camelCase")]
-struct MetaOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    generate_name: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    uid: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resource_version: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    generation: &'a Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    creation_timestamp: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deletion_timestamp: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    labels: &'a Option<IndexMap<String, String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    annotations: &'a Option<IndexMap<String, String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    owner_references: &'a Option<Vec<OwnerReference>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    finalizers: &'a Option<Vec<String>>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
-}
-
+/// Writes `metadata` flat, in the order Kubernetes writes it; unset fields are left out.
 impl Serialize for ObjectMeta {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let details = self.details();
-        MetaOut {
-            name: &self.name,
-            generate_name: &details.generate_name,
-            namespace: &self.namespace,
-            uid: &details.uid,
-            resource_version: &details.resource_version,
-            generation: &details.generation,
-            creation_timestamp: &details.creation_timestamp,
-            deletion_timestamp: &details.deletion_timestamp,
-            labels: &self.labels,
-            annotations: &self.annotations,
-            owner_references: &details.owner_references,
-            finalizers: &details.finalizers,
-            extra: &details.extra,
+        fn set<M: SerializeMap, T: Serialize>(
+            map: &mut M,
+            key: &str,
+            value: &Option<T>,
+        ) -> Result<(), M::Error> {
+            value
+                .as_ref()
+                .map_or(Ok(()), |value| map.serialize_entry(key, value))
         }
-        .serialize(serializer)
+        let details = self.details();
+        let mut map = serializer.serialize_map(None)?;
+        set(&mut map, "name", &self.name)?;
+        set(&mut map, "generateName", &details.generate_name)?;
+        set(&mut map, "namespace", &self.namespace)?;
+        set(&mut map, "uid", &details.uid)?;
+        set(&mut map, "resourceVersion", &details.resource_version)?;
+        set(&mut map, "generation", &details.generation)?;
+        set(&mut map, "creationTimestamp", &details.creation_timestamp)?;
+        set(&mut map, "deletionTimestamp", &details.deletion_timestamp)?;
+        set(&mut map, "labels", &self.labels)?;
+        set(&mut map, "annotations", &self.annotations)?;
+        set(&mut map, "ownerReferences", &details.owner_references)?;
+        set(&mut map, "finalizers", &details.finalizers)?;
+        for (key, value) in &details.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 

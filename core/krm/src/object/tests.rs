@@ -76,6 +76,39 @@ fn missing_and_empty_metadata() {
 }
 
 #[test]
+fn only_the_rare_fields_are_boxed() {
+    let plain = Object::from_json(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "n", "labels": {"x": "1"}, "annotations": {"y": "2"}}
+    }))
+    .unwrap();
+    assert!(plain.metadata.details.is_none(), "{plain:?}");
+    let mut unboxed = plain.clone();
+    unboxed.metadata.details = Some(Box::default());
+    assert_eq!(unboxed, plain, "an empty box equals none");
+
+    for (field, value) in [
+        ("uid", json!("u-1")),
+        ("generateName", json!("a-")),
+        ("resourceVersion", json!("3")),
+        ("finalizers", json!(["f"])),
+        ("managedFields", json!([])),
+    ] {
+        let object = Object::from_json(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", field: value}
+        }))
+        .unwrap();
+        let details = object.metadata.details.as_deref();
+        assert!(
+            details.is_some_and(|d| !d.is_empty()),
+            "{field}: {object:?}"
+        );
+        assert_eq!(object.to_json()["metadata"][field], value, "{field}");
+    }
+}
+
+#[test]
 fn errors_name_the_problem() {
     let cases = [
         (
