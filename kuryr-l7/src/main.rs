@@ -18,7 +18,8 @@ use nephrite_kuryr_l7::source::{Snapshot, SourceSpec, snapshot_dir, watch_dir};
 use nephrite_kuryr_l7::subscription::{Followed, Subscription, load_cache};
 use nephrite_kuryr_l7::wire::short;
 use nephrite_l7::Options;
-use nephrite_runtime::{ClientTls, DialOptions, Endpoint, LogFormat, ServeArgs};
+use nephrite_runtime::prometheus_client::registry::Registry;
+use nephrite_runtime::{ClientTls, DialOptions, Endpoint, LogFormat, MetricsServer, ServeArgs};
 
 #[derive(Parser)]
 #[command(
@@ -110,6 +111,10 @@ struct RouterArgs {
     /// Worker threads (default: one per core).
     #[arg(long, env = "KURYR_L7_THREADS")]
     threads: Option<usize>,
+    /// Serve Prometheus metrics on GET /metrics at this address (HOST:PORT or unix:///PATH):
+    /// answers by pool and status class, ejections, connections, the table.
+    #[arg(long, env = "KURYR_L7_METRICS_LISTEN")]
+    metrics_listen: Option<Endpoint>,
     /// Consecutive failures that eject a member.
     #[arg(long, env = "KURYR_L7_EJECT_AFTER", default_value_t = 3)]
     eject_after: u32,
@@ -391,6 +396,14 @@ async fn router(args: RouterArgs) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --source or --rules"),
     };
 
+    if let Some(endpoint) = &args.metrics_listen {
+        let mut registry = Registry::default();
+        router.register_metrics(&mut registry);
+        let metrics = MetricsServer::bind(endpoint, registry)
+            .await
+            .with_context(|| format!("binding --metrics-listen {endpoint}"))?;
+        tokio::spawn(metrics.serve(std::future::pending()));
+    }
     let http = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding --listen {}", args.listen))?;

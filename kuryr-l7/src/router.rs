@@ -12,6 +12,8 @@
 //!   connection pool per member, driven in the task serving the client; reencrypt (HTTPS)
 //!   members through hyper's pooled TLS client. Members are balanced by weighted round robin
 //!   with passive ejection (see [`balance`]).
+//! - [`Router::register_metrics`] exposes answers by pool and status class, ejections,
+//!   connections and the table in a Prometheus registry (see `metrics`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,17 +25,20 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use nephrite_l7::{PoolProtocol, RouteTable};
+use prometheus_client::registry::Registry;
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub mod balance;
+mod metrics;
 mod proxy;
 mod server;
 pub mod tls;
 mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};
+use metrics::{Listener, PoolCounters, RouterMetrics};
 use upstream::{MemberConnections, Upstreams};
 
 /// The request body handed to hyper's TLS client (reencrypt pools).
@@ -51,10 +56,18 @@ pub struct RouterConfig {
     pub default_certificate: Option<(String, String)>,
 }
 
+/// A pool of one table version: its balancer and its counters.
+pub(crate) struct PoolState {
+    pub(crate) balancer: Balancer,
+    pub(crate) counters: PoolCounters,
+}
+
 /// What one table version needs at request time.
 pub(crate) struct RouterState {
     pub(crate) table: Arc<RouteTable>,
-    pub(crate) balancers: HashMap<String, Balancer>,
+    pub(crate) pools: HashMap<String, PoolState>,
+    /// Counters of answers made before a pool was chosen.
+    pub(crate) unrouted: PoolCounters,
     pub(crate) https_clients: HashMap<String, HttpsClient>,
     pub(crate) connections: HashMap<SocketAddr, Arc<MemberConnections>>,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
@@ -66,6 +79,7 @@ pub struct Router {
     registry: Arc<HealthRegistry>,
     upstreams: Upstreams,
     default_key: Option<Arc<CertifiedKey>>,
+    metrics: RouterMetrics,
 }
 
 fn connector() -> HttpConnector {
@@ -85,12 +99,15 @@ impl Router {
         };
         let registry = Arc::new(HealthRegistry::new(config.ejection));
         let upstreams = Upstreams::default();
-        let state = build_state(table, &registry, &upstreams, default_key.clone());
+        let metrics = RouterMetrics::default();
+        let state = build_state(table, &registry, &upstreams, default_key.clone(), &metrics);
+        metrics.table_served(state.pools.len(), false);
         Ok(Arc::new(Router {
             state: ArcSwap::from_pointee(state),
             registry,
             upstreams,
             default_key,
+            metrics,
         }))
     }
 
@@ -101,8 +118,24 @@ impl Router {
             &self.registry,
             &self.upstreams,
             self.default_key.clone(),
+            &self.metrics,
         );
-        self.state.store(Arc::new(state));
+        self.metrics.table_served(state.pools.len(), true);
+        let previous = self.state.swap(Arc::new(state));
+        let current = self.state.load();
+        for pool in previous.pools.keys() {
+            if !current.pools.contains_key(pool) {
+                self.metrics.forget_pool(pool);
+            }
+        }
+    }
+
+    /// Registers the router's metrics in `registry`, named `kuryr_l7_router_*`:
+    /// `responses_total{pool, code}` (status class; `pool` empty for answers made before a
+    /// pool was chosen), `ejections_total{pool}`, `connections_total{listener}`,
+    /// `open_connections{listener}`, `table_updates_total` and `pools`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.metrics.register(registry);
     }
 
     /// The table being served.
@@ -140,7 +173,12 @@ impl Router {
                 }
             };
             let _ = stream.set_nodelay(true);
-            tokio::spawn(server::serve(self.clone(), stream, client));
+            let open = self.metrics.connection(Listener::Http);
+            let router = self.clone();
+            tokio::spawn(async move {
+                server::serve(router, stream, client).await;
+                drop(open);
+            });
         }
     }
 
@@ -156,8 +194,12 @@ impl Router {
                 }
             };
             let _ = stream.set_nodelay(true);
+            let open = self.metrics.connection(Listener::Https);
             let router = self.clone();
-            tokio::spawn(async move { router.handle_tls(stream, client).await });
+            tokio::spawn(async move {
+                router.handle_tls(stream, client).await;
+                drop(open);
+            });
         }
     }
 
@@ -173,7 +215,7 @@ impl Router {
         if let Some(host) = sni.as_deref().map(str::to_ascii_lowercase)
             && let Some(pool) = state.table.passthrough.get(&host)
         {
-            let Some(balancer) = state.balancers.get(pool) else {
+            let Some(PoolState { balancer, counters }) = state.pools.get(pool) else {
                 return;
             };
             let Some(member) = balancer.pick() else {
@@ -187,7 +229,9 @@ impl Router {
                     let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
                 }
                 Err(err) => {
-                    balancer.failure(member);
+                    if balancer.failure(member) {
+                        counters.ejected();
+                    }
                     tracing::debug!(%member, "passthrough connect: {err}");
                 }
             }
@@ -210,6 +254,7 @@ fn build_state(
     registry: &Arc<HealthRegistry>,
     upstreams: &Upstreams,
     default_key: Option<Arc<CertifiedKey>>,
+    metrics: &RouterMetrics,
 ) -> RouterState {
     let connections = upstreams.retain(
         table
@@ -218,10 +263,14 @@ fn build_state(
             .filter(|pool| matches!(pool.protocol, PoolProtocol::Http))
             .flat_map(|pool| pool.members.iter().map(|m| m.address)),
     );
-    let mut balancers = HashMap::new();
+    let mut pools = HashMap::new();
     let mut https_clients = HashMap::new();
     for (id, pool) in &table.pools {
-        balancers.insert(id.clone(), Balancer::new(pool, registry.clone()));
+        let state = PoolState {
+            balancer: Balancer::new(pool, registry.clone()),
+            counters: metrics.pool(id),
+        };
+        pools.insert(id.clone(), state);
         if let PoolProtocol::Https { ca_pem } = &pool.protocol {
             match tls::client_config(ca_pem.as_deref()) {
                 Ok(config) => {
@@ -245,7 +294,8 @@ fn build_state(
     let tls = (!resolver.is_empty()).then(|| tls::server_config(resolver));
     RouterState {
         table,
-        balancers,
+        pools,
+        unrouted: metrics.pool(""),
         https_clients,
         connections,
         tls,

@@ -114,6 +114,20 @@ impl Drop for Daemon {
     }
 }
 
+/// `GET /metrics` from `address`: the body.
+async fn scrape(address: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200 "), "{reply}");
+    reply
+}
+
 #[tokio::test]
 async fn router_binary_loads_before_binding_and_follows_the_directory() {
     let web = echo("web").await;
@@ -129,7 +143,7 @@ async fn router_binary_loads_before_binding_and_follows_the_directory() {
     )
     .unwrap();
     std::fs::write(dir.path().join("a.yaml"), ingress("a", "/a")).unwrap();
-    let listen = dead_address();
+    let (listen, metrics) = (dead_address(), dead_address());
     let _daemon = Daemon(
         Command::new(BIN)
             .args([
@@ -138,6 +152,8 @@ async fn router_binary_loads_before_binding_and_follows_the_directory() {
                 "1",
                 "--listen",
                 &listen.to_string(),
+                "--metrics-listen",
+                &metrics.to_string(),
                 "--source",
             ])
             .arg(format!("dir:{}", dir.path().display()))
@@ -171,6 +187,27 @@ async fn router_binary_loads_before_binding_and_follows_the_directory() {
     // Removed.
     std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
     wait_for_answer(listen, "x", "/a", |r| r.status == 404).await;
+
+    // What it served, on --metrics-listen.
+    let text = scrape(metrics).await;
+    let value = |series: &str| {
+        text.lines().find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    assert!(
+        value("kuryr_l7_router_table_updates_total").is_some_and(|n| n >= 4.0),
+        "{text}"
+    );
+    assert_eq!(value("kuryr_l7_router_pools"), Some(1.0), "{text}");
+    assert!(
+        value("kuryr_l7_router_responses_total{pool=\"\",code=\"4xx\"}").is_some_and(|n| n >= 2.0),
+        "404s answered without a pool: {text}"
+    );
+    assert!(text.contains("code=\"2xx\"} "), "{text}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use nephrite_kuryr_l7::router::RouterConfig;
 use nephrite_kuryr_l7::router::balance::Ejection;
 use nephrite_kuryr_l7::source::snapshot_dir;
 use nephrite_l7::Options;
+use prometheus_client::registry::Registry;
 use support::*;
 use tokio::net::TcpStream;
 
@@ -202,6 +203,18 @@ async fn keep_alive_to_members_and_http10_members_that_close() {
     }
 }
 
+/// One GET over a fresh h2c (prior knowledge) connection to `router`.
+async fn h2c_get(router: std::net::SocketAddr, uri: &str) -> Reply {
+    let stream = TcpStream::connect(router).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(executor(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+    reply(sender.send_request(request).await.unwrap()).await
+}
+
 #[tokio::test]
 async fn h2c_with_prior_knowledge() {
     let web = echo("web").await;
@@ -219,16 +232,7 @@ async fn h2c_with_prior_knowledge() {
         ),
     );
     let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
-    let stream = TcpStream::connect(http).await.unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http2::handshake(executor(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    let request = Request::get("http://h2.example.com/x")
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let reply = reply(sender.send_request(request).await.unwrap()).await;
+    let reply = h2c_get(http, "http://h2.example.com/x").await;
     assert_eq!(reply.status, 200);
     assert_eq!(
         reply.body,
@@ -380,4 +384,134 @@ async fn routing_conformance_cases() {
     conformance::write_objects(dir.path()).await;
     let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
     conformance::check(http).await;
+}
+
+/// The value of `series` (name and labels as written) in the exposition of `registry`.
+fn metric(registry: &Registry, series: &str) -> Option<f64> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_answers_by_pool_and_class_ejections_connections_and_tables() {
+    let (live, dead, api) = (echo("live").await, dead_address(), echo("api").await);
+    let dir = tempfile::tempdir().unwrap();
+    let to = |service: &str| {
+        ingress(
+            "i",
+            &format!(
+                "  rules:\n  - host: shop.example.com\n    http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: {service}, port: {{number: 80}}}}}}}}\n"
+            ),
+        )
+    };
+    write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", &[live, dead]),
+            service_yaml("shop", "api", &[api])
+        ),
+    );
+    write(dir.path(), "i.yaml", &to("web"));
+    let config = RouterConfig {
+        ejection: Ejection {
+            eject_after: 2,
+            eject_for: Duration::from_secs(60),
+        },
+        ..RouterConfig::default()
+    };
+    let (router, http, _) = router(dir.path(), config).await;
+    let mut registry = Registry::default();
+    router.register_metrics(&mut registry);
+    let table = router.table();
+    let pools: Vec<&String> = table.pools.keys().collect();
+    let [web] = pools[..] else {
+        panic!("one pool: {pools:?}");
+    };
+    let responses = |pool: &str, code: &str| {
+        metric(
+            &registry,
+            &format!("kuryr_l7_router_responses_total{{pool=\"{pool}\",code=\"{code}\"}}"),
+        )
+    };
+    assert_eq!(metric(&registry, "kuryr_l7_router_pools"), Some(1.0));
+    assert_eq!(responses(web, "2xx"), None, "no series before an answer");
+
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(get(http, "shop.example.com", "/").await.status);
+    }
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [200, 200, 502, 502],
+        "the dead member fails twice"
+    );
+    assert_eq!(
+        get(http, "shop.example.com", "/status/418").await.status,
+        418
+    );
+    assert_eq!(get(http, "other.example.com", "/").await.status, 404);
+    // One more over h2c, which hyper serves.
+    assert_eq!(h2c_get(http, "http://shop.example.com/x").await.status, 200);
+
+    assert_eq!(responses(web, "2xx"), Some(3.0));
+    assert_eq!(responses(web, "4xx"), Some(1.0), "a member's 418");
+    assert_eq!(responses(web, "5xx"), Some(2.0), "502 for the dead member");
+    assert_eq!(responses("", "4xx"), Some(1.0), "404: no route, no pool");
+    assert_eq!(
+        metric(
+            &registry,
+            &format!("kuryr_l7_router_ejections_total{{pool=\"{web}\"}}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &registry,
+            "kuryr_l7_router_connections_total{listener=\"http\"}"
+        ),
+        Some(7.0)
+    );
+    let open = || {
+        metric(
+            &registry,
+            "kuryr_l7_router_open_connections{listener=\"http\"}",
+        )
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open() != Some(0.0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "closed connections stay open: {:?}",
+            open()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    write(dir.path(), "i.yaml", &to("api"));
+    router.update(snapshot_dir(dir.path(), &Options::default()).unwrap().table);
+    assert!(
+        get(http, "shop.example.com", "/")
+            .await
+            .body
+            .starts_with("api ")
+    );
+    assert_eq!(
+        metric(&registry, "kuryr_l7_router_table_updates_total"),
+        Some(1.0)
+    );
+    assert_eq!(metric(&registry, "kuryr_l7_router_pools"), Some(1.0));
+    assert_eq!(
+        responses(web, "2xx"),
+        None,
+        "a pool that left the table leaves the exposition"
+    );
+    let table = router.table();
+    let api_pool = table.pools.keys().next().unwrap();
+    assert_eq!(responses(api_pool, "2xx"), Some(1.0));
+    assert_eq!(responses("", "4xx"), Some(1.0), "kept across versions");
 }

@@ -23,10 +23,11 @@ use hyper_util::server::conn::auto;
 use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
 
 use super::balance::Balancer;
+use super::metrics::PoolCounters;
 use super::upstream::body::ProxyBody;
 use super::upstream::head::{Forwarding, strip_hop_by_hop, write_request_head};
 use super::upstream::{UpstreamError, request_framing};
-use super::{HttpsClient, RequestBody, Router, RouterState};
+use super::{HttpsClient, PoolState, RequestBody, Router, RouterState};
 
 struct HeaderView<'a>(&'a HeaderMap);
 
@@ -119,16 +120,27 @@ pub(crate) struct Target<'s> {
     pub pool_id: &'s str,
     /// The pool's balancer (for success and failure).
     pub balancer: &'s Balancer,
+    /// The pool's counters.
+    pub counters: &'s PoolCounters,
     /// The member picked.
     pub member: SocketAddr,
     /// Hyper's TLS client for a reencrypt pool; `None` for plain HTTP.
     pub https_client: Option<&'s HttpsClient>,
 }
 
+impl Target<'_> {
+    /// Counts a failed exchange against the member, and its ejection.
+    pub fn failure(&self) {
+        if self.balancer.failure(self.member) {
+            self.counters.ejected();
+        }
+    }
+}
+
 /// Where a request goes: an answer the router makes itself, or a member.
 pub(crate) enum Routed<'s> {
-    /// Answer this.
-    Answer(Response<ProxyBody>),
+    /// Answer this, counted for the pool when one was chosen.
+    Answer(Response<ProxyBody>, Option<&'s PoolCounters>),
     /// Forward to this member.
     Member(Target<'s>),
 }
@@ -144,10 +156,13 @@ pub(crate) fn route<'s>(
 ) -> Routed<'s> {
     let host = raw_host.and_then(normalize_host).unwrap_or_default();
     if !valid_escapes(target) {
-        return Routed::Answer(answer(
-            StatusCode::BAD_REQUEST,
-            "bad percent-encoding in the request target\n",
-        ));
+        return Routed::Answer(
+            answer(
+                StatusCode::BAD_REQUEST,
+                "bad percent-encoding in the request target\n",
+            ),
+            None,
+        );
     }
     let path = normalize_path(target);
     let listener = if https {
@@ -164,34 +179,45 @@ pub(crate) fn route<'s>(
     };
     let pool_id = match listener.lookup(&l7_request) {
         Outcome::Pool(pool) => pool,
-        Outcome::Reject => return Routed::Answer(answer(StatusCode::FORBIDDEN, "rejected\n")),
+        Outcome::Reject => {
+            return Routed::Answer(answer(StatusCode::FORBIDDEN, "rejected\n"), None);
+        }
         Outcome::Redirect { code, location } => {
             let mut response = answer(StatusCode::from_u16(code).unwrap_or(StatusCode::FOUND), "");
-            return Routed::Answer(match HeaderValue::from_str(&location) {
+            let response = match HeaderValue::from_str(&location) {
                 Ok(value) => {
                     response.headers_mut().insert(header::LOCATION, value);
                     response
                 }
                 Err(_) => answer(StatusCode::BAD_REQUEST, "cannot redirect this target\n"),
-            });
+            };
+            return Routed::Answer(response, None);
         }
-        Outcome::Status(404) => return Routed::Answer(answer(StatusCode::NOT_FOUND, "no route\n")),
+        Outcome::Status(404) => {
+            return Routed::Answer(answer(StatusCode::NOT_FOUND, "no route\n"), None);
+        }
         Outcome::Status(status) => {
-            return Routed::Answer(answer(
-                StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-                "no route\n",
-            ));
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return Routed::Answer(answer(status, "no route\n"), None);
         }
     };
-    let Some((pool_id, balancer)) = state.balancers.get_key_value(pool_id) else {
-        return Routed::Answer(answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n"));
+    let Some((pool_id, PoolState { balancer, counters })) = state.pools.get_key_value(pool_id)
+    else {
+        return Routed::Answer(
+            answer(StatusCode::SERVICE_UNAVAILABLE, "no such pool\n"),
+            None,
+        );
     };
     let Some(member) = balancer.pick() else {
-        return Routed::Answer(answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"));
+        return Routed::Answer(
+            answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"),
+            Some(counters),
+        );
     };
     Routed::Member(Target {
         pool_id,
         balancer,
+        counters,
         member,
         https_client: state.https_clients.get(pool_id),
     })
@@ -204,7 +230,7 @@ pub(crate) fn failed(target: &Target<'_>, err: &UpstreamError) -> Response<Proxy
         tracing::debug!(member = %target.member, pool = %target.pool_id, "{err}");
         return answer(StatusCode::BAD_REQUEST, "request body failed\n");
     }
-    target.balancer.failure(target.member);
+    target.failure();
     tracing::debug!(member = %target.member, pool = %target.pool_id, "upstream: {err}");
     answer(StatusCode::BAD_GATEWAY, "member failed\n")
 }
@@ -220,19 +246,34 @@ pub(crate) fn tls_answered(
             response
         }
         Err(err) => {
-            target.balancer.failure(target.member);
+            target.failure();
             tracing::debug!(member = %target.member, pool = %target.pool_id, "upstream: {err}");
             answer(StatusCode::BAD_GATEWAY, "member failed\n")
         }
     }
 }
 
+/// Answers one request hyper read (h2c, TLS), counted for its pool.
 pub(crate) async fn handle(
     router: Arc<Router>,
     request: Request<Incoming>,
     client: SocketAddr,
     https: bool,
 ) -> Response<ProxyBody> {
+    let state = router.state();
+    let (response, counters) = respond(&state, request, client, https).await;
+    counters
+        .unwrap_or(&state.unrouted)
+        .answered(response.status());
+    response
+}
+
+async fn respond(
+    state: &RouterState,
+    request: Request<Incoming>,
+    client: SocketAddr,
+    https: bool,
+) -> (Response<ProxyBody>, Option<&PoolCounters>) {
     let (parts, body) = request.into_parts();
     let raw_host = match request_host(
         parts
@@ -244,15 +285,15 @@ pub(crate) async fn handle(
         parts.version == Version::HTTP_11,
     ) {
         Ok(host) => host,
-        Err(why) => return answer(StatusCode::BAD_REQUEST, why),
+        Err(why) => return (answer(StatusCode::BAD_REQUEST, why), None),
     };
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let state = router.state();
-    let routed = route(&state, https, raw_host, target, &HeaderView(&parts.headers));
+    let routed = route(state, https, raw_host, target, &HeaderView(&parts.headers));
     let target_member = match routed {
-        Routed::Answer(response) => return response,
+        Routed::Answer(response, counters) => return (response, counters),
         Routed::Member(target) => target,
     };
+    let counters = Some(target_member.counters);
     let forwarding = Forwarding {
         client: client.ip(),
         https,
@@ -274,10 +315,13 @@ pub(crate) async fn handle(
             target_member.member,
         )
         .await;
-        return tls_answered(&target_member, result);
+        return (tls_answered(&target_member, result), counters);
     }
     let Some(connections) = state.connections.get(&target_member.member) else {
-        return answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n");
+        return (
+            answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"),
+            counters,
+        );
     };
     let framing = request_framing(&parts.headers, &body);
     let mut head = Vec::with_capacity(512);
@@ -289,7 +333,7 @@ pub(crate) async fn handle(
         &forwarding,
         framing,
     );
-    match connections
+    let response = match connections
         .exchange(parts.method == Method::HEAD, &head, body, framing)
         .await
     {
@@ -303,7 +347,8 @@ pub(crate) async fn handle(
             Response::from_parts(response_parts, ProxyBody::Upstream(body))
         }
         Err(err) => failed(&target_member, &err),
-    }
+    };
+    (response, counters)
 }
 
 /// Forwards a request to a reencrypt (HTTPS) member through hyper's pooled TLS client.

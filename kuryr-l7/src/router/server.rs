@@ -195,14 +195,19 @@ async fn serve_request(
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"host"))
         .map(|(_, value)| value);
     let authority = head.uri.authority().map(|a| a.as_str());
+    let state = router.state();
+    let mut counters = None;
     let reply = match request_host(hosts, authority, head.http11) {
         Err(why) => Reply::Answer(answer(http::StatusCode::BAD_REQUEST, why)),
         Ok(raw_host) => {
             let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
-            let state = router.state();
             match route(&state, false, raw_host, target, head) {
-                Routed::Answer(response) => Reply::Answer(response),
+                Routed::Answer(response, pool) => {
+                    counters = pool;
+                    Reply::Answer(response)
+                }
                 Routed::Member(member) => {
+                    counters = Some(member.counters);
                     let request = Forward {
                         head,
                         target,
@@ -234,7 +239,9 @@ async fn serve_request(
                             )
                             .await;
                             match forwarded {
-                                Ok((body, encoding)) => Reply::Written(body, encoding),
+                                Ok((body, encoding, status)) => {
+                                    Reply::Written(body, encoding, status)
+                                }
                                 Err(response) => Reply::Answer(response),
                             }
                         }
@@ -249,8 +256,13 @@ async fn serve_request(
     };
     // A body left unread cannot be skipped safely: the connection ends with this answer.
     keep_alive &= decoder.is_done();
+    let status = match &reply {
+        Reply::Written(_, _, status) => *status,
+        Reply::Answer(response) => response.status(),
+    };
+    counters.unwrap_or(&state.unrouted).answered(status);
     let sent = match reply {
-        Reply::Written(body, encoding) => {
+        Reply::Written(body, encoding, _) => {
             response::send(&mut connection.stream, out, body, encoding).await
         }
         Reply::Answer(response) => {
@@ -284,8 +296,9 @@ async fn serve_request(
 
 /// What a request is answered with.
 enum Reply {
-    /// A member's answer whose head is already in the output buffer: its body, and how.
-    Written(UpstreamBody, response::Encoding),
+    /// A member's answer whose head is already in the output buffer: its body, how it is
+    /// sent, and the member's status.
+    Written(UpstreamBody, response::Encoding, http::StatusCode),
     /// An answer still to write.
     Answer(http::Response<ProxyBody>),
 }

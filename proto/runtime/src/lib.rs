@@ -49,7 +49,7 @@ pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
 pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_SOCKET_PATH};
 pub use listen::BindError;
-pub use metrics::InvalidHelp;
+pub use metrics::{InvalidHelp, MetricsServer};
 pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
 pub use shutdown::{ShutdownHandle, ShutdownReason};
 pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};

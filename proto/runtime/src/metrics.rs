@@ -9,7 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::listen::{BoundListener, BoundSocket};
+use crate::endpoint::Endpoint;
+use crate::listen::{BindError, BoundListener, BoundSocket};
 
 /// Content type of the OpenMetrics 1.0 text format that `/metrics` serves: what prometheus-client
 /// writes and what Prometheus asks for first.
@@ -140,6 +141,59 @@ pub(crate) async fn serve_metrics(
         BoundSocket::Unix(unix, _guard) => {
             axum::serve(unix, app).with_graceful_shutdown(stop).await
         }
+    }
+}
+
+/// `GET /metrics` on its own, for a daemon that serves no gRPC (a data plane such as the L7
+/// router): bind it, learn the address it got, then serve `registry` until a future resolves.
+///
+/// ```no_run
+/// use nephrite_runtime::prometheus_client::{metrics::counter::Counter, registry::Registry};
+/// use nephrite_runtime::{Endpoint, MetricsServer};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut registry = Registry::default();
+/// let requests = Counter::<u64>::default();
+/// registry.register("requests", "Requests served", requests.clone());
+/// let server = MetricsServer::bind(&"127.0.0.1:9100".parse::<Endpoint>()?, registry).await?;
+/// println!("metrics on {}", server.local_endpoint());
+/// server.serve(std::future::pending()).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct MetricsServer {
+    listener: BoundListener,
+    registry: Arc<Registry>,
+}
+
+impl MetricsServer {
+    /// Binds `endpoint` (TCP `HOST:PORT`, port 0 for any, or `unix:///PATH`) for `registry`.
+    ///
+    /// # Errors
+    /// See [`BindError`].
+    pub async fn bind(endpoint: &Endpoint, registry: Registry) -> Result<Self, BindError> {
+        Ok(MetricsServer {
+            listener: BoundListener::bind(endpoint).await?,
+            registry: Arc::new(registry),
+        })
+    }
+
+    /// Where `/metrics` is served: for TCP the actual IP and port.
+    pub fn local_endpoint(&self) -> &Endpoint {
+        self.listener.local_endpoint()
+    }
+
+    /// Serves `GET /metrics` until `stop` resolves.
+    ///
+    /// # Errors
+    /// When accepting connections fails.
+    pub async fn serve(
+        self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        tracing::info!(endpoint = %self.local_endpoint(), "serving /metrics");
+        serve_metrics(self.listener, self.registry, stop).await
     }
 }
 

@@ -109,7 +109,8 @@ pub(crate) struct Forward<'a> {
 
 /// Forwards to a plain-HTTP member through its pool. The member's answer head is written for
 /// the client into `out` straight from the member's read buffer (no header map); what is left
-/// to send is its body, encoded as returned. `Err` is an answer the router makes itself.
+/// to send is its body, encoded as returned, and the member's status. `Err` is an answer the
+/// router makes itself.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn to_member(
     connections: &Arc<MemberConnections>,
@@ -119,7 +120,7 @@ pub(crate) async fn to_member(
     member_head: &mut Vec<u8>,
     out: &mut Vec<u8>,
     keep_alive: &mut bool,
-) -> Result<(UpstreamBody, Encoding), http::Response<ProxyBody>> {
+) -> Result<(UpstreamBody, Encoding, StatusCode), http::Response<ProxyBody>> {
     let framing = match request.head.body {
         BodyFraming::Length(0) => RequestFraming::Empty,
         BodyFraming::Length(_) => RequestFraming::Length,
@@ -136,6 +137,7 @@ pub(crate) async fn to_member(
     );
     let head_request = request.head.method() == "HEAD";
     let mut encoding = Encoding::None;
+    let mut status = StatusCode::BAD_GATEWAY;
     let exchanged = connections
         .exchange_with(
             head_request,
@@ -151,6 +153,7 @@ pub(crate) async fn to_member(
                     length_stands: meta.length_stands,
                 };
                 let pairs = headers.iter().map(|h| (h.name.as_bytes(), h.value));
+                status = meta.status;
                 encoding = write_head(out, meta.status, pairs, &context, keep_alive);
                 Ok(())
             },
@@ -159,7 +162,7 @@ pub(crate) async fn to_member(
     match exchanged {
         Ok((_, body)) => {
             target.balancer.success(target.member);
-            Ok((body, encoding))
+            Ok((body, encoding, status))
         }
         Err(err) => Err(failed(target, &err)),
     }
