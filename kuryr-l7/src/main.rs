@@ -115,6 +115,15 @@ struct RouterArgs {
     /// answers by pool and status class, ejections, connections, the table.
     #[arg(long, env = "KURYR_L7_METRICS_LISTEN")]
     metrics_listen: Option<Endpoint>,
+    /// On SIGTERM or SIGINT: stop accepting, then give requests in flight this long to finish.
+    #[arg(
+        long,
+        env = "NEPHRITE_SHUTDOWN_GRACE",
+        default_value = "10s",
+        value_parser = humantime::parse_duration,
+        value_name = "DURATION"
+    )]
+    shutdown_grace: Duration,
     /// Consecutive failures that eject a member.
     #[arg(long, env = "KURYR_L7_EJECT_AFTER", default_value_t = 3)]
     eject_after: u32,
@@ -417,7 +426,14 @@ async fn router(args: RouterArgs) -> anyhow::Result<()> {
         tokio::spawn(router.clone().serve_https(tls));
     }
     shutdown_signal().await;
-    tracing::info!("stopping");
+    tracing::info!(
+        "draining: no new connections, at most {:?} for requests in flight",
+        args.shutdown_grace
+    );
+    match router.drain(args.shutdown_grace).await {
+        0 => tracing::info!("drained"),
+        left => tracing::warn!("{left} requests or connections still busy after the grace period"),
+    }
     Ok(())
 }
 

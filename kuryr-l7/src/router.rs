@@ -12,6 +12,8 @@
 //!   connection pool per member, driven in the task serving the client; reencrypt (HTTPS)
 //!   members through hyper's pooled TLS client. Members are balanced by weighted round robin
 //!   with passive ejection (see [`balance`]).
+//! - [`Router::drain`] stops accepting and lets requests in flight finish, for at most a
+//!   grace period (see `drain`).
 //! - [`Router::register_metrics`] exposes answers by pool and status class, ejections,
 //!   connections and the table in a Prometheus registry (see `metrics`).
 
@@ -31,6 +33,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub mod balance;
+mod drain;
 mod metrics;
 mod proxy;
 mod server;
@@ -38,6 +41,7 @@ pub mod tls;
 mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};
+use drain::Drain;
 use metrics::{Listener, PoolCounters, RouterMetrics};
 use upstream::{MemberConnections, Upstreams};
 
@@ -80,6 +84,7 @@ pub struct Router {
     upstreams: Upstreams,
     default_key: Option<Arc<CertifiedKey>>,
     metrics: RouterMetrics,
+    drain: Drain,
 }
 
 fn connector() -> HttpConnector {
@@ -108,6 +113,7 @@ impl Router {
             upstreams,
             default_key,
             metrics,
+            drain: Drain::default(),
         }))
     }
 
@@ -128,6 +134,16 @@ impl Router {
                 self.metrics.forget_pool(pool);
             }
         }
+    }
+
+    /// Drains the router: the listeners stop accepting (their ports close), HTTP/1
+    /// connections close after the answer they are busy with (`Connection: close`), h2c and
+    /// TLS connections shut down gracefully (idle ones at once, streams in flight finish),
+    /// passthrough streams run on. Returns once nothing is busy or `grace` has passed: how many
+    /// requests, connections or streams were still busy then (0: a clean drain). Idle
+    /// keep-alive connections are not waited for.
+    pub async fn drain(&self, grace: Duration) -> usize {
+        self.drain.run(grace).await
     }
 
     /// Registers the router's metrics in `registry`, named `kuryr_l7_router_*`:
@@ -160,11 +176,17 @@ impl Router {
         }
     }
 
-    /// Serves plain HTTP/1.x and h2c on `listener` until the task is dropped: HTTP/1 through
-    /// the router's own codec (see `server`), h2c (prior knowledge) through hyper.
+    /// Serves plain HTTP/1.x and h2c on `listener` until the task is dropped or the router
+    /// drains: HTTP/1 through the router's own codec (see `server`), h2c (prior knowledge)
+    /// through hyper.
     pub async fn serve_http(self: Arc<Self>, listener: TcpListener) {
         loop {
-            let (stream, client) = match listener.accept().await {
+            let accepted = tokio::select! {
+                biased;
+                () = self.drain.started() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, client) = match accepted {
                 Ok(accepted) => accepted,
                 Err(err) => {
                     tracing::warn!("accept: {err}");
@@ -182,10 +204,16 @@ impl Router {
         }
     }
 
-    /// Serves TLS on `listener`: passthrough by SNI, termination otherwise.
+    /// Serves TLS on `listener` (passthrough by SNI, termination otherwise) until the task is
+    /// dropped or the router drains.
     pub async fn serve_https(self: Arc<Self>, listener: TcpListener) {
         loop {
-            let (stream, client) = match listener.accept().await {
+            let accepted = tokio::select! {
+                biased;
+                () = self.drain.started() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, client) = match accepted {
                 Ok(accepted) => accepted,
                 Err(err) => {
                     tracing::warn!("accept: {err}");
@@ -225,6 +253,7 @@ impl Router {
             match TcpStream::connect(member).await {
                 Ok(mut upstream) => {
                     balancer.success(member);
+                    let _busy = self.drain.busy();
                     let mut stream = stream;
                     let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
                 }

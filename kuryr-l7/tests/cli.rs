@@ -210,6 +210,72 @@ async fn router_binary_loads_before_binding_and_follows_the_directory() {
     assert!(text.contains("code=\"2xx\"} "), "{text}");
 }
 
+/// Waits (15 s at most) until connecting to `address` succeeds or fails, as `want`.
+async fn until_connect(address: std::net::SocketAddr, want: bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::net::TcpStream::connect(address).await.is_ok() != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{address}: connecting never {}",
+            if want { "succeeded" } else { "failed" }
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn router_binary_drains_on_sigterm() {
+    let (member, mut held, release) = held_member().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("all.yaml"),
+        format!(
+            "{}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i, namespace: shop}}\nspec:\n  defaultBackend: {{service: {{name: web, port: {{number: 80}}}}}}\n",
+            service_yaml("shop", "web", &[member])
+        ),
+    )
+    .unwrap();
+    let listen = dead_address();
+    let mut daemon = Daemon(
+        Command::new(BIN)
+            .args(["router", "--threads", "1", "--shutdown-grace", "30s"])
+            .arg("--listen")
+            .arg(listen.to_string())
+            .arg("--source")
+            .arg(format!("dir:{}", dir.path().display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until_connect(listen, true).await;
+    let request = tokio::spawn(get(listen, "x", "/in-flight"));
+    held.recv().await.unwrap();
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.0.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    until_connect(listen, false).await;
+    assert!(
+        daemon.0.try_wait().unwrap().is_none(),
+        "still running: a request is in flight"
+    );
+    release.add_permits(1);
+    let reply = request.await.unwrap();
+    assert_eq!((reply.status, reply.body.as_str()), (200, "released"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = daemon.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no exit after the drain"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+}
+
 #[test]
 fn router_binary_refuses_a_missing_directory() {
     let output = Command::new(BIN)

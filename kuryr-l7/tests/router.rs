@@ -243,19 +243,7 @@ async fn h2c_with_prior_knowledge() {
 #[tokio::test]
 async fn passive_ejection_takes_a_dead_member_out() {
     let (live, dead) = (echo("live").await, dead_address());
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "all.yaml",
-        &format!(
-            "{}{}",
-            service_yaml("shop", "web", &[live, dead]),
-            ingress(
-                "i",
-                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
-            )
-        ),
-    );
+    let dir = everything_to(&[live, dead]);
     let config = RouterConfig {
         ejection: Ejection {
             eject_after: 2,
@@ -328,18 +316,7 @@ async fn router_follows_a_watch_channel_of_tables() {
             .clone()
             .follow(receiver, |t: &Arc<nephrite_l7::RouteTable>| t.clone()),
     );
-    write(
-        dir.path(),
-        "all.yaml",
-        &format!(
-            "{}{}",
-            service_yaml("shop", "web", &[web]),
-            ingress(
-                "i",
-                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
-            )
-        ),
-    );
+    write_everything_to(dir.path(), &[web]);
     sender
         .send(
             snapshot_dir(dir.path(), &Options::default())
@@ -514,4 +491,82 @@ async fn metrics_count_answers_by_pool_and_class_ejections_connections_and_table
     let api_pool = table.pools.keys().next().unwrap();
     assert_eq!(responses(api_pool, "2xx"), Some(1.0));
     assert_eq!(responses("", "4xx"), Some(1.0), "kept across versions");
+}
+
+/// Writes `all.yaml` into `dir`: Service `web` with `members` and an Ingress sending
+/// everything to it.
+fn write_everything_to(dir: &std::path::Path, members: &[std::net::SocketAddr]) {
+    write(
+        dir,
+        "all.yaml",
+        &format!(
+            "{}{}",
+            service_yaml("shop", "web", members),
+            ingress(
+                "i",
+                "  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n"
+            )
+        ),
+    );
+}
+
+/// A directory holding [`write_everything_to`]'s file.
+fn everything_to(members: &[std::net::SocketAddr]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_everything_to(dir.path(), members);
+    dir
+}
+
+#[tokio::test]
+async fn drain_stops_accepting_and_waits_for_requests_in_flight() {
+    let (member, mut held, release) = held_member().await;
+    let dir = everything_to(&[member]);
+    let (router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    // An idle keep-alive connection: not waited for.
+    let idle = TcpStream::connect(http).await.unwrap();
+    let h1 = tokio::spawn(get(http, "x", "/one"));
+    let h2 = tokio::spawn(h2c_get(http, "http://x/two"));
+    held.recv().await.unwrap();
+    held.recv().await.unwrap();
+
+    let draining = router.clone();
+    let drain = tokio::spawn(async move { draining.drain(Duration::from_secs(60)).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(http).await.is_ok() {
+        assert!(tokio::time::Instant::now() < deadline, "still accepting");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!drain.is_finished(), "two requests are in flight");
+
+    release.add_permits(2);
+    let (h1, h2) = (h1.await.unwrap(), h2.await.unwrap());
+    assert_eq!((h1.status, h1.body.as_str()), (200, "released"));
+    assert_eq!(
+        h1.headers["connection"], "close",
+        "the connection ends with the answer"
+    );
+    assert_eq!((h2.status, h2.body.as_str()), (200, "released"));
+    let left = tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .expect("the drain ends when the requests do")
+        .unwrap();
+    assert_eq!(left, 0, "a clean drain");
+    drop(idle);
+}
+
+#[tokio::test]
+async fn drain_gives_up_after_the_grace_period() {
+    let (member, mut held, release) = held_member().await;
+    let dir = everything_to(&[member]);
+    let (router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let request = tokio::spawn(get(http, "x", "/"));
+    held.recv().await.unwrap();
+    assert_eq!(
+        router.drain(Duration::from_millis(200)).await,
+        1,
+        "one request cut"
+    );
+    release.add_permits(1);
+    assert_eq!(request.await.unwrap().status, 200);
 }

@@ -46,10 +46,14 @@ pub(crate) fn answer(status: StatusCode, text: &'static str) -> Response<ProxyBo
     response
 }
 
+/// Serves one connection through hyper (h2c, terminated TLS); a drain shuts it down
+/// gracefully.
 pub(crate) async fn serve_connection<I>(router: Arc<Router>, io: I, client: SocketAddr, https: bool)
 where
     I: Read + Write + Unpin + Send + 'static,
 {
+    let drain_router = router.clone();
+    let _busy = drain_router.drain.busy();
     let service = service_fn(move |request| {
         let router = router.clone();
         async move { Ok::<_, Infallible>(handle(router, request, client, https).await) }
@@ -62,7 +66,16 @@ where
         .writev(false)
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(std::time::Duration::from_secs(30));
-    if let Err(err) = builder.serve_connection(io, service).await {
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = drain_router.drain.started() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(err) = served {
         tracing::debug!(%client, "connection: {err}");
     }
 }

@@ -80,6 +80,7 @@ pub(crate) async fn serve(router: Arc<Router>, stream: TcpStream, client: Socket
                 return;
             }
         };
+        let busy = router.drain.busy();
         let keep_alive = serve_request(
             &router,
             &mut connection,
@@ -89,6 +90,7 @@ pub(crate) async fn serve(router: Arc<Router>, stream: TcpStream, client: Socket
             &mut member_head,
         )
         .await;
+        drop(busy);
         if !keep_alive {
             return;
         }
@@ -189,7 +191,8 @@ async fn serve_request(
         BodyFraming::Length(n) => Decoder::length(n),
         BodyFraming::Chunked => Decoder::chunked(),
     };
-    let mut keep_alive = head.keep_alive;
+    // A draining router closes the connection with this answer.
+    let mut keep_alive = head.keep_alive && !router.drain.is_draining();
     let hosts = head
         .headers()
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"host"))
@@ -211,6 +214,7 @@ async fn serve_request(
                     let request = Forward {
                         head,
                         target,
+                        drain: &router.drain,
                         forwarding: Forwarding {
                             client: client.ip(),
                             https: false,
@@ -254,8 +258,9 @@ async fn serve_request(
             }
         }
     };
-    // A body left unread cannot be skipped safely: the connection ends with this answer.
-    keep_alive &= decoder.is_done();
+    // A body left unread cannot be skipped safely, and a draining router takes no more
+    // requests: the connection ends with this answer.
+    keep_alive &= decoder.is_done() && !router.drain.is_draining();
     let status = match &reply {
         Reply::Written(_, _, status) => *status,
         Reply::Answer(response) => response.status(),

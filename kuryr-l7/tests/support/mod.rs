@@ -78,6 +78,39 @@ pub async fn echo(name: &'static str) -> SocketAddr {
     address
 }
 
+/// A member that holds every request until released: its address, a channel that receives a
+/// message for each request it holds, and the semaphore that releases them (a permit each).
+pub async fn held_member() -> (
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    Arc<tokio::sync::Semaphore>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (held, holding) = tokio::sync::mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let permits = release.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (held, permits) = (held.clone(), permits.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |_request: Request<Incoming>| {
+                    let (held, permits) = (held.clone(), permits.clone());
+                    async move {
+                        let _ = held.send(());
+                        permits.acquire().await.unwrap().forget();
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("released"))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (address, holding, release)
+}
+
 /// An HTTP/1.0 backend that closes every connection after one answer.
 pub async fn http10(name: &'static str) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -14,6 +14,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 
+use super::super::drain::Drain;
 use super::super::proxy::{Target, answer, failed, forward_tls, tls_answered};
 use super::super::upstream::body::{BoxError, Decoder, ProxyBody, UpstreamBody};
 use super::super::upstream::head::{Forwarding, RequestFraming, write_request_head_from};
@@ -105,6 +106,8 @@ pub(crate) struct Forward<'a> {
     pub target: &'a str,
     /// What to add to it.
     pub forwarding: Forwarding<'a>,
+    /// The router's drain: an answer written while draining says `Connection: close`.
+    pub drain: &'a Drain,
 }
 
 /// Forwards to a plain-HTTP member through its pool. The member's answer head is written for
@@ -154,6 +157,9 @@ pub(crate) async fn to_member(
                 };
                 let pairs = headers.iter().map(|h| (h.name.as_bytes(), h.value));
                 status = meta.status;
+                if request.drain.is_draining() {
+                    *keep_alive = false;
+                }
                 encoding = write_head(out, meta.status, pairs, &context, keep_alive);
                 Ok(())
             },
