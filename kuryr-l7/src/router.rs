@@ -139,7 +139,7 @@ impl Router {
     /// Drains the router: the listeners stop accepting (their ports close), HTTP/1
     /// connections close after the answer they are busy with (`Connection: close`), h2c and
     /// TLS connections shut down gracefully (idle ones at once, streams in flight finish),
-    /// passthrough streams run on. Returns once nothing is busy or `grace` has passed: how many
+    /// passthrough streams and upgrade tunnels run on. Returns once nothing is busy or `grace` has passed: how many
     /// requests, connections or streams were still busy then (0: a clean drain). Idle
     /// keep-alive connections are not waited for.
     pub async fn drain(&self, grace: Duration) -> usize {

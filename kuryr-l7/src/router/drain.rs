@@ -3,8 +3,8 @@
 //! What a drain waits for is counted as *busy*: an HTTP/1 request of the router's own codec
 //! (its connection closes after the answer once draining; an idle keep-alive connection is
 //! not waited for), a connection hyper serves (h2c, terminated TLS: shut down gracefully,
-//! which ends idle ones at once and lets streams in flight finish), and a TLS passthrough
-//! stream. Counting a request costs two atomic operations; nothing on the request path locks.
+//! which ends idle ones at once and lets streams in flight finish), a TLS passthrough stream
+//! and an upgrade tunnel. Counting a request costs two atomic operations; nothing on the request path locks.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;

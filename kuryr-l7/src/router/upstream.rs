@@ -286,6 +286,9 @@ impl MemberConnections {
                 Err(err) => Err(err),
             };
             match answered {
+                Ok(meta) if meta.status == http::StatusCode::SWITCHING_PROTOCOLS => {
+                    return Ok((meta, UpstreamBody::switched(connection, self.clone())));
+                }
                 Ok(meta) => {
                     let body =
                         UpstreamBody::new(connection, meta.framing, meta.keep_alive, self.clone());

@@ -166,6 +166,15 @@ pub(crate) async fn to_member(
         )
         .await;
     match exchanged {
+        Ok(_)
+            if status == StatusCode::SWITCHING_PROTOCOLS
+                && request.forwarding.upgrade.is_none() =>
+        {
+            Err(answer(
+                StatusCode::BAD_GATEWAY,
+                "member switched protocols unasked\n",
+            ))
+        }
         Ok((_, body)) => {
             target.balancer.success(target.member);
             Ok((body, encoding, status))

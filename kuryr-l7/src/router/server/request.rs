@@ -73,6 +73,10 @@ pub(crate) struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// An HTTP/1.1 request without a body asking to switch protocols (`Connection: upgrade`
+    /// and `Upgrade` other than `h2c`, as a WebSocket handshake does): forwarded with both,
+    /// and tunnelled when the member answers `101 Switching Protocols`.
+    pub upgrade: bool,
 }
 
 fn span(base: usize, part: &[u8]) -> (u32, u32) {
@@ -145,6 +149,7 @@ pub(crate) fn parse(
         body: BodyFraming::Length(0),
         keep_alive: http11,
         expect_continue: false,
+        upgrade: false,
     };
     head.read_framing()?;
     Ok(Some(head))
@@ -156,6 +161,7 @@ impl RequestHead {
         let mut content_length: Option<u64> = None;
         let (mut te, mut chunked, mut cl, mut close) = (false, false, false, false);
         let (mut keep_alive, mut expect_continue) = (self.keep_alive, false);
+        let (mut connection_upgrade, mut upgrade) = (false, false);
         for (name, value) in self.headers() {
             if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 if !self.http11 {
@@ -178,12 +184,16 @@ impl RequestHead {
                 }
                 content_length = Some(n);
             } else if name.eq_ignore_ascii_case(b"connection") {
+                connection_upgrade |= lists(value, b"upgrade");
                 if close || lists(value, b"close") {
                     close = true;
                     keep_alive = false;
                 } else if !keep_alive {
                     keep_alive = lists(value, b"keep-alive");
                 }
+            } else if name.eq_ignore_ascii_case(b"upgrade") {
+                // h2c belongs to the client's connection with the router, not the member's.
+                upgrade = !value.trim_ascii().eq_ignore_ascii_case(b"h2c");
             } else if name.eq_ignore_ascii_case(b"expect") {
                 expect_continue = value.eq_ignore_ascii_case(b"100-continue");
             }
@@ -193,6 +203,8 @@ impl RequestHead {
             return Err(Refusal::BadRequest);
         }
         self.keep_alive = keep_alive && !(te && cl);
+        self.upgrade =
+            self.http11 && connection_upgrade && upgrade && !te && content_length.unwrap_or(0) == 0;
         self.body = if te {
             BodyFraming::Chunked
         } else {

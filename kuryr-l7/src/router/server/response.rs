@@ -177,10 +177,23 @@ pub(crate) fn write_head<'h>(
         push_date(out);
         out.extend_from_slice(b"\r\n");
     }
-    match (context.http11, *keep_alive) {
-        (true, false) => push_header(out, b"connection", b"close"),
-        (false, true) => push_header(out, b"connection", b"keep-alive"),
-        _ => {}
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        // The connection becomes the member's tunnel: the protocol it switched to goes out
+        // with `Connection: upgrade` (both hop-by-hop, so not copied above).
+        *keep_alive = false;
+        if let Some((_, protocol)) = headers
+            .clone()
+            .find(|(name, _)| name.eq_ignore_ascii_case(b"upgrade"))
+        {
+            push_header(out, b"connection", b"upgrade");
+            push_header(out, b"upgrade", protocol);
+        }
+    } else {
+        match (context.http11, *keep_alive) {
+            (true, false) => push_header(out, b"connection", b"close"),
+            (false, true) => push_header(out, b"connection", b"keep-alive"),
+            _ => {}
+        }
     }
     out.extend_from_slice(b"\r\n");
     encoding

@@ -338,3 +338,24 @@ fn request_heads_parse_in_place_and_refuse_like_hyper() {
     let long = format!("GET / HTTP/1.1\r\nX: {}", "y".repeat(request::MAX_HEAD));
     assert_eq!(parse(&long).unwrap_err(), Refusal::TooLarge);
 }
+
+#[test]
+fn an_upgrade_is_an_http11_request_without_a_body_listing_upgrade_in_connection() {
+    let upgrade = |text: &str| parse(text).unwrap().unwrap().upgrade;
+    assert!(upgrade(
+        "GET / HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n"
+    ));
+    assert!(upgrade(
+        "GET / HTTP/1.1\r\nUpgrade: echo\r\nConnection: upgrade\r\nContent-Length: 0\r\n\r\n"
+    ));
+    for not in [
+        "GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: upgrade\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n",
+        "GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "POST / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n",
+        "POST / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ] {
+        assert!(!upgrade(not), "{not:?}");
+    }
+}

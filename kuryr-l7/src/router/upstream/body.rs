@@ -293,6 +293,23 @@ impl UpstreamBody {
         body
     }
 
+    /// The (empty) body of a `101 Switching Protocols` answer: the connection is kept for
+    /// [`into_switched`](Self::into_switched), never pooled.
+    pub(super) fn switched(connection: Connection, home: Arc<MemberConnections>) -> Self {
+        UpstreamBody {
+            connection: Some(connection),
+            decoder: Decoder::length(0),
+            keep_alive: false,
+            home,
+        }
+    }
+
+    /// The member's connection after a `101 Switching Protocols`, with what it sent past the
+    /// head still in its buffer (`None` for any other answer).
+    pub(crate) fn into_switched(mut self) -> Option<Connection> {
+        self.connection.take()
+    }
+
     /// The body is complete: the connection goes back to its member's idle pool when it can
     /// carry another request (nothing unread after the body), else it is closed.
     fn finish(&mut self) {

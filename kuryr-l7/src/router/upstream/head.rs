@@ -69,6 +69,9 @@ pub(crate) struct Forwarding<'a> {
     /// The host the client asked for, as sent: `Host` when the request has none (HTTP/2) and
     /// `X-Forwarded-Host`.
     pub host: Option<&'a str>,
+    /// The `Upgrade` value of a request asking to switch protocols: it goes out with
+    /// `Connection: upgrade` (both are hop-by-hop, so the client's are not copied).
+    pub upgrade: Option<&'a [u8]>,
 }
 
 fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -181,6 +184,10 @@ pub(crate) fn write_request_head_from<'h, I>(
     );
     if framing == RequestFraming::Chunked {
         push_header(out, b"transfer-encoding", b"chunked");
+    }
+    if let Some(protocol) = forwarding.upgrade {
+        push_header(out, b"connection", b"upgrade");
+        push_header(out, b"upgrade", protocol);
     }
     out.extend_from_slice(b"\r\n");
 }

@@ -270,6 +270,7 @@ async fn request_bodies_go_by_length_or_chunked() {
         client: IpAddr::from([10, 0, 0, 1]),
         https: false,
         host: Some("h"),
+        upgrade: None,
     };
     write_request_head(
         &mut head,
@@ -393,6 +394,7 @@ fn the_request_head_drops_hop_by_hop_headers_and_appends_x_forwarded_for() {
             client: IpAddr::from([127, 0, 0, 1]),
             https: true,
             host: Some("shop:81"),
+            upgrade: None,
         },
         RequestFraming::Empty,
     );
@@ -411,6 +413,7 @@ fn the_request_head_drops_hop_by_hop_headers_and_appends_x_forwarded_for() {
             client: "::1".parse().unwrap(),
             https: false,
             host: Some("h2.example"),
+            upgrade: None,
         },
         RequestFraming::Empty,
     );
