@@ -12,6 +12,8 @@
 //!   connection pool per member, driven in the task serving the client; reencrypt (HTTPS)
 //!   members through hyper's pooled TLS client. Members are balanced by weighted round robin
 //!   with passive ejection (see [`balance`]).
+//! - Protocol upgrades (WebSocket) are forwarded, and a member's `101` opens a tunnel (see
+//!   `upgrade`).
 //! - [`Router::drain`] stops accepting and lets requests in flight finish, for at most a
 //!   grace period (see `drain`).
 //! - [`Router::register_metrics`] exposes answers by pool and status class, ejections,
@@ -38,6 +40,7 @@ mod metrics;
 mod proxy;
 mod server;
 pub mod tls;
+mod upgrade;
 mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};

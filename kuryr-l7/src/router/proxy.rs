@@ -19,14 +19,14 @@ use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
 use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
-use tokio::io::AsyncWriteExt;
 
 use super::balance::Balancer;
 use super::metrics::PoolCounters;
-use super::upstream::body::{ProxyBody, UpstreamBody};
+use super::upgrade;
+use super::upstream::body::ProxyBody;
 use super::upstream::head::{Forwarding, strip_hop_by_hop, write_request_head};
 use super::upstream::{UpstreamError, request_framing};
 use super::{HttpsClient, PoolState, RequestBody, Router, RouterState};
@@ -283,70 +283,6 @@ pub(crate) async fn handle(
     response
 }
 
-/// The `Upgrade` value of an HTTP/1.1 request without a body asking to switch protocols
-/// (`Connection: upgrade`; `h2c` is the client's business with the router, not forwarded).
-fn upgrade_asked(parts: &http::request::Parts, body: &Incoming) -> Option<HeaderValue> {
-    let asked = parts.version == Version::HTTP_11
-        && hyper::body::Body::is_end_stream(body)
-        && parts
-            .headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .any(|value| super::server::request::lists(value.as_bytes(), b"upgrade"));
-    let protocol = parts.headers.get(header::UPGRADE)?;
-    (asked
-        && !protocol
-            .as_bytes()
-            .trim_ascii()
-            .eq_ignore_ascii_case(b"h2c"))
-    .then(|| protocol.clone())
-}
-
-/// A member's `101 Switching Protocols` for the client, and the tunnel behind it: once hyper
-/// hands over the client's connection, bytes are relayed both ways until either side closes
-/// (busy for a drain all along).
-fn switch(
-    router: &Arc<Router>,
-    response: Response<UpstreamBody>,
-    on_upgrade: OnUpgrade,
-    client: SocketAddr,
-) -> Response<ProxyBody> {
-    let (mut parts, body) = response.into_parts();
-    let protocol = parts.headers.get(header::UPGRADE).cloned();
-    strip_hop_by_hop(&mut parts.headers);
-    if let Some(protocol) = protocol {
-        parts
-            .headers
-            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        parts.headers.insert(header::UPGRADE, protocol);
-    }
-    let Some(mut member) = body.into_switched() else {
-        return answer(StatusCode::BAD_GATEWAY, "member connection lost\n");
-    };
-    let router = router.clone();
-    tokio::spawn(async move {
-        let _busy = router.drain.busy();
-        let upgraded = match on_upgrade.await {
-            Ok(upgraded) => upgraded,
-            Err(err) => {
-                tracing::debug!(%client, "upgrade: {err}");
-                return;
-            }
-        };
-        let mut upgraded = TokioIo::new(upgraded);
-        if !member.buffer.is_empty() {
-            if upgraded.write_all(&member.buffer).await.is_err() {
-                return;
-            }
-            member.buffer.clear();
-        }
-        if let Err(err) = tokio::io::copy_bidirectional(&mut upgraded, &mut member.stream).await {
-            tracing::debug!(%client, "tunnel: {err}");
-        }
-    });
-    Response::from_parts(parts, ProxyBody::fixed(Bytes::new()))
-}
-
 async fn respond<'s>(
     router: &Arc<Router>,
     state: &'s RouterState,
@@ -355,8 +291,8 @@ async fn respond<'s>(
     https: bool,
 ) -> (Response<ProxyBody>, Option<&'s PoolCounters>) {
     let (mut parts, body) = request.into_parts();
-    let upgrade = upgrade_asked(&parts, &body);
-    let on_upgrade = upgrade
+    let protocol = upgrade::asked(&parts, &body);
+    let on_upgrade = protocol
         .as_ref()
         .and_then(|_| parts.extensions.remove::<OnUpgrade>());
     let raw_host = match request_host(
@@ -384,7 +320,7 @@ async fn respond<'s>(
         host: raw_host,
         upgrade: on_upgrade
             .is_some()
-            .then(|| upgrade.as_ref().map(HeaderValue::as_bytes))
+            .then(|| protocol.as_ref().map(HeaderValue::as_bytes))
             .flatten(),
     };
     if let Some(https_client) = target_member.https_client {
@@ -430,7 +366,7 @@ async fn respond<'s>(
         Ok(response) if response.status() == StatusCode::SWITCHING_PROTOCOLS => match on_upgrade {
             Some(on_upgrade) => {
                 target_member.balancer.success(target_member.member);
-                switch(router, response, on_upgrade, client)
+                upgrade::switch(router, response, on_upgrade, client)
             }
             None => answer(
                 StatusCode::BAD_GATEWAY,

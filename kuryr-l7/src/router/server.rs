@@ -33,6 +33,7 @@ mod tests;
 
 use super::Router;
 use super::proxy::{self, Routed, answer, request_host, route};
+use super::upgrade;
 use super::upstream::Connection;
 use super::upstream::body::{Decoder, ProxyBody, UpstreamBody};
 use super::upstream::head::Forwarding;
@@ -269,7 +270,7 @@ async fn serve_request(
     counters.unwrap_or(&state.unrouted).answered(status);
     let sent = match reply {
         Reply::Written(body, _, http::StatusCode::SWITCHING_PROTOCOLS) => {
-            tunnel(connection, out, body, client).await;
+            upgrade::tunnel(connection, out, body, client).await;
             return false;
         }
         Reply::Written(body, encoding, _) => {
@@ -301,30 +302,6 @@ async fn serve_request(
             tracing::debug!(%client, "answer: {err}");
             false
         }
-    }
-}
-
-/// After a member's `101 Switching Protocols` to an upgrade request: sends its head (in
-/// `head`) and what it sent past it to the client, what the client sent past its request to
-/// the member, then relays bytes both ways until either side closes.
-async fn tunnel(client: &mut Connection, head: &mut Vec<u8>, body: UpstreamBody, peer: SocketAddr) {
-    use tokio::io::AsyncWriteExt;
-    let Some(mut member) = body.into_switched() else {
-        return;
-    };
-    head.extend_from_slice(&member.buffer);
-    member.buffer.clear();
-    if client.stream.write_all(head).await.is_err() {
-        return;
-    }
-    if !client.buffer.is_empty() {
-        if member.stream.write_all(&client.buffer).await.is_err() {
-            return;
-        }
-        client.buffer.clear();
-    }
-    if let Err(err) = tokio::io::copy_bidirectional(&mut client.stream, &mut member.stream).await {
-        tracing::debug!(client = %peer, "tunnel: {err}");
     }
 }
 

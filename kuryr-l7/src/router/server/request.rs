@@ -192,8 +192,7 @@ impl RequestHead {
                     keep_alive = lists(value, b"keep-alive");
                 }
             } else if name.eq_ignore_ascii_case(b"upgrade") {
-                // h2c belongs to the client's connection with the router, not the member's.
-                upgrade = !value.trim_ascii().eq_ignore_ascii_case(b"h2c");
+                upgrade = super::super::upgrade::forwarded(value);
             } else if name.eq_ignore_ascii_case(b"expect") {
                 expect_continue = value.eq_ignore_ascii_case(b"100-continue");
             }
