@@ -183,37 +183,33 @@ impl Router {
     /// drains: HTTP/1 through the router's own codec (see `server`), h2c (prior knowledge)
     /// through hyper.
     pub async fn serve_http(self: Arc<Self>, listener: TcpListener) {
-        loop {
-            let accepted = tokio::select! {
-                biased;
-                () = self.drain.started() => return,
-                accepted = listener.accept() => accepted,
-            };
-            let (stream, client) = match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!("accept: {err}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let open = self.metrics.connection(Listener::Http);
-            let router = self.clone();
-            tokio::spawn(async move {
-                server::serve(router, stream, client).await;
-                drop(open);
-            });
-        }
+        self.accept_loop(listener, Listener::Http, |router, stream, client| {
+            server::serve(router, stream, client)
+        })
+        .await;
     }
 
     /// Serves TLS on `listener` (passthrough by SNI, termination otherwise) until the task is
     /// dropped or the router drains.
     pub async fn serve_https(self: Arc<Self>, listener: TcpListener) {
+        self.accept_loop(listener, Listener::Https, Router::handle_tls)
+            .await;
+    }
+
+    /// Accepts on `listener` until the router drains (the listener is dropped then, closing
+    /// the port), serving each connection with `serve` in a task of its own, counted in the
+    /// metrics while open.
+    async fn accept_loop<F, Fut>(self: Arc<Self>, listener: TcpListener, kind: Listener, serve: F)
+    where
+        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let draining = self.drain.started();
+        tokio::pin!(draining);
         loop {
             let accepted = tokio::select! {
                 biased;
-                () = self.drain.started() => return,
+                () = &mut draining => return,
                 accepted = listener.accept() => accepted,
             };
             let (stream, client) = match accepted {
@@ -225,10 +221,10 @@ impl Router {
                 }
             };
             let _ = stream.set_nodelay(true);
-            let open = self.metrics.connection(Listener::Https);
-            let router = self.clone();
+            let open = self.metrics.connection(kind);
+            let served = serve(self.clone(), stream, client);
             tokio::spawn(async move {
-                router.handle_tls(stream, client).await;
+                served.await;
                 drop(open);
             });
         }

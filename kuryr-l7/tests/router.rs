@@ -525,7 +525,20 @@ async fn drain_stops_accepting_and_waits_for_requests_in_flight() {
     // An idle keep-alive connection: not waited for.
     let idle = TcpStream::connect(http).await.unwrap();
     let h1 = tokio::spawn(get(http, "x", "/one"));
-    let h2 = tokio::spawn(h2c_get(http, "http://x/two"));
+    // An h2c connection the client keeps open after its request: the drain's GOAWAY ends it.
+    let stream = TcpStream::connect(http).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(executor(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    let h2_connection = tokio::spawn(connection);
+    let request = Request::get("http://x/two")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let h2 = tokio::spawn(async move {
+        let answer = reply(sender.send_request(request).await.unwrap()).await;
+        (answer, sender)
+    });
     held.recv().await.unwrap();
     held.recv().await.unwrap();
 
@@ -540,7 +553,7 @@ async fn drain_stops_accepting_and_waits_for_requests_in_flight() {
     assert!(!drain.is_finished(), "two requests are in flight");
 
     release.add_permits(2);
-    let (h1, h2) = (h1.await.unwrap(), h2.await.unwrap());
+    let (h1, (h2, _still_open)) = (h1.await.unwrap(), h2.await.unwrap());
     assert_eq!((h1.status, h1.body.as_str()), (200, "released"));
     assert_eq!(
         h1.headers["connection"], "close",
@@ -552,6 +565,11 @@ async fn drain_stops_accepting_and_waits_for_requests_in_flight() {
         .expect("the drain ends when the requests do")
         .unwrap();
     assert_eq!(left, 0, "a clean drain");
+    tokio::time::timeout(Duration::from_secs(10), h2_connection)
+        .await
+        .expect("the router ended the idle h2c connection")
+        .unwrap()
+        .unwrap();
     drop(idle);
 }
 

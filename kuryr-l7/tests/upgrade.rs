@@ -14,9 +14,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// A member that switches to an uppercasing echo when asked with `Upgrade: echo` (answering
-/// `101` with `hello\n` right behind its head) and answers `426` otherwise; every request head
-/// it reads goes to the channel, lowercased.
+/// A member that switches to an uppercasing echo when asked with `Upgrade: echo`, or unasked
+/// for `/switch-anyway` (answering `101` with `hello\n` right behind its head), and answers
+/// `426` otherwise; every request head it reads goes to the channel, lowercased.
 async fn upgrade_member() -> (SocketAddr, mpsc::UnboundedReceiver<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -37,7 +37,8 @@ async fn upgrade_member() -> (SocketAddr, mpsc::UnboundedReceiver<String>) {
                     }
                 };
                 let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-                let asked = head.contains("\r\nupgrade: echo\r\n");
+                let asked = head.contains("\r\nupgrade: echo\r\n")
+                    || head.starts_with("get /switch-anyway ");
                 let _ = heads.send(head);
                 if !asked {
                     let refusal = b"HTTP/1.1 426 Upgrade Required\r\ncontent-length: 0\r\n\r\n";
@@ -71,7 +72,7 @@ async fn upgrade_member() -> (SocketAddr, mpsc::UnboundedReceiver<String>) {
 }
 
 /// Reads from `stream` until what was read ends with `suffix` (5 s at most): all of it.
-async fn read_until(stream: &mut (impl AsyncRead + Unpin), suffix: &str) -> String {
+async fn read_until<S: AsyncRead + Unpin + ?Sized>(stream: &mut S, suffix: &str) -> String {
     let mut read = Vec::new();
     while !read.ends_with(suffix.as_bytes()) {
         let mut chunk = [0u8; 4096];
@@ -163,4 +164,39 @@ async fn upgrades_are_tunnelled_over_plain_http_and_terminated_tls() {
     let answer = read_until(&mut unasked, "\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 426 "), "{answer}");
     assert!(!heads.recv().await.unwrap().contains("upgrade"));
+
+    // A member switching protocols unasked is a 502, and its connection is not pooled: the
+    // next request, on the same client connection, reaches the member afresh.
+    let mut plain = TcpStream::connect(http).await.unwrap();
+    let (mut secure, _) =
+        tls_conformance::connect(https, "secure.example.com", &[b"http/1.1"]).await;
+    for (stream, host) in [
+        (&mut plain as &mut dyn Duplex, "plain.example.com"),
+        (&mut secure, "secure.example.com"),
+    ] {
+        for (target, status, end) in [
+            (
+                "/switch-anyway",
+                "502",
+                "member switched protocols unasked\n",
+            ),
+            ("/", "426", "\r\n\r\n"),
+        ] {
+            let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let answer = read_until(stream, end).await;
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status} ")),
+                "{host}{target}: {answer}"
+            );
+            assert!(
+                !answer.contains("connection: close"),
+                "{host}{target}: {answer}"
+            );
+        }
+    }
 }
+
+/// A client connection of either kind.
+trait Duplex: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Duplex for T {}

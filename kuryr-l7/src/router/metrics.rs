@@ -95,7 +95,8 @@ impl RouterMetrics {
             pool: pool.to_owned(),
             responses: Default::default(),
             ejections: OnceLock::new(),
-            metrics: self.clone(),
+            response_family: self.responses.clone(),
+            ejection_family: self.ejections.clone(),
         }
     }
 
@@ -141,7 +142,8 @@ pub(crate) struct PoolCounters {
     pool: String,
     responses: [OnceLock<Counter>; 5],
     ejections: OnceLock<Counter>,
-    metrics: RouterMetrics,
+    response_family: Family<ResponseLabels, Counter>,
+    ejection_family: Family<PoolLabels, Counter>,
 }
 
 impl PoolCounters {
@@ -154,7 +156,7 @@ impl PoolCounters {
                     pool: self.pool.clone(),
                     code: CLASSES[class],
                 };
-                self.metrics.responses.get_or_create(&labels).clone()
+                self.response_family.get_or_create(&labels).clone()
             })
             .inc();
     }
@@ -166,7 +168,7 @@ impl PoolCounters {
                 let labels = PoolLabels {
                     pool: self.pool.clone(),
                 };
-                self.metrics.ejections.get_or_create(&labels).clone()
+                self.ejection_family.get_or_create(&labels).clone()
             })
             .inc();
     }

@@ -192,8 +192,7 @@ async fn serve_request(
         BodyFraming::Length(n) => Decoder::length(n),
         BodyFraming::Chunked => Decoder::chunked(),
     };
-    // A draining router closes the connection with this answer.
-    let mut keep_alive = head.keep_alive && !router.drain.is_draining();
+    let mut keep_alive = head.keep_alive;
     let hosts = head
         .headers()
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"host"))

@@ -32,14 +32,15 @@ pub(crate) fn forwarded(protocol: &[u8]) -> bool {
 
 /// The `Upgrade` value of an upgrade request that hyper read.
 pub(crate) fn asked(parts: &http::request::Parts, body: &Incoming) -> Option<HeaderValue> {
-    let asked = parts.version == Version::HTTP_11
-        && hyper::body::Body::is_end_stream(body)
-        && parts
-            .headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .any(|value| lists(value.as_bytes(), b"upgrade"));
+    if parts.version != Version::HTTP_11 || !hyper::body::Body::is_end_stream(body) {
+        return None;
+    }
     let protocol = parts.headers.get(header::UPGRADE)?;
+    let asked = parts
+        .headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .any(|value| lists(value.as_bytes(), b"upgrade"));
     (asked && forwarded(protocol.as_bytes())).then(|| protocol.clone())
 }
 

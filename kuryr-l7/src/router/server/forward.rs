@@ -148,6 +148,11 @@ pub(crate) async fn to_member(
             body,
             framing,
             |meta, headers, _| {
+                status = meta.status;
+                if status == StatusCode::SWITCHING_PROTOCOLS && request.forwarding.upgrade.is_none()
+                {
+                    return Ok(()); // answered with a 502 below
+                }
                 out.clear();
                 let context = HeadContext {
                     http11: request.head.http11,
@@ -156,7 +161,6 @@ pub(crate) async fn to_member(
                     length_stands: meta.length_stands,
                 };
                 let pairs = headers.iter().map(|h| (h.name.as_bytes(), h.value));
-                status = meta.status;
                 if request.drain.is_draining() {
                     *keep_alive = false;
                 }
