@@ -52,6 +52,8 @@ pub enum Command {
     /// Deployments.
     #[command(subcommand)]
     Deployment(DeploymentCommand),
+    /// The live terminal dashboard of the daemon at --server (q quits).
+    Dashboard,
 }
 
 /// Output formats of listings.

@@ -7,13 +7,17 @@
 //!   remote plugins).
 //! - [`daemon`]: `preparer serve` wiring.
 //! - [`cli`]: the client subcommands.
+//! - [`dashboard`]: what both dashboards share (the board kept live by `Watch`, the filter).
+//! - [`tui`]: `preparer dashboard`, the terminal dashboard.
 
 pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod creation;
 pub mod daemon;
+pub mod dashboard;
 pub mod errors;
 pub mod plugins;
 pub mod preparation;
 pub mod store;
+pub mod tui;

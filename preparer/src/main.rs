@@ -23,6 +23,8 @@ async fn main() -> std::process::ExitCode {
     let filter = std::env::var("RUST_LOG").ok();
     let default_filter = match &cli.command {
         Command::Serve(_) => None,
+        // Log lines would tear the dashboard's screen.
+        Command::Dashboard => Some("off"),
         _ => Some("warn"),
     };
     if let Err(err) = init_tracing(format, filter.as_deref().or(default_filter)) {

@@ -27,6 +27,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut client = DataClient::new(channel);
     let text = match cli.command {
         Command::Serve(_) => bail!("serve is not a client command"),
+        Command::Dashboard => return crate::tui::run(&cli.server).await,
         Command::Template(command) => catalog(&mut client, Catalog::Templates, command).await?,
         Command::Site(command) => catalog(&mut client, Catalog::Sites, command).await?,
         Command::Plugin(command) => plugin(&mut client, command).await?,

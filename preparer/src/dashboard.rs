@@ -1,0 +1,17 @@
+//! What both dashboards (`preparer dashboard`, the terminal UI, and the web page of
+//! `preparer serve --web`) share: a [`Board`] of templates, sites, plugins and deployments kept
+//! live by the Data API's `Watch` ([`feed`]), the deployment [`DeploymentFilter`] and the
+//! [`ListWindow`] that shows a few rows of a list of any length.
+//!
+//! The board holds no terminal or HTTP type: it changes only through [`Update`]s, so its logic
+//! is tested without a screen, and the same board serves both front ends.
+
+pub mod feed;
+mod filter;
+mod model;
+mod window;
+
+pub use feed::{Client, Connector, Feed, FeedConfig, channel_client};
+pub use filter::{DeploymentFilter, FilterError, Tristate};
+pub use model::{Board, CatalogEntry, CatalogKind, Connection, DeploymentRow, Update};
+pub use window::ListWindow;
