@@ -2,18 +2,24 @@
 //! pod interface (built by `nephrite-pipeline` from each network's meta
 //! pipeline) and renders it into a data plane.
 //!
+//! - [`cni`]: the CNI's vocabulary (commands, error codes, request, result);
 //! - [`agent`]: the CNI logic (validation, IPAM, render plans, rollback, persistence);
-//! - [`service`]: the gRPC services `nimbess.cni.v1.Cni` and `nimbess.cni.v1.Agent`;
+//! - [`grpc`]: the only protobuf in the crate: the services `nimbess.cni.v1.Cni` and
+//!   `nimbess.cni.v1.Agent`, their clients, the wire ⇄ domain conversions;
+//! - [`daemon`], [`cli`]: `nimbess-agent serve` and the inspection subcommands;
 //! - [`driver`]: the `kernel` (netlink) and `sim` data planes;
 //! - [`fabric`]: the multi-host fabric's shared state in etcd;
-//! - [`plugin`]: the `nimbess-cni` binary's logic (CNI environment + stdin → gRPC);
+//! - [`plugin`]: the `nimbess-cni` binary's logic (CNI environment + stdin → the agent);
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
 
 pub mod agent;
+pub mod cli;
+pub mod cni;
 pub mod config;
+pub mod daemon;
 pub mod driver;
 pub mod fabric;
+pub mod grpc;
 pub mod naming;
 pub mod plugin;
-pub mod service;
 pub mod state;

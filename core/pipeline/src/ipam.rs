@@ -68,6 +68,24 @@ mod held_list {
     }
 }
 
+impl Pool {
+    /// How many more addresses the pool can hand out: its host addresses
+    /// less the gateway and those held.
+    pub fn free_addresses(&self) -> u64 {
+        let Some((first, last)) = self.subnet.host_range() else {
+            return 0;
+        };
+        let hosts = u64::from(last - first) + 1;
+        let gateway = u64::from((first..=last).contains(&u32::from(self.gateway)));
+        hosts.saturating_sub(gateway + self.held.len() as u64)
+    }
+
+    /// True when no address is left to hand out.
+    pub fn is_full(&self) -> bool {
+        self.free_addresses() == 0
+    }
+}
+
 /// Address pools by network.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ipam {

@@ -15,6 +15,7 @@
 
 mod addr;
 mod build;
+mod fabric;
 mod forward;
 mod invariant;
 mod ipam;
@@ -26,6 +27,9 @@ mod print;
 
 pub use addr::{Ipv4Cidr, Mac};
 pub use build::{Rendered, egress_gate};
+pub use fabric::{
+    EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,
+};
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};

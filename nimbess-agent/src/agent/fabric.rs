@@ -7,42 +7,29 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_pipeline::{Ipv4Cidr, NetworkSpec, Owner, Port, PortId, RemoteHost, RenderPlan};
+use nephrite_pipeline::{
+    Ipv4Cidr, NetworkSpec, Owner, Port, PortId, RemoteHost, RenderPlan, same_remote_port,
+};
 use tokio::sync::Mutex;
 
 use super::{Agent, AgentError, AgentState};
+use crate::cni::{CniError, ErrorCode};
 use crate::driver::Driver;
 use crate::fabric::etcd::EtcdError;
 use crate::fabric::{Claimed, Fabric, FabricView, Renewal};
-use crate::plugin::{CniFailure, code};
 use crate::state::StateStore;
 
-/// The networks an agent serves: its config's, plus those other hosts
-/// published (the config wins on a name both declare).
+/// The networks an agent serves ([`nephrite_pipeline::effective_networks`]),
+/// logging each the fabric declares differently.
 pub(super) fn effective_networks(
     configured: &[NetworkSpec],
     view: &FabricView,
 ) -> Vec<NetworkSpec> {
-    let mut out: BTreeMap<String, NetworkSpec> = view.networks.clone();
-    for spec in configured {
-        if let Some(theirs) = out.get(&spec.name)
-            && theirs != spec
-        {
-            tracing::warn!(network = %spec.name, "the fabric declares this network differently; this host's config wins here");
-        }
-        out.insert(spec.name.clone(), spec.clone());
+    let effective = nephrite_pipeline::effective_networks(configured, &view.networks);
+    for network in &effective.overridden {
+        tracing::warn!(%network, "the fabric declares this network differently; this host's config wins here");
     }
-    out.into_values().collect()
-}
-
-/// Two records of one remote port say the same thing (slots are local).
-fn same_remote(a: &Port, b: &Port) -> bool {
-    a.network == b.network
-        && a.address == b.address
-        && a.mac() == b.mac()
-        && a.remote == b.remote
-        && a.container_id == b.container_id
-        && a.ifname == b.ifname
+    effective.networks
 }
 
 impl Agent {
@@ -163,10 +150,10 @@ impl AgentState {
         &mut self,
         network: &str,
         owner: &Owner,
-    ) -> Result<Ipv4Cidr, CniFailure> {
+    ) -> Result<Ipv4Cidr, CniError> {
         loop {
-            let candidate = self.ipam.allocate(network, owner).map_err(|e| CniFailure {
-                code: code::TRY_AGAIN_LATER,
+            let candidate = self.ipam.allocate(network, owner).map_err(|e| CniError {
+                code: ErrorCode::TryAgainLater,
                 msg: format!("no address on network {network}"),
                 details: e.to_string(),
             })?;
@@ -178,8 +165,8 @@ impl AgentState {
                 Ok(Claimed::Taken(record)) => record,
                 Err(e) => {
                     self.ipam.release(network, owner);
-                    return Err(CniFailure {
-                        code: code::TRY_AGAIN_LATER,
+                    return Err(CniError {
+                        code: ErrorCode::TryAgainLater,
                         msg: "the fabric's store is unreachable".into(),
                         details: e.to_string(),
                     });
@@ -187,8 +174,8 @@ impl AgentState {
             };
             self.ipam.release(network, owner);
             if taken.owner() == *owner {
-                return Err(CniFailure::new(
-                    code::INVALID_CONFIG,
+                return Err(CniError::new(
+                    ErrorCode::InvalidConfig,
                     format!(
                         "container {} interface {} holds {} on host {}",
                         owner.container_id, owner.ifname, candidate.addr, taken.host
@@ -196,8 +183,8 @@ impl AgentState {
                 ));
             }
             if let Err(e) = self.ipam.hold(network, candidate.addr, &taken.owner()) {
-                return Err(CniFailure {
-                    code: code::TRY_AGAIN_LATER,
+                return Err(CniError {
+                    code: ErrorCode::TryAgainLater,
                     msg: format!("address {} of {network} is contended", candidate.addr),
                     details: e.to_string(),
                 });
@@ -342,7 +329,7 @@ impl AgentState {
             .model
             .ports()
             .values()
-            .filter(|p| p.is_remote() && desired.get(&p.id).is_none_or(|d| !same_remote(d, p)))
+            .filter(|p| p.is_remote() && desired.get(&p.id).is_none_or(|d| !same_remote_port(d, p)))
             .map(|p| p.id.clone())
             .collect();
         for id in gone {

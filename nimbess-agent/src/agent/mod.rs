@@ -9,28 +9,32 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use nephrite_pipeline::{Ipam, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id};
-use nephrite_proto::nimbess::cni::v1 as pb;
+use nephrite_pipeline::{
+    Ipam, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id, port_mtu,
+};
 use tokio::sync::Mutex;
 
+use crate::cni::{
+    CniError, CniRequest, CniResult, ErrorCode, Interface, IpConfig, Route, valid_ifname,
+};
 use crate::driver::{Driver, DriverError};
 use crate::fabric::{Fabric, FabricView};
-use crate::plugin::{CniFailure, code, valid_ifname};
 use crate::state::{PersistedState, Record, StateError, StateStore};
 
 mod fabric;
+mod inspect;
 #[cfg(test)]
 mod tests;
 
 /// Everything behind the lock.
 #[derive(Debug)]
-pub struct AgentState {
+pub(crate) struct AgentState {
     /// Networks, pipelines, ports.
-    pub model: Model,
+    pub(crate) model: Model,
     /// Address pools.
-    pub ipam: Ipam,
+    pub(crate) ipam: Ipam,
     /// The data plane.
-    pub driver: Driver,
+    pub(crate) driver: Driver,
     store: StateStore,
     /// The networks of the config file (the fabric may add more).
     configured: Vec<NetworkSpec>,
@@ -62,17 +66,17 @@ pub struct Agent {
     state: Mutex<AgentState>,
 }
 
-fn driver_failure(e: &DriverError) -> CniFailure {
-    CniFailure {
-        code: code::DRIVER_FAILURE,
+fn driver_failure(e: &DriverError) -> CniError {
+    CniError {
+        code: ErrorCode::DriverFailure,
         msg: "the data plane driver failed; the change was rolled back".into(),
         details: e.to_string(),
     }
 }
 
-fn store_failure(e: &StateError) -> CniFailure {
-    CniFailure {
-        code: code::DRIVER_FAILURE,
+fn store_failure(e: &StateError) -> CniError {
+    CniError {
+        code: ErrorCode::DriverFailure,
         msg: "the agent could not persist its state".into(),
         details: e.to_string(),
     }
@@ -105,8 +109,9 @@ impl Agent {
         })
     }
 
-    /// Lock the state (inspection and tests).
-    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, AgentState> {
+    /// Lock the state (tests).
+    #[cfg(test)]
+    pub(crate) async fn lock(&self) -> tokio::sync::MutexGuard<'_, AgentState> {
         self.state.lock().await
     }
 
@@ -128,10 +133,10 @@ impl Agent {
     }
 
     /// CNI ADD.
-    pub async fn add(&self, req: &pb::CniRequest) -> Result<pb::CniResult, CniFailure> {
+    pub async fn add(&self, req: &CniRequest) -> Result<CniResult, CniError> {
         if !valid_ifname(&req.ifname) || req.container_id.is_empty() {
-            return Err(CniFailure::new(
-                code::INVALID_ENVIRONMENT,
+            return Err(CniError::new(
+                ErrorCode::InvalidEnvironment,
                 format!(
                     "invalid container id {:?} or interface name {:?}",
                     req.container_id, req.ifname
@@ -139,8 +144,8 @@ impl Agent {
             ));
         }
         if !Path::new(&req.netns).exists() {
-            return Err(CniFailure::new(
-                code::INVALID_ENVIRONMENT,
+            return Err(CniError::new(
+                ErrorCode::InvalidEnvironment,
                 format!("CNI_NETNS {} does not exist", req.netns),
             ));
         }
@@ -155,8 +160,8 @@ impl Agent {
         };
         if let Some(existing) = st.model.port_of(&req.container_id, &req.ifname) {
             if let Some(remote) = &existing.remote {
-                return Err(CniFailure::new(
-                    code::INVALID_CONFIG,
+                return Err(CniError::new(
+                    ErrorCode::InvalidConfig,
                     format!(
                         "container {} interface {} is attached on host {}",
                         req.container_id, req.ifname, remote.host
@@ -166,8 +171,8 @@ impl Agent {
             if existing.network == req.network {
                 return Ok(result_of(existing, &spec, st.fabric.is_some()));
             }
-            return Err(CniFailure::new(
-                code::INVALID_CONFIG,
+            return Err(CniError::new(
+                ErrorCode::InvalidConfig,
                 format!(
                     "container {} interface {} is already attached to network {}",
                     req.container_id, req.ifname, existing.network
@@ -189,7 +194,7 @@ impl Agent {
             Ok(plan) => plan,
             Err(e) => {
                 st.release(&req.network, &owner).await;
-                return Err(CniFailure::new(code::INVALID_CONFIG, e.to_string()));
+                return Err(CniError::new(ErrorCode::InvalidConfig, e.to_string()));
             }
         };
         let id = port_id(&req.container_id, &req.ifname);
@@ -212,8 +217,8 @@ impl Agent {
             }
         }
         if let Err(e) = st.publish(&id).await {
-            let failure = CniFailure {
-                code: code::TRY_AGAIN_LATER,
+            let failure = CniError {
+                code: ErrorCode::TryAgainLater,
                 msg: "the fabric's store did not take the port".into(),
                 details: e.to_string(),
             };
@@ -228,21 +233,20 @@ impl Agent {
             st.roll_back(&owner, &req.network, &plan, &e).await;
             return Err(failure);
         }
-        let port = st
-            .model
-            .port(&id)
-            .ok_or_else(|| CniFailure::new(code::DRIVER_FAILURE, format!("port {id} vanished")))?;
+        let port = st.model.port(&id).ok_or_else(|| {
+            CniError::new(ErrorCode::DriverFailure, format!("port {id} vanished"))
+        })?;
         Ok(result_of(port, &spec, st.fabric.is_some()))
     }
 
     /// CNI DEL: idempotent; releases by (container, ifname) from the state.
-    pub async fn del(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+    pub async fn del(&self, req: &CniRequest) -> Result<(), CniError> {
         let mut st = self.state.lock().await;
         st.delete(&req.container_id, &req.ifname).await
     }
 
     /// CNI CHECK.
-    pub async fn check(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+    pub async fn check(&self, req: &CniRequest) -> Result<(), CniError> {
         let st = self.state.lock().await;
         if !st.model.networks().contains_key(&req.network) {
             return Err(unknown_network(&req.network));
@@ -252,8 +256,8 @@ impl Agent {
             .port_of(&req.container_id, &req.ifname)
             .filter(|p| !p.is_remote())
         else {
-            return Err(CniFailure::new(
-                code::UNKNOWN_CONTAINER,
+            return Err(CniError::new(
+                ErrorCode::UnknownContainer,
                 format!(
                     "container {} has no interface {} on this agent",
                     req.container_id, req.ifname
@@ -261,33 +265,27 @@ impl Agent {
             ));
         };
         if port.network != req.network {
-            return Err(CniFailure::new(
-                code::INVALID_CONFIG,
+            return Err(CniError::new(
+                ErrorCode::InvalidConfig,
                 format!("interface {} is on network {}", req.ifname, port.network),
             ));
         }
-        st.driver.check(port).await.map_err(|e| CniFailure {
-            code: code::DRIVER_FAILURE,
+        st.driver.check(port).await.map_err(|e| CniError {
+            code: ErrorCode::DriverFailure,
             msg: format!("interface {} is not as ADD left it", req.ifname),
             details: e.to_string(),
         })
     }
 
     /// CNI STATUS: can the agent take ADDs on this network?
-    pub async fn status(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+    pub async fn status(&self, req: &CniRequest) -> Result<(), CniError> {
         let st = self.state.lock().await;
         if !st.model.networks().contains_key(&req.network) {
             return Err(unknown_network(&req.network));
         }
-        let pool = st.ipam.pool(&req.network);
-        let full = pool.is_some_and(|p| {
-            p.subnet
-                .host_range()
-                .is_none_or(|(a, b)| p.held.len() as u64 + 1 >= u64::from(b - a + 1))
-        });
-        if full {
-            return Err(CniFailure::new(
-                code::NOT_AVAILABLE,
+        if st.ipam.pool(&req.network).is_some_and(|p| p.is_full()) {
+            return Err(CniError::new(
+                ErrorCode::NotAvailable,
                 format!("network {} has no free address", req.network),
             ));
         }
@@ -295,7 +293,7 @@ impl Agent {
     }
 
     /// CNI GC: remove every attachment of the network not in the valid list.
-    pub async fn gc(&self, req: &pb::CniRequest) -> Result<(), CniFailure> {
+    pub async fn gc(&self, req: &CniRequest) -> Result<(), CniError> {
         let mut st = self.state.lock().await;
         if !st.model.networks().contains_key(&req.network) {
             return Err(unknown_network(&req.network));
@@ -343,33 +341,32 @@ impl Agent {
     }
 }
 
-fn unknown_network(name: &str) -> CniFailure {
-    CniFailure::new(
-        code::INVALID_CONFIG,
+fn unknown_network(name: &str) -> CniError {
+    CniError::new(
+        ErrorCode::InvalidConfig,
         format!("network {name:?} is not served by this agent"),
     )
 }
 
 /// The CNI result of a port (`in_fabric`: its network spans hosts).
-pub fn result_of(port: &Port, spec: &NetworkSpec, in_fabric: bool) -> pb::CniResult {
-    let gateway = spec.gateway().map(|g| g.to_string()).unwrap_or_default();
-    pb::CniResult {
-        interfaces: vec![pb::Interface {
+pub fn result_of(port: &Port, spec: &NetworkSpec, in_fabric: bool) -> CniResult {
+    CniResult {
+        interfaces: vec![Interface {
             name: port.ifname.clone(),
-            mac: port.mac().map(|m| m.to_string()).unwrap_or_default(),
-            mtu: crate::fabric::port_mtu(spec, in_fabric),
-            sandbox: port.netns.clone(),
+            mac: port.mac(),
+            mtu: Some(port_mtu(spec, in_fabric)),
+            sandbox: Some(port.netns.clone()),
         }],
-        ips: vec![pb::IpConfig {
-            address: port.address.to_string(),
-            gateway,
-            interface: 0,
+        ips: vec![IpConfig {
+            address: port.address,
+            gateway: spec.gateway(),
+            interface: Some(0),
         }],
-        routes: vec![pb::Route {
-            dst: format!("{}/{}", spec.subnet.network(), spec.subnet.prefix),
-            gw: String::new(),
+        routes: vec![Route {
+            dst: spec.subnet.with_addr(spec.subnet.network()),
+            gw: None,
         }],
-        dns: None,
+        dns: crate::cni::Dns::default(),
     }
 }
 
@@ -470,7 +467,7 @@ impl AgentState {
         network: &str,
         plan: &RenderPlan,
         error: &DriverError,
-    ) -> CniFailure {
+    ) -> CniError {
         for port in &plan.ports_added {
             self.driver.discard_port(port).await;
             if self.model.port(&port.id).is_some()
@@ -487,7 +484,7 @@ impl AgentState {
         driver_failure(error)
     }
 
-    async fn delete(&mut self, container: &str, ifname: &str) -> Result<(), CniFailure> {
+    async fn delete(&mut self, container: &str, ifname: &str) -> Result<(), CniError> {
         let owner = Owner {
             container_id: container.to_string(),
             ifname: ifname.to_string(),
@@ -501,7 +498,7 @@ impl AgentState {
             let plan = self
                 .model
                 .remove_port(&id)
-                .map_err(|e| CniFailure::new(code::DRIVER_FAILURE, e.to_string()))?;
+                .map_err(|e| CniError::new(ErrorCode::DriverFailure, e.to_string()))?;
             let specs = self.specs();
             if let Err(e) = self.driver.apply(&plan, &specs).await {
                 // put the port back as it was and bring the data plane in line with it
@@ -511,8 +508,8 @@ impl AgentState {
                 if let Err(e) = self.driver.reconcile(&self.model).await {
                     tracing::warn!(error = %e, "reconcile after a failed DEL failed");
                 }
-                return Err(CniFailure {
-                    code: code::DRIVER_FAILURE,
+                return Err(CniError {
+                    code: ErrorCode::DriverFailure,
                     msg: format!("could not remove port {id}"),
                     details: e.to_string(),
                 });

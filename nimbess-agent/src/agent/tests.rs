@@ -1,12 +1,13 @@
 use super::*;
+use crate::cni::Attachment;
 use crate::driver::sim::SimDriver;
 
 fn spec(name: &str, subnet: &str) -> NetworkSpec {
     NetworkSpec::l2(name, subnet.parse().expect("cidr"))
 }
 
-fn req(container: &str, network: &str, netns: &str) -> pb::CniRequest {
-    pb::CniRequest {
+fn req(container: &str, network: &str, netns: &str) -> CniRequest {
+    CniRequest {
         cni_version: "1.1.0".into(),
         container_id: container.into(),
         netns: netns.into(),
@@ -29,8 +30,8 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
         .expect("start");
 
     let a = agent.add(&req("a", "blue", &netns)).await.expect("a");
-    assert_eq!(a.ips[0].address, "10.5.0.2/29");
-    assert_eq!(a.ips[0].gateway, "10.5.0.1");
+    assert_eq!(a.ips[0].address.to_string(), "10.5.0.2/29");
+    assert_eq!(a.ips[0].gateway, Some("10.5.0.1".parse().expect("ip")));
     // same (container, ifname, network): the stored result
     assert_eq!(
         agent.add(&req("a", "blue", &netns)).await.expect("again"),
@@ -43,7 +44,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("7")
             .code,
-        7
+        ErrorCode::InvalidConfig
     );
     assert_eq!(
         agent
@@ -51,7 +52,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("7")
             .code,
-        7
+        ErrorCode::InvalidConfig
     );
     assert_eq!(
         agent
@@ -59,7 +60,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("4")
             .code,
-        4
+        ErrorCode::InvalidEnvironment
     );
     assert_eq!(
         agent
@@ -67,7 +68,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("3")
             .code,
-        3
+        ErrorCode::UnknownContainer
     );
     agent.check(&req("a", "blue", &netns)).await.expect("check");
 
@@ -81,7 +82,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("full")
             .code,
-        50
+        ErrorCode::NotAvailable
     );
     assert_eq!(
         agent
@@ -89,7 +90,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
             .await
             .expect_err("11")
             .code,
-        11
+        ErrorCode::TryAgainLater
     );
     {
         let st = agent.lock().await;
@@ -105,7 +106,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
     agent.del(&req("b", "blue", "")).await.expect("del again");
     agent.del(&req("never", "blue", "")).await.expect("unknown");
     let f = agent.add(&req("f", "blue", &netns)).await.expect("reuse");
-    assert_eq!(f.ips[0].address, "10.5.0.3/29");
+    assert_eq!(f.ips[0].address.to_string(), "10.5.0.3/29");
 
     // restart: state survives, DEL of an old pod succeeds and frees its address
     drop(agent);
@@ -137,7 +138,7 @@ async fn add_del_gc_and_restart_with_the_sim_driver() {
 
     // GC keeps only the valid attachments of the network
     let mut gc = req("", "blue", "");
-    gc.valid_attachments = vec![pb::Attachment {
+    gc.valid_attachments = vec![Attachment {
         container_id: "c".into(),
         ifname: "eth0".into(),
     }];

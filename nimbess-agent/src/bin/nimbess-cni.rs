@@ -20,7 +20,10 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            let err = nimbess_agent::plugin::CniFailure::new(5, format!("cannot start: {e}"));
+            let err = nimbess_agent::cni::CniError::new(
+                nimbess_agent::cni::ErrorCode::Io,
+                format!("cannot start: {e}"),
+            );
             println!("{}", err.to_json("1.1.0"));
             std::process::exit(1);
         }

@@ -40,20 +40,6 @@ pub mod etcd;
 
 use etcd::{Change, Claim, Etcd, EtcdError, parse_store};
 
-/// What VXLAN adds to a frame (outer Ethernet, IPv4, UDP and VXLAN headers).
-pub const VXLAN_OVERHEAD: u32 = 50;
-
-/// The MTU of a network's ports: the network's, less [`VXLAN_OVERHEAD`]
-/// for a network that spans the hosts of a fabric (L2 frames and L3
-/// packets alike cross the hosts inside VXLAN).
-pub fn port_mtu(spec: &NetworkSpec, in_fabric: bool) -> u32 {
-    if in_fabric {
-        spec.mtu().saturating_sub(VXLAN_OVERHEAD)
-    } else {
-        spec.mtu()
-    }
-}
-
 /// The prefix of every fabric key.
 pub const ROOT: &str = "/nimbess/";
 

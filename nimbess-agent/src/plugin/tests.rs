@@ -64,7 +64,7 @@ fn environment_errors_are_code_4_naming_the_variable() {
     ];
     for (vars, named) in cases {
         let err = Invocation::from_env(&env(vars)).expect_err("must fail");
-        assert_eq!(err.code, code::INVALID_ENVIRONMENT, "{vars:?}");
+        assert_eq!(err.code, ErrorCode::InvalidEnvironment, "{vars:?}");
         assert!(err.msg.contains(named), "{vars:?}: {}", err.msg);
     }
 }
@@ -93,17 +93,20 @@ fn del_needs_no_netns_and_cni_path_is_optional() {
 fn config_errors() {
     assert_eq!(
         NetConf::parse(b"{not json").expect_err("6").code,
-        code::DECODE
+        ErrorCode::Decode
     );
-    assert_eq!(NetConf::parse(b"[1]").expect_err("6").code, code::DECODE);
+    assert_eq!(
+        NetConf::parse(b"[1]").expect_err("6").code,
+        ErrorCode::Decode
+    );
     let e = NetConf::parse(br#"{"cniVersion":"1.1.0","type":"nimbess-cni"}"#).expect_err("7");
-    assert_eq!(e.code, code::INVALID_CONFIG);
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
     assert!(e.msg.contains("name"));
     let e = NetConf::parse(br#"{"cniVersion":"9.9.9","name":"n","type":"t"}"#).expect_err("1");
-    assert_eq!(e.code, code::INCOMPATIBLE_VERSION);
+    assert_eq!(e.code, ErrorCode::IncompatibleVersion);
     let e = NetConf::parse(br#"{"cniVersion":"1.1.0","name":"n","type":"t","agentSocket":5}"#)
         .expect_err("7");
-    assert_eq!(e.code, code::INVALID_CONFIG);
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
 }
 
 #[test]
@@ -117,7 +120,10 @@ fn config_fields() {
     assert_eq!(c.agent_socket, DEFAULT_AGENT_SOCKET);
     assert_eq!(
         c.valid_attachments,
-        Some(vec![("c1".into(), "eth0".into())])
+        Some(vec![Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into()
+        }])
     );
     assert!(c.prev_result.is_some());
     let c = NetConf::parse(
@@ -132,36 +138,33 @@ fn config_fields() {
 }
 
 #[test]
-fn result_documents_follow_the_version() {
-    let r = pb::CniResult {
-        interfaces: vec![pb::Interface {
-            name: "eth0".into(),
-            mac: "02:00:00:00:00:01".into(),
-            mtu: 1500,
-            sandbox: "/var/run/netns/x".into(),
-        }],
-        ips: vec![pb::IpConfig {
-            address: "10.0.0.2/24".into(),
-            gateway: "10.0.0.1".into(),
-            interface: 0,
-        }],
-        routes: vec![pb::Route {
-            dst: "10.0.0.0/24".into(),
-            gw: String::new(),
-        }],
-        dns: None,
-    };
-    let v = result_json(&r, "1.1.0");
-    assert_eq!(v["cniVersion"], "1.1.0");
-    assert_eq!(v["interfaces"][0]["mtu"], 1500);
-    assert_eq!(v["ips"][0]["gateway"], "10.0.0.1");
-    assert!(v["ips"][0].get("version").is_none());
-    let v = result_json(&r, "0.4.0");
-    assert_eq!(v["ips"][0]["version"], "4");
-    assert_eq!(version_json("1.0.0")["supportedVersions"][2], "1.1.0");
-    let e = CniFailure::new(7, "bad").to_json("1.0.0");
-    assert_eq!(
-        e,
-        json!({"cniVersion":"1.0.0","code":7,"msg":"bad","details":""})
-    );
+fn attachments_that_are_not_a_list_of_pairs_are_code_7() {
+    for bad in [
+        r#"{"cniVersion":"1.1.0","name":"b","type":"t","cni.dev/valid-attachments":{}}"#,
+        r#"{"cniVersion":"1.1.0","name":"b","type":"t","cni.dev/valid-attachments":[{"ifname":"eth0"}]}"#,
+    ] {
+        let e = NetConf::parse(bad.as_bytes()).expect_err("7");
+        assert_eq!(e.code, ErrorCode::InvalidConfig, "{bad}");
+        assert!(e.msg.contains("valid-attachments"), "{}", e.msg);
+    }
+}
+
+#[test]
+fn the_request_carries_the_pod_from_cni_args() {
+    let inv = Invocation::from_env(&env(&[
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "c1"),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_NETNS", "/run/netns/x"),
+        ("CNI_ARGS", "K8S_POD_NAME=web;K8S_POD_NAMESPACE=prod"),
+    ]))
+    .expect("valid");
+    let conf = NetConf::parse(br#"{"cniVersion":"1.0.0","name":"blue","type":"nimbess-cni"}"#)
+        .expect("valid");
+    let req = request(&inv, &conf);
+    assert_eq!(req.pod_name.as_deref(), Some("web"));
+    assert_eq!(req.pod_namespace.as_deref(), Some("prod"));
+    assert_eq!(req.network, "blue");
+    assert_eq!(req.network_config["type"], "nimbess-cni");
+    assert!(req.prev_result.is_none());
 }

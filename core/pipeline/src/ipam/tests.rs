@@ -101,3 +101,35 @@ fn hold_records_a_given_address_once() {
         "10.0.0.2/29"
     );
 }
+
+proptest::proptest! {
+    /// The pool's count of free addresses is exactly how many more
+    /// allocations succeed, whatever was held or released before.
+    #[test]
+    fn free_addresses_count_the_allocations_left(
+        prefix in 26u8..=30,
+        gateway_offset in proptest::option::of(1u32..3),
+        held in proptest::collection::vec(0u8..64, 0..20),
+        released in proptest::collection::vec(0u8..64, 0..10),
+    ) {
+        let subnet: crate::Ipv4Cidr = format!("10.0.0.0/{prefix}").parse().expect("cidr");
+        let mut spec = NetworkSpec::l2("n", subnet);
+        spec.gateway = gateway_offset.map(|o| Ipv4Addr::from(u32::from(subnet.network()) + o));
+        let mut i = Ipam::new();
+        i.sync_networks(&[spec]).expect("sync");
+        for k in &held {
+            let _ = i.allocate("n", &owner(&format!("h{k}")));
+        }
+        for k in &released {
+            i.release("n", &owner(&format!("h{k}")));
+        }
+        let free = i.pool("n").expect("pool").free_addresses();
+        let mut granted = 0u64;
+        while i.allocate("n", &owner(&format!("new{granted}"))).is_ok() {
+            granted += 1;
+            proptest::prop_assert!(granted <= free, "more allocations than free addresses");
+        }
+        proptest::prop_assert_eq!(granted, free);
+        proptest::prop_assert!(i.pool("n").expect("pool").is_full());
+    }
+}

@@ -174,7 +174,7 @@ impl KernelDriver {
     }
 
     /// Join a fabric: L2 networks get a VXLAN device from `underlay`, ports
-    /// an MTU [`crate::fabric::VXLAN_OVERHEAD`] below the network's, and ports of other
+    /// an MTU [`nephrite_pipeline::VXLAN_OVERHEAD`] below the network's, and ports of other
     /// hosts are reached over it.
     pub fn set_underlay(&mut self, underlay: Ipv4Addr) {
         self.underlay = Some(underlay);

@@ -174,7 +174,7 @@ impl KernelDriver {
     /// The MTU of a network's ports: the network's, less the VXLAN
     /// overhead inside a fabric.
     pub(super) fn port_mtu(&self, spec: &NetworkSpec) -> u32 {
-        crate::fabric::port_mtu(spec, self.underlay.is_some())
+        nephrite_pipeline::port_mtu(spec, self.underlay.is_some())
     }
 
     /// Take a port of another host in: the network's VXLAN device exists and

@@ -1,0 +1,155 @@
+//! What the inspection subcommands (`ports`, `networks`, `pipelines`,
+//! `verify`) see of the agent: read-only views of the model, its pools and
+//! the data plane, taken under the agent's lock.
+
+use std::collections::BTreeMap;
+
+use nephrite_pipeline::{
+    MetaPipeline, Module, NetworkSpec, Port, PortId, pipeline_dot, pipeline_text,
+};
+use serde::Serialize;
+
+use super::Agent;
+use crate::driver::{DriverError, ModuleObject};
+
+/// A network as `networks -o json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkView {
+    /// The declaration.
+    pub spec: NetworkSpec,
+    /// Its gateway address.
+    pub gateway: Option<std::net::Ipv4Addr>,
+    /// Its meta pipeline.
+    pub meta_pipeline: MetaPipeline,
+    /// Ports on it (this host's and other hosts').
+    pub ports: usize,
+    /// Addresses its pool holds.
+    pub addresses_held: usize,
+}
+
+/// A module instance with its data-plane object and counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleView {
+    /// The module.
+    #[serde(flatten)]
+    pub module: Module,
+    /// What renders it.
+    pub data_plane: ModuleObject,
+}
+
+/// A port pipeline as `pipelines -o json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineView {
+    /// The network.
+    pub network: String,
+    /// Its module instances in order.
+    pub modules: Vec<ModuleView>,
+}
+
+/// Port pipelines: by port, and printed as text and Graphviz DOT.
+#[derive(Debug, Clone, Default)]
+pub struct PipelinesView {
+    /// By port id.
+    pub ports: BTreeMap<PortId, PipelineView>,
+    /// Human-readable text.
+    pub text: String,
+    /// Graphviz DOT.
+    pub dot: String,
+}
+
+/// A port that has no pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no pipeline for port {0:?}")]
+pub struct NoSuchPipeline(pub String);
+
+impl Agent {
+    /// Every port of the model.
+    pub async fn ports(&self) -> Vec<Port> {
+        self.state
+            .lock()
+            .await
+            .model
+            .ports()
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Every network with its meta pipeline and pool use.
+    pub async fn networks(&self) -> Vec<NetworkView> {
+        let st = self.state.lock().await;
+        st.model
+            .networks()
+            .values()
+            .map(|n| NetworkView {
+                spec: n.spec.clone(),
+                gateway: n.spec.gateway(),
+                meta_pipeline: n.meta.clone(),
+                ports: st
+                    .model
+                    .ports()
+                    .values()
+                    .filter(|p| p.network == n.spec.name)
+                    .count(),
+                addresses_held: st.ipam.pool(&n.spec.name).map_or(0, |p| p.held.len()),
+            })
+            .collect()
+    }
+
+    /// The pipelines of every port, or of `port` alone.
+    ///
+    /// # Errors
+    /// `port` has no pipeline.
+    pub async fn pipelines(&self, port: Option<&str>) -> Result<PipelinesView, NoSuchPipeline> {
+        let st = self.state.lock().await;
+        let rendered = st.model.rendered();
+        let ports: Vec<String> = match port {
+            None => rendered.pipelines.keys().cloned().collect(),
+            Some(p) if rendered.pipelines.contains_key(p) => vec![p.to_string()],
+            Some(p) => return Err(NoSuchPipeline(p.to_string())),
+        };
+        let mut objects = st.driver.objects(&st.model).await;
+        let mut view = PipelinesView::default();
+        for port in &ports {
+            let Some(p) = rendered.pipelines.get(port) else {
+                continue;
+            };
+            let modules = p
+                .modules
+                .iter()
+                .filter_map(|id| rendered.modules.get(id))
+                .map(|m| ModuleView {
+                    module: m.clone(),
+                    data_plane: objects.remove(&m.id).unwrap_or_default(),
+                })
+                .collect();
+            view.ports.insert(
+                port.clone(),
+                PipelineView {
+                    network: p.network.clone(),
+                    modules,
+                },
+            );
+            view.text
+                .push_str(&pipeline_text(&rendered, port).unwrap_or_default());
+            view.dot
+                .push_str(&pipeline_dot(&rendered, port).unwrap_or_default());
+        }
+        Ok(view)
+    }
+
+    /// Differences between the model and the data plane, one line each
+    /// (the model's own broken promises first).
+    ///
+    /// # Errors
+    /// The data plane cannot be read.
+    pub async fn verify(&self) -> Result<Vec<String>, DriverError> {
+        let st = self.state.lock().await;
+        let mut drift: Vec<String> = nephrite_pipeline::violations(&st.model)
+            .into_iter()
+            .map(|v| format!("model: {}", v.0))
+            .collect();
+        drift.extend(st.driver.verify(&st.model).await?);
+        Ok(drift)
+    }
+}

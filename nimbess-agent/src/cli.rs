@@ -1,0 +1,202 @@
+//! The `nimbess-agent` command line: `serve` runs the daemon
+//! ([`crate::daemon`]); `ports`, `networks`, `pipelines` and `verify` ask a
+//! running agent over its socket; `fabric forget-host` edits the fabric's
+//! store directly.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::daemon::{DEFAULT_SOCKET, ServeCommand};
+use crate::grpc::InspectClient;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "nimbess-agent",
+    version,
+    about = "Per-host CNI agent with per-port pipelines"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// How the inspection subcommands print.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    /// Aligned columns (pipelines: text).
+    Table,
+    /// The agent's JSON.
+    Json,
+    /// Graphviz DOT (pipelines; the others print JSON).
+    Dot,
+}
+
+/// The subcommands.
+// Parsed once per process: the size of the `serve` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Serve the CNI API on the Unix socket.
+    Serve(ServeCommand),
+    /// List ports.
+    Ports(ClientArgs),
+    /// Show port pipelines.
+    Pipelines {
+        /// The agent and the output format.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Only this port's pipeline.
+        #[arg(long, env = "NIMBESS_PORT")]
+        port: Option<String>,
+    },
+    /// List networks.
+    Networks(ClientArgs),
+    /// Compare the model with the data plane; exits 1 naming any drift.
+    Verify(ClientArgs),
+    /// Operate on the fabric's store directly (no agent needed).
+    #[command(subcommand)]
+    Fabric(FabricCmd),
+}
+
+/// `fabric` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FabricCmd {
+    /// Release a host that is gone for good: its address claims (other
+    /// hosts hand them out again) and any port records left. Refused while
+    /// the host's lease is alive.
+    ForgetHost {
+        /// The host's name in the fabric.
+        name: String,
+        /// The fabric's store, `etcd://HOST:PORT[,HOST:PORT]`.
+        #[arg(long, env = "NIMBESS_STORE")]
+        store: String,
+    },
+}
+
+/// Flags of the inspection subcommands.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// The agent's socket.
+    #[arg(long, env = "NIMBESS_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        env = "NIMBESS_OUTPUT",
+        value_enum,
+        default_value = "table"
+    )]
+    pub output: Output,
+}
+
+/// Run a subcommand other than `serve`.
+///
+/// # Errors
+/// The agent or the store could not be reached, or answered nonsense.
+pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
+    match command {
+        Cmd::Serve(serve) => {
+            crate::daemon::run(&serve).await?;
+        }
+        Cmd::Ports(c) => {
+            let json = InspectClient::connect(&c.socket).await?.ports().await?;
+            print_list(
+                &json,
+                c.output,
+                &["id", "network", "address", "remote.host", "netns"],
+            )?;
+        }
+        Cmd::Networks(c) => {
+            let json = InspectClient::connect(&c.socket).await?.networks().await?;
+            print_list(
+                &json,
+                c.output,
+                &["spec.name", "spec.subnet", "gateway", "ports"],
+            )?;
+        }
+        Cmd::Pipelines { client: c, port } => {
+            let pipelines = InspectClient::connect(&c.socket)
+                .await?
+                .pipelines(port)
+                .await?;
+            match c.output {
+                Output::Json => println!("{}", pipelines.json),
+                Output::Table => print!("{}", pipelines.text),
+                Output::Dot => print!("{}", pipelines.dot),
+            }
+        }
+        Cmd::Fabric(FabricCmd::ForgetHost { name, store }) => {
+            let forgotten = crate::fabric::forget_host(&store, &name).await?;
+            println!(
+                "host {name} forgotten: {} address claims released, {} port records removed",
+                forgotten.addresses, forgotten.ports
+            );
+        }
+        Cmd::Verify(c) => {
+            let drift = InspectClient::connect(&c.socket).await?.verify().await?;
+            if drift.is_empty() {
+                println!("no drift");
+            } else {
+                for d in &drift {
+                    println!("{d}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn field<'a>(v: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    path.split('.').fold(v, |v, k| &v[k])
+}
+
+fn print_list(json: &str, output: Output, columns: &[&str]) -> anyhow::Result<()> {
+    if matches!(output, Output::Json | Output::Dot) {
+        println!("{json}");
+        return Ok(());
+    }
+    let items: Vec<serde_json::Value> =
+        serde_json::from_str(json).context("agent sent invalid JSON")?;
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|item| {
+            columns
+                .iter()
+                .map(|c| match field(item, c) {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => "-".into(),
+                    other => other.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    let headers: Vec<String> = columns
+        .iter()
+        .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase())
+        .collect();
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([headers[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in std::iter::once(&headers).chain(rows.iter()) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! `nimbess-agent serve`: the config, the data plane driver, the fabric
+//! (when `--store` is given), the agent, SIGHUP reloads, and the gRPC
+//! services on the Unix socket, until SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, init_tracing};
+
+use crate::agent::Agent;
+use crate::config::{AgentConfig, DriverKind};
+use crate::driver::{Driver, kernel::KernelDriver, sim::SimDriver};
+use crate::fabric::Fabric;
+use crate::grpc::add_services;
+use crate::state::StateStore;
+
+/// The agent's socket unless `--socket` says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/nimbess/agent.sock";
+
+/// `serve` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeCommand {
+    /// The config file (YAML: driver, networks).
+    #[arg(long, env = "NIMBESS_CONFIG")]
+    pub config: PathBuf,
+    /// Unix socket for the CNI and Agent APIs (mode 0600). The shared `--listen` flag is not used.
+    #[arg(long, env = "NIMBESS_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Directory of the persistent state (created when missing).
+    #[arg(long, env = "NIMBESS_STATE_DIR", default_value = "/var/lib/nimbess")]
+    pub state_dir: PathBuf,
+    /// Data plane; overrides the config file's `driver`.
+    #[arg(long, env = "NIMBESS_DRIVER", value_enum)]
+    pub driver: Option<DriverKind>,
+    /// Multi-host fabric flags.
+    #[command(flatten)]
+    pub fabric: FabricArgs,
+    /// Shared serving flags.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// Multi-host fabric flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FabricArgs {
+    /// The fabric's store, `etcd://HOST:PORT[,HOST:PORT]`: networks, addresses and every
+    /// host's ports are shared there. Without it the state is this host's alone.
+    #[arg(long, env = "NIMBESS_STORE")]
+    pub store: Option<String>,
+    /// This host's name in the fabric (default: the hostname).
+    #[arg(long, env = "NIMBESS_HOST_NAME")]
+    pub host_name: Option<String>,
+    /// This host's underlay address, where other hosts send its VXLAN traffic
+    /// (default: the address this host reaches the store from).
+    #[arg(long, env = "NIMBESS_UNDERLAY")]
+    pub underlay: Option<std::net::Ipv4Addr>,
+    /// Seconds this host's ports stay in the fabric after its agent stops
+    /// renewing its lease (dies, or loses the store).
+    #[arg(long, env = "NIMBESS_LEASE_TTL", default_value_t = 10)]
+    pub lease_ttl: i64,
+}
+
+/// Run the agent until SIGTERM.
+///
+/// # Errors
+/// The config, the state, the driver, the fabric or the socket could not be
+/// set up, or the server failed.
+pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
+    init_tracing(
+        command.serve.log_format,
+        std::env::var("RUST_LOG").ok().as_deref(),
+    )?;
+    let config = AgentConfig::load(&command.config)?;
+    let kind = command
+        .driver
+        .or(config.driver)
+        .unwrap_or(DriverKind::Kernel);
+    let joined = join_fabric(&command.fabric).await?;
+    let driver = match kind {
+        DriverKind::Kernel => {
+            let mut kernel = KernelDriver::new()?;
+            if let Some(f) = &joined {
+                kernel.set_underlay(f.underlay());
+            }
+            Driver::Kernel(kernel)
+        }
+        DriverKind::Sim => Driver::Sim(SimDriver::new()),
+    };
+    let store = StateStore::open(&command.state_dir)?;
+    let agent = match joined {
+        Some(f) => {
+            let (agent, revision) =
+                Agent::start_in_fabric(store, &config.networks, driver, f).await?;
+            let agent = Arc::new(agent);
+            tokio::spawn(Arc::clone(&agent).follow_fabric(revision));
+            tokio::spawn(Arc::clone(&agent).keep_alive_in_fabric());
+            agent
+        }
+        None => Arc::new(Agent::start(store, &config.networks, driver).await?),
+    };
+    tracing::info!(driver = ?kind, networks = config.networks.len(), "state loaded, data plane reconciled");
+    reload_on_hangup(Arc::clone(&agent), command.config.clone())?;
+    serve(agent, &command.socket, &command.serve).await
+}
+
+async fn join_fabric(args: &FabricArgs) -> anyhow::Result<Option<Fabric>> {
+    let Some(url) = &args.store else {
+        return Ok(None);
+    };
+    let host = match &args.host_name {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .context("read the hostname (or pass --host-name)")?
+            .trim()
+            .to_string(),
+    };
+    let joined = Fabric::join(url, &host, args.underlay, args.lease_ttl).await?;
+    tracing::info!(store = %url, host, underlay = %joined.underlay(), "joined the fabric");
+    Ok(Some(joined))
+}
+
+/// SIGHUP: re-read the config and apply the difference.
+fn reload_on_hangup(agent: Arc<Agent>, path: PathBuf) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match AgentConfig::load(&path) {
+                Ok(cfg) => match agent.reload(&cfg.networks).await {
+                    Ok(plan) => {
+                        tracing::info!(steps = %plan.summary().lines().count(), "config reloaded")
+                    }
+                    Err(e) => tracing::error!(error = %e, "reload refused, old networks kept"),
+                },
+                Err(e) => tracing::error!(error = %e, "reload refused, old networks kept"),
+            }
+        }
+    });
+    Ok(())
+}
+
+async fn serve(agent: Arc<Agent>, socket: &Path, args: &ServeArgs) -> anyhow::Result<()> {
+    if let Some(parent) = socket.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    }
+    let server = GrpcServer::from_args(
+        DaemonIdentity::new("nimbess-agent", env!("CARGO_PKG_VERSION")),
+        args,
+    )?;
+    let bound = add_services(server, agent)
+        .bind(&Endpoint::unix(socket))
+        .await?;
+    std::fs::set_permissions(socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .with_context(|| format!("chmod 0600 {}", socket.display()))?;
+    tracing::info!(socket = %socket.display(), "serving");
+    let report = bound.run().await?;
+    tracing::info!(reason = %report.reason, "stopped");
+    Ok(())
+}
