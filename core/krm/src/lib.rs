@@ -60,3 +60,4 @@ pub use reference::{ObjectRef, OwnerReference};
 pub use selector::{
     LabelSelector, LabelSelectorRequirement, SelectorError, SelectorOperator, SelectorParseError,
 };
+pub use yaml::limits::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_DOCUMENT_BYTES, LimitError, YamlLimits};

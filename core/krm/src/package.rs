@@ -4,6 +4,7 @@ use crate::gvk::Gvk;
 use crate::object::{Object, ObjectError};
 use crate::reference::ObjectRef;
 use crate::yaml;
+use crate::yaml::limits::{LimitError, YamlLimits};
 
 /// An ordered list of KRM objects — a kpt/TKO package or any multi-document YAML file.
 ///
@@ -139,7 +140,16 @@ impl Package {
     /// Windows (`\r\n`) and old Mac (`\r`) line breaks and a leading byte order mark are fine;
     /// line numbers count lines as an editor does. Anything JSON cannot hold is an error rather
     /// than a guess (see [`DocumentError::Yaml`]); quote a value to keep it as a string.
+    ///
+    /// Every document must keep the default [`YamlLimits`] (size and nesting depth), checked
+    /// before it is parsed so that a hostile document costs no more than reading it.
     pub fn from_yaml(input: &str) -> Result<Self, PackageError> {
+        Self::from_yaml_with_limits(input, &YamlLimits::default())
+    }
+
+    /// [`Package::from_yaml`] with other limits for each document. A document over one is a
+    /// [`DocumentError::Yaml`] whose message names the limit, at the position it was crossed.
+    pub fn from_yaml_with_limits(input: &str, limits: &YamlLimits) -> Result<Self, PackageError> {
         let mut objects = Vec::new();
         for document in yaml::split_documents(input) {
             if !document.has_content {
@@ -158,6 +168,23 @@ impl Package {
                         "a byte order mark (U+FEFF) at line {line} column {column}: only the start \
                          of the stream may have one (in a string, write it as \"\\uFEFF\")"
                     ),
+                }));
+            }
+            if let Err(limit) = limits.check(document.text) {
+                let (line, column) = limit.position().map_or((document.start_line, 1), |(l, c)| {
+                    (l + document.first_line - 1, c)
+                });
+                let message = match limit {
+                    LimitError::TooLarge { .. } => limit.to_string(),
+                    LimitError::TooDeep { limit, .. } => format!(
+                        "collections nest deeper than the limit of {limit} levels at line {line} \
+                         column {column}"
+                    ),
+                };
+                return Err(fail(DocumentError::Yaml {
+                    line,
+                    column,
+                    message,
                 }));
             }
             let value = match yaml::document_to_json(document.text) {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::object::Object;
 
+pub(crate) mod limits;
 mod reader;
 
 pub(crate) use reader::document_to_json;

@@ -290,3 +290,74 @@ fn byte_order_mark_and_line_breaks_of_every_kind() {
         "{message}"
     );
 }
+
+/// The hostile input of issue 30: a flow mapping nested 100,000 deep (~400 KB) took libyaml
+/// minutes. It is refused by the nesting limit before parsing, in milliseconds.
+#[test]
+fn a_deeply_nested_flow_document_is_refused_quickly_naming_the_limit() {
+    let depth = 100_000;
+    let input = format!(
+        "apiVersion: v1\nkind: Thing\nspec: {}1{}\n",
+        "{a: ".repeat(depth),
+        "}".repeat(depth)
+    );
+    let started = std::time::Instant::now();
+    let err = Package::from_yaml(&input).expect_err("too deep");
+    println!(
+        "{} KB nested {depth} deep refused in {:?}",
+        input.len() / 1024,
+        started.elapsed()
+    );
+    assert_eq!((err.document_index(), err.document_line()), (0, 1));
+    assert_eq!(
+        err.to_string(),
+        "document 0 (starting at line 1): invalid YAML: collections nest deeper than the limit \
+         of 100 levels at line 3 column 403"
+    );
+    let PackageError::Document {
+        source: DocumentError::Yaml { line, column, .. },
+        ..
+    } = err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!((line, column), (3, 403));
+
+    // Within the limit, nesting reads as before; a second document's lines are the stream's.
+    let fine = format!(
+        "apiVersion: v1\nkind: Thing\n---\napiVersion: v1\nkind: Thing\nspec: {}1{}\n",
+        "[".repeat(90),
+        "]".repeat(90)
+    );
+    assert_eq!(Package::from_yaml(&fine).expect("90 deep").len(), 2);
+    let limits = nephrite_krm::YamlLimits {
+        max_depth: 50,
+        ..nephrite_krm::YamlLimits::default()
+    };
+    let err = Package::from_yaml_with_limits(&fine, &limits).expect_err("over 50");
+    assert_eq!((err.document_index(), err.document_line()), (1, 3));
+    assert!(
+        err.to_string()
+            .ends_with("the limit of 50 levels at line 6 column 56"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_document_over_the_size_limit_is_refused_naming_the_limit() {
+    let limits = nephrite_krm::YamlLimits {
+        max_document_bytes: 64,
+        ..nephrite_krm::YamlLimits::default()
+    };
+    let input = format!(
+        "apiVersion: v1\nkind: Small\n---\napiVersion: v1\nkind: Big\ndata: {{a: '{}'}}\n",
+        "x".repeat(100)
+    );
+    let err = Package::from_yaml_with_limits(&input, &limits).expect_err("too large");
+    assert_eq!((err.document_index(), err.document_line()), (1, 3));
+    assert!(
+        err.to_string()
+            .ends_with("invalid YAML: the document is 143 bytes, over the limit of 64 bytes"),
+        "{err}"
+    );
+}
