@@ -6,6 +6,11 @@
 //! there. An expression is allowed when it can be satisfied with allowed licences only: `A OR B`
 //! needs one side, `A AND B` both, `A WITH exception` the licence itself. The old `A/B` spelling
 //! means `OR`. A package without an SPDX expression must be listed in [`REVIEWED`].
+//!
+//! `cargo metadata` lists every package of the lock file, optional dependencies no feature turns
+//! on included (ratatui's termwiz backend and its WTFPL `terminfo`, say), so the check keeps only
+//! the packages `cargo tree` reaches from the workspace with every workspace feature on, for
+//! every target and every dependency kind: what some build of this workspace compiles.
 
 use std::fmt;
 
@@ -65,6 +70,53 @@ impl fmt::Display for Refusal {
             None => write!(f, "{}: {}", self.package, self.reason),
         }
     }
+}
+
+impl Metadata {
+    /// Keeps only the packages named in `built` (`name vX.Y.Z`, as `cargo tree --format {p}`
+    /// prints them).
+    pub fn retain_built(&mut self, built: &std::collections::BTreeSet<String>) {
+        self.packages
+            .retain(|p| built.contains(&format!("{} v{}", p.name, p.version)));
+    }
+}
+
+/// The packages some build of the workspace at `root` compiles, as `name vX.Y.Z`.
+pub fn built_packages(
+    cargo: &str,
+    root: &std::path::Path,
+) -> anyhow::Result<std::collections::BTreeSet<String>> {
+    use anyhow::Context;
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--workspace",
+            "--all-features",
+            "--target",
+            "all",
+            "--edges",
+            "normal,build,dev",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo tree")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "cargo tree failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some(format!("{} {}", words.next()?, words.next()?))
+        })
+        .collect())
 }
 
 /// Every package of `metadata` whose licence is not allowed.

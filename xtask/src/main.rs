@@ -13,6 +13,7 @@ mod artefacts;
 mod layering;
 mod licences;
 mod packages;
+mod wire_edges;
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -25,7 +26,8 @@ tasks:
   test            test packages, fmt check, clippy, layering and licence checks, cargo doc,
                   doc tests, all tests
   lint            fmt check, clippy, layering and licence checks
-  layering        check that no core/ crate depends on an IO crate
+  layering        check that no core/ crate depends on an IO crate, and that daemons
+                  use the wire (nephrite_proto) only in their edge modules
   licences        check that every dependency's licence is compatible with Apache-2.0
   packages        install the Debian packages the tests use (as root)
   bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7, bmm
@@ -130,8 +132,9 @@ fn metadata() -> anyhow::Result<Vec<u8>> {
 
 fn licences_step() -> anyhow::Result<()> {
     step("licences", || {
-        let metadata: licences::Metadata =
+        let mut metadata: licences::Metadata =
             serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
+        metadata.retain_built(&licences::built_packages(&cargo_bin(), &workspace_root())?);
         let refused = licences::check(&metadata);
         if refused.is_empty() {
             return Ok(());
@@ -173,17 +176,29 @@ fn layering_step() -> anyhow::Result<()> {
         let metadata: layering::Metadata =
             serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
         let violations = layering::check(&metadata)?;
-        if violations.is_empty() {
-            return Ok(());
-        }
         for v in &violations {
             eprintln!("  {v}");
         }
-        bail!(
-            "{} forbidden dependenc{} in core/ (the pure layer; see ARCHITECTURE.md)",
-            violations.len(),
-            if violations.len() == 1 { "y" } else { "ies" }
-        )
+        let wire = wire_edges::check(&workspace_root(), wire_edges::EDGES)?;
+        for v in &wire {
+            eprintln!("  {v}");
+        }
+        if !violations.is_empty() {
+            bail!(
+                "{} forbidden dependenc{} in core/ (the pure layer; see ARCHITECTURE.md)",
+                violations.len(),
+                if violations.len() == 1 { "y" } else { "ies" }
+            )
+        }
+        if !wire.is_empty() {
+            bail!(
+                "{} file{} outside the wire-edge modules use{} nephrite_proto (see ARCHITECTURE.md)",
+                wire.len(),
+                if wire.len() == 1 { "" } else { "s" },
+                if wire.len() == 1 { "s" } else { "" }
+            )
+        }
+        Ok(())
     })
 }
 

@@ -4,6 +4,11 @@
 //! free loopback ports; this step only makes sure they are installed. As root (CI), missing packages are installed with
 //! `apt-get update` then `apt-get install -y`; otherwise the step says what to install and the
 //! tests that need a missing program say they are skipped (or fail, under `CI=true`).
+//!
+//! Several of the packages (PostgreSQL, etcd, MariaDB, RabbitMQ, nginx, HAProxy) start a system
+//! service when installed. The tests start private instances on free ports instead, so the
+//! install runs with a `policy-rc.d` that forbids every service start (Debian's
+//! `invoke-rc.d` protocol: exit code 101), removed again afterwards.
 
 use std::process::Command;
 
@@ -30,7 +35,11 @@ pub fn ensure() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    eprintln!("xtask: installing {}", missing.join(", "));
+    eprintln!(
+        "xtask: installing {} (with a policy-rc.d that starts no system service)",
+        missing.join(", ")
+    );
+    let _no_services = NoServiceStarts::install()?;
     apt(&["update"])?;
     let mut args = vec!["install", "-y", "--no-install-recommends"];
     args.extend(&missing);
@@ -40,6 +49,42 @@ pub fn ensure() -> anyhow::Result<()> {
         bail!("apt-get did not install {}", still.join(", "));
     }
     Ok(())
+}
+
+/// Where Debian's `invoke-rc.d` asks whether a package's maintainer script may start a service.
+const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
+
+/// Forbids service starts while it lives: writes `policy-rc.d` (exit 101, "action forbidden")
+/// unless one exists already, and removes only the file it wrote.
+struct NoServiceStarts {
+    wrote: bool,
+}
+
+impl NoServiceStarts {
+    fn install() -> anyhow::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        if std::path::Path::new(POLICY_RC_D).exists() {
+            return Ok(Self { wrote: false });
+        }
+        std::fs::write(
+            POLICY_RC_D,
+            "#!/bin/sh\n# written by cargo xtask while it installs test packages\nexit 101\n",
+        )
+        .with_context(|| format!("writing {POLICY_RC_D}"))?;
+        std::fs::set_permissions(POLICY_RC_D, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("making {POLICY_RC_D} executable"))?;
+        Ok(Self { wrote: true })
+    }
+}
+
+impl Drop for NoServiceStarts {
+    fn drop(&mut self) {
+        if self.wrote
+            && let Err(err) = std::fs::remove_file(POLICY_RC_D)
+        {
+            eprintln!("xtask: could not remove {POLICY_RC_D}: {err}");
+        }
+    }
 }
 
 fn apt(args: &[&str]) -> anyhow::Result<()> {

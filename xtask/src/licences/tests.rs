@@ -45,6 +45,16 @@ fn a_gpl_netlink_crate_is_refused_by_name() {
 }
 
 #[test]
+fn only_built_packages_are_checked() {
+    let path = format!("{}/fixtures/licences-gpl.json", env!("CARGO_MANIFEST_DIR"));
+    let mut metadata: Metadata =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+    metadata.retain_built(&["mystery v1.0.0".to_owned()].into());
+    let names: Vec<String> = check(&metadata).into_iter().map(|r| r.package).collect();
+    assert_eq!(names, ["mystery@1.0.0"]);
+}
+
+#[test]
 fn this_workspace_passes() {
     let out = std::process::Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1"])
@@ -56,7 +66,11 @@ fn this_workspace_passes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let metadata: Metadata = serde_json::from_slice(&out.stdout).unwrap();
+    let mut metadata: Metadata = serde_json::from_slice(&out.stdout).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = built_packages(env!("CARGO"), root).unwrap();
+    assert!(built.iter().any(|p| p.starts_with("tokio v")), "{built:?}");
+    metadata.retain_built(&built);
     let refused = check(&metadata);
     assert!(refused.is_empty(), "{refused:#?}");
 }

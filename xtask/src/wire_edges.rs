@@ -1,0 +1,168 @@
+//! The wire-edge check: inside a daemon, protobuf types stay at the edges.
+//!
+//! A daemon converts between its wire form (`nephrite_proto`'s generated types) and its domain
+//! values in a few named modules: the gRPC services it serves and the clients it dials. The
+//! rest of the daemon passes domain values, so a change of wire format touches those modules
+//! only. This check reads each listed crate's sources and names every file outside its edge
+//! modules that mentions `nephrite_proto`. Tests (`tests/`, `benches/`) are not read: they may
+//! drive the wire directly.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// The crate whose generated types are the wire.
+const WIRE_CRATE: &str = "nephrite_proto";
+
+/// A daemon crate and the source files (relative to the crate's folder) allowed to use the wire.
+/// A path ending in `/` allows every file under that folder.
+pub struct Edges {
+    /// The crate's folder, relative to the workspace root.
+    pub crate_dir: &'static str,
+    /// The edge modules.
+    pub allowed: &'static [&'static str],
+}
+
+/// The daemons whose internals are transport-free, with their edge modules.
+pub const EDGES: &[Edges] = &[];
+
+/// A file outside a crate's edge modules that mentions the wire crate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The offending file, relative to the workspace root.
+    pub file: PathBuf,
+    /// The first line (1-based) that mentions the wire crate.
+    pub line: usize,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: uses {WIRE_CRATE} outside the crate's wire-edge modules",
+            self.file.display(),
+            self.line
+        )
+    }
+}
+
+/// Every violation of `edges` under `root`, in path order.
+pub fn check(root: &Path, edges: &[Edges]) -> anyhow::Result<Vec<Violation>> {
+    let mut violations = Vec::new();
+    for edge in edges {
+        let src = root.join(edge.crate_dir).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files)?;
+        files.sort();
+        for file in files {
+            let relative = file
+                .strip_prefix(root.join(edge.crate_dir))
+                .unwrap_or(&file)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if is_allowed(&relative, edge.allowed) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            if let Some(line) = first_wire_use(&text) {
+                violations.push(Violation {
+                    file: file.strip_prefix(root).unwrap_or(&file).to_path_buf(),
+                    line,
+                });
+            }
+        }
+    }
+    Ok(violations)
+}
+
+fn is_allowed(relative: &str, allowed: &[&str]) -> bool {
+    allowed.iter().any(|a| {
+        if a.ends_with('/') {
+            relative.starts_with(a)
+        } else {
+            relative == *a
+        }
+    })
+}
+
+/// The first line that names the wire crate in code (line comments and doc comments skipped).
+fn first_wire_use(text: &str) -> Option<usize> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let code = line.split("//").next().unwrap_or("");
+        code.contains(WIRE_CRATE).then_some(i + 1)
+    })
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("reading directory {}", dir.display()))?;
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("reading directory {}", dir.display()))?
+            .path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/wire-edges")
+    }
+
+    const DAEMON: &[Edges] = &[Edges {
+        crate_dir: "daemon",
+        allowed: &["src/service.rs", "src/client/"],
+    }];
+
+    #[test]
+    fn wire_types_inside_the_daemon_are_named_with_their_line() {
+        let violations = check(&fixture_root(), DAEMON).unwrap();
+        assert_eq!(
+            violations,
+            vec![Violation {
+                file: PathBuf::from("daemon/src/agent.rs"),
+                line: 4,
+            }]
+        );
+        assert_eq!(
+            violations[0].to_string(),
+            "daemon/src/agent.rs:4: uses nephrite_proto outside the crate's wire-edge modules"
+        );
+    }
+
+    #[test]
+    fn every_file_allowed_passes() {
+        let all = &[Edges {
+            crate_dir: "daemon",
+            allowed: &["src/"],
+        }];
+        assert!(check(&fixture_root(), all).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_missing_crate_folder_is_an_error() {
+        let missing = &[Edges {
+            crate_dir: "no-such-crate",
+            allowed: &[],
+        }];
+        let err = check(&fixture_root(), missing).unwrap_err();
+        assert!(format!("{err:#}").contains("no-such-crate"), "{err:#}");
+    }
+
+    #[test]
+    fn this_workspace_passes() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let violations = check(root, EDGES).unwrap();
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+}
