@@ -460,3 +460,47 @@ async fn an_unknown_class_is_the_preparation_error_and_creates_nothing() -> anyh
     preparer.stop().await?;
     Ok(())
 }
+
+/// `ntc serve --backend tko` started before the preparer waits for it (with backoff) instead of
+/// exiting with "connection refused", then registers once the preparer listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ntc_started_before_the_preparer_waits_and_registers() -> anyhow::Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let ntc = tokio::spawn({
+        let endpoint = format!("http://{listen}");
+        async move { start_ntc(&endpoint).await }
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    if ntc.is_finished() {
+        let outcome = ntc.await?;
+        bail!(
+            "ntc gave up before the preparer started: {:?}",
+            outcome.err()
+        );
+    }
+
+    let dir = tempfile::tempdir()?;
+    let mut command = preparer_command(format!("sqlite:{}", dir.path().join("p.db").display()));
+    command.serve = ServeArgs::try_parse_from(["serve", "--listen", &listen])?;
+    let preparer = start(&command, false).await?;
+    let ntc = tokio::time::timeout(Duration::from_secs(15), ntc)
+        .await
+        .context("ntc still waiting 15 s after the preparer started")???;
+
+    let mut data = DataClient::new(nephrite_runtime::dial(&preparer.endpoint).await?);
+    let mut plugins = data
+        .list_plugins(pb::ListPluginsRequest::default())
+        .await?
+        .into_inner();
+    let mut names = Vec::new();
+    while let Some(plugin) = plugins.message().await? {
+        names.push(plugin.name);
+    }
+    assert_eq!(names, ["ntc"]);
+    ntc.stop().await?;
+    preparer.stop().await?;
+    Ok(())
+}

@@ -36,6 +36,49 @@ pub async fn connect(endpoint: &str) -> Result<Data, TkoError> {
     Ok(DataClient::new(channel))
 }
 
+/// The first pause between attempts while [`connect_waiting`] waits for the Data API.
+const FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest pause between attempts.
+const MAX_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Dials the Data API, waiting for it with exponential backoff (100 ms doubling to 5 s) while
+/// it does not answer, so `ntc` may start before the preparer does. Each failed attempt is
+/// logged with what it waits for; gives up only when `stop` resolves (shutdown), returning the
+/// last error. An endpoint that does not parse fails at once: waiting cannot fix it.
+pub async fn connect_waiting(
+    endpoint: &str,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<Data, TkoError> {
+    let mut stop = std::pin::pin!(stop);
+    let mut pause = FIRST_RETRY;
+    let mut attempt = 1u32;
+    loop {
+        match connect(endpoint).await {
+            Ok(data) => {
+                if attempt > 1 {
+                    tracing::info!(data = %endpoint, attempt, "the preparer's Data API answers");
+                }
+                return Ok(data);
+            }
+            Err(err @ TkoError::Dial { .. }) if endpoint.parse::<Endpoint>().is_ok() => {
+                tracing::warn!(
+                    data = %endpoint,
+                    attempt,
+                    retry_in = ?pause,
+                    "waiting for the preparer's Data API (is `preparer serve` running there?): {err}"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = &mut stop => return Err(err),
+                }
+                pause = (pause * 2).min(MAX_RETRY);
+                attempt += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
 /// Every site, as clusters (site metadata `Site.<k>` → label `<k>`).
 pub async fn clusters(data: &mut Data) -> Result<Vec<Cluster>, TkoError> {
     let mut sites: Vec<(String, HashMap<String, String>)> = Vec::new();

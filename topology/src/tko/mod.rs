@@ -121,7 +121,8 @@ pub struct TkoConfig {
 }
 
 /// Binds the plugin server of `server` on `listen`, registers it with the preparer as the
-/// preparer of NFTopology, and starts the tracker.
+/// preparer of NFTopology (waiting for the preparer while it does not answer yet, until
+/// shutdown), and starts the tracker.
 pub async fn start(
     server: nephrite_runtime::GrpcServer,
     listen: &nephrite_runtime::Endpoint,
@@ -141,7 +142,11 @@ pub async fn start(
         .advertise
         .clone()
         .unwrap_or_else(|| endpoint.to_string());
-    let mut client = data::connect(&config.data).await?;
+    let waiting = shutdown.clone();
+    let mut client = data::connect_waiting(&config.data, async move {
+        waiting.triggered().await;
+    })
+    .await?;
     client
         .register_plugin(pb::RegisterPluginRequest {
             plugin: Some(pb::Plugin {

@@ -13,12 +13,12 @@ use super::{TkoError, topology_of};
 /// The plugin service.
 pub struct TopologyPlugin {
     policy: RolloutPolicy,
-    /// The Data API to call when the request does not name one.
+    /// The Data API this plugin reads sites from and writes children to.
     data: String,
 }
 
 impl TopologyPlugin {
-    /// A plugin planning under `policy`, calling `data` unless a request names its own.
+    /// A plugin planning under `policy` against the Data API at `data`.
     pub fn new(policy: RolloutPolicy, data: impl Into<String>) -> Self {
         TopologyPlugin {
             policy,
@@ -33,12 +33,18 @@ impl TopologyPlugin {
             message: e.to_string(),
         })?;
         let (topology, classes) = topology_of(deployment, &package, &request.target_name)?;
-        let endpoint = if request.data_endpoint.is_empty() {
-            &self.data
-        } else {
-            &request.data_endpoint
-        };
-        let mut data = data::connect(endpoint).await?;
+        // The Data API is the one this plugin was configured with, never one a caller names:
+        // a request's `data_endpoint` is only compared, so no caller can make ntc dial (and
+        // write child deployments to) a server of its choosing.
+        if !request.data_endpoint.is_empty() && request.data_endpoint != self.data {
+            tracing::debug!(
+                %deployment,
+                requested = %request.data_endpoint,
+                configured = %self.data,
+                "ignoring the request's data endpoint; using the configured one"
+            );
+        }
+        let mut data = data::connect(&self.data).await?;
         let clusters = data::clusters(&mut data).await?;
         let plan = plan::plan(&topology, &classes, &clusters, &self.policy).map_err(|source| {
             TkoError::Plan {
