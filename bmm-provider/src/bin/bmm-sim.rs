@@ -51,6 +51,9 @@ struct ServeFlags {
     /// Time for a network object to become Ready.
     #[arg(long, env = "BMM_SIM_NETWORK_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     network_delay: Duration,
+    /// Time an instance stays `Rebooting` after a reboot, a power cycle or a power-on.
+    #[arg(long, env = "BMM_SIM_REBOOT_DELAY", default_value = "2s", value_parser = humantime::parse_duration)]
+    reboot_delay: Duration,
     /// Probability (0–1) that a request gets an injected 429/502/503/504.
     #[arg(long, env = "BMM_SIM_FAULT_RATE", default_value_t = 0.0)]
     fault_rate: f64,
@@ -98,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         jwt_secret: f.jwt_secret,
         provision_delay: f.provision_delay,
         network_delay: f.network_delay,
+        reboot_delay: f.reboot_delay,
         fault_rate: f.fault_rate,
         lost_response_rate: f.lost_response_rate,
         latency: f.latency,

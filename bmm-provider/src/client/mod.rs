@@ -13,6 +13,7 @@
 //!   sensitive).
 
 mod error;
+mod power;
 mod resources;
 mod retry;
 pub mod types;

@@ -19,7 +19,7 @@ fn in_site(site_id: &str, name: &str) -> [(&'static str, String); 2] {
     [("siteId", site_id.to_string()), ("query", name.to_string())]
 }
 
-fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
+pub(super) fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
     serde_json::from_str(text).map_err(|e| ApiError::Decode {
         op: op.to_string(),
         message: e.to_string(),
@@ -123,7 +123,7 @@ impl BmmClient {
     }
 
     /// An exchange retried while it fails transiently; `ok` lists the success codes.
-    async fn call(
+    pub(super) async fn call(
         &self,
         op: &str,
         method: Method,
@@ -151,7 +151,11 @@ impl BmmClient {
         }
     }
 
-    async fn get<T: DeserializeOwned>(&self, op: &str, path: &str) -> Result<Option<T>, ApiError> {
+    pub(super) async fn get<T: DeserializeOwned>(
+        &self,
+        op: &str,
+        path: &str,
+    ) -> Result<Option<T>, ApiError> {
         match self.call(op, Method::GET, path, &[], None, &[200]).await {
             Ok((_, text)) => decode(op, &text).map(Some),
             Err(e) if e.is_not_found() => Ok(None),
@@ -160,7 +164,7 @@ impl BmmClient {
     }
 
     /// Every page of a list.
-    async fn list_all<T: DeserializeOwned>(
+    pub(super) async fn list_all<T: DeserializeOwned>(
         &self,
         op: &str,
         path: &str,

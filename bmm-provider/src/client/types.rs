@@ -312,6 +312,9 @@ pub struct Interface {
     /// Addresses.
     #[serde(default)]
     pub ip_addresses: Vec<String>,
+    /// Its MAC address.
+    #[serde(default)]
+    pub mac_address: Option<String>,
     /// Status.
     #[serde(default)]
     pub status: Option<String>,
@@ -465,4 +468,42 @@ pub struct Machine {
     /// Status.
     #[serde(default)]
     pub status: Option<String>,
+    /// Its network interfaces, with the addresses its instance was given.
+    #[serde(default)]
+    pub machine_interfaces: Vec<MachineInterface>,
+}
+
+/// `MachineInterface`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineInterface {
+    /// The host name the platform gave it.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Whether it is the machine's primary interface.
+    #[serde(default)]
+    pub is_primary: Option<bool>,
+    /// Its MAC address.
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// Addresses.
+    #[serde(default)]
+    pub ip_addresses: Vec<String>,
+}
+
+/// `Tray`: a component of a rack; a compute tray's `componentId` is its machine's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tray {
+    /// Its id.
+    pub id: String,
+    /// The component in it (a machine's id for a compute tray).
+    #[serde(default)]
+    pub component_id: Option<String>,
+    /// `compute`, `switch` or `powershelf`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// `on` or `off` (other values as the platform reports them).
+    #[serde(default)]
+    pub power_state: Option<String>,
 }

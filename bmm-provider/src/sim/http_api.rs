@@ -358,6 +358,17 @@ pub fn router(sim: Sim) -> Router {
         "networkSecurityGroupId"
     );
     r = kind_routes!(r, Kind::Instance, "instance", "instanceId");
+    r = r.route(
+        &api("instance/{instanceId}"),
+        axum::routing::patch(
+            |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, b: Bytes| async move {
+                update(&s, "instance/{instanceId}", &b, |w, body| {
+                    w.update_instance(&id, body)
+                })
+            },
+        ),
+    );
+    r = power_routes(r);
     r = r
         .route(
             &api("vpc"),
@@ -472,6 +483,91 @@ pub fn router(sim: Sim) -> Router {
         .with_state(sim)
 }
 
+/// Validates a PATCH body and applies it; 200 with what `apply` answers.
+fn update(
+    sim: &Sim,
+    path: &str,
+    bytes: &Bytes,
+    apply: impl FnOnce(&mut World, &Map<String, Value>) -> Result<Value, Refusal>,
+) -> Response {
+    let body = match body_for("patch", path, bytes) {
+        Ok(b) => b,
+        Err(r) => return refusal(r),
+    };
+    match with_world(sim, |w| apply(w, &body)) {
+        Ok(Ok(v)) => ok(StatusCode::OK, v),
+        Ok(Err(e)) | Err(e) => refusal(e),
+    }
+}
+
+/// `GET tray` (its `siteId` required; `type`, `componentId` and `name` filter), `GET
+/// tray/{id}` and `PATCH tray/{id}/power`.
+fn power_routes(r: Router<Sim>) -> Router<Sim> {
+    r.route(
+        &api("tray"),
+        get(|State(s): State<Sim>, Query(q): Params| async move {
+            let site = match q.get("siteId") {
+                Some(site) => site.clone(),
+                None => {
+                    return error(
+                        400,
+                        "Error validating request data",
+                        json!({"siteId": "A value is required"}),
+                    );
+                }
+            };
+            let mut rest = q.clone();
+            rest.remove("siteId");
+            let filter = |t: &Value, key: &str| match q.get(key) {
+                Some(want) => t[key].as_str() == Some(want.as_str()),
+                None => true,
+            };
+            match with_world(&s, |w| {
+                (w.site_id() == site).then(|| {
+                    w.trays()
+                        .into_iter()
+                        .filter(|t| filter(t, "type") && filter(t, "componentId"))
+                        .collect::<Vec<_>>()
+                })
+            }) {
+                Ok(Some(trays)) => page(trays, &rest),
+                Ok(None) => error(
+                    400,
+                    format!("Site {site} does not exist"),
+                    json!({"siteId": "unknown site"}),
+                ),
+                Err(r) => refusal(r),
+            }
+        }),
+    )
+    .route(
+        &api("tray/{id}"),
+        get(
+            |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>| async move {
+                match with_world(&s, |w| {
+                    w.trays()
+                        .into_iter()
+                        .find(|t| t["id"].as_str() == Some(id.as_str()))
+                }) {
+                    Ok(Some(t)) => ok(StatusCode::OK, t),
+                    Ok(None) => refusal(Refusal::not_found()),
+                    Err(r) => refusal(r),
+                }
+            },
+        ),
+    )
+    .route(
+        &api("tray/{id}/power"),
+        axum::routing::patch(
+            |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, b: Bytes| async move {
+                update(&s, "tray/{id}/power", &b, |w, body| {
+                    w.set_tray_power(&id, body)
+                })
+            },
+        ),
+    )
+}
+
 /// The route of a request path, ids replaced: `/v2/org/o/carbide/instance/<uuid>` →
 /// `instance/{id}`.
 fn route_of(path: &str) -> String {
@@ -483,7 +579,7 @@ fn route_of(path: &str) -> String {
     rest.split('/')
         .enumerate()
         .map(|(i, segment)| match segment {
-            "type" | "status-history" | "interface" | "current" => segment,
+            "type" | "status-history" | "interface" | "current" | "power" => segment,
             _ if i > 0 => "{id}",
             _ => segment,
         })
@@ -527,9 +623,9 @@ async fn guarded(sim: &Sim, request: Request, next: Next) -> Response {
     if !sim.config.latency.is_zero() {
         tokio::time::sleep(sim.config.latency).await;
     }
-    if sim.take_throttled() {
+    if let Some(status) = sim.take_refused() {
         sim.metrics.faults.inc();
-        return injected(sim, 429);
+        return injected(sim, status);
     }
     if sim.config.fault_rate > 0.0 && fastrand::f64() < sim.config.fault_rate {
         sim.metrics.faults.inc();

@@ -15,7 +15,7 @@ mod metrics;
 mod tls;
 pub mod world;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +32,8 @@ pub struct SimConfig {
     pub provision_delay: Duration,
     /// Time for a network object to become Ready (and to go after a delete).
     pub network_delay: Duration,
+    /// Time an instance stays `Rebooting` after a reboot, a power cycle or a power-on.
+    pub reboot_delay: Duration,
     /// Probability that a request is answered with an injected 429/502/503/504 before it is
     /// processed.
     pub fault_rate: f64,
@@ -52,6 +54,7 @@ impl Default for SimConfig {
             jwt_secret: "bmm-sim-secret".into(),
             provision_delay: Duration::from_secs(5),
             network_delay: Duration::from_secs(1),
+            reboot_delay: Duration::from_secs(2),
             fault_rate: 0.0,
             lost_response_rate: 0.0,
             latency: Duration::ZERO,
@@ -70,8 +73,9 @@ pub struct Sim {
     pub world: Arc<Mutex<World>>,
     /// Counters.
     pub metrics: Arc<metrics::SimMetrics>,
-    /// Requests still to be answered 429 (see [`Sim::throttle_next`]).
-    throttled: Arc<AtomicU64>,
+    /// Requests still to be refused, and with which status (see [`Sim::fail_next`]).
+    refused: Arc<AtomicU64>,
+    refusal_status: Arc<AtomicU16>,
 }
 
 impl Sim {
@@ -81,6 +85,7 @@ impl Sim {
             Delays {
                 provision: config.provision_delay,
                 network: config.network_delay,
+                reboot: config.reboot_delay,
             },
             config.machines,
         );
@@ -88,21 +93,31 @@ impl Sim {
             config: Arc::new(config),
             world: Arc::new(Mutex::new(world)),
             metrics: Arc::new(metrics::SimMetrics::new()),
-            throttled: Arc::default(),
+            refused: Arc::default(),
+            refusal_status: Arc::new(AtomicU16::new(429)),
         }
     }
 
     /// Answers the next `n` requests 429 Too Many Requests (with `Retry-After` when
     /// [`SimConfig::retry_after`] is set), as a platform shedding load does.
     pub fn throttle_next(&self, n: u64) {
-        self.throttled.store(n, Ordering::SeqCst);
+        self.fail_next(n, 429);
     }
 
-    /// Whether this request is one of those [`Sim::throttle_next`] asked to refuse.
-    fn take_throttled(&self) -> bool {
-        self.throttled
+    /// Answers the next `n` requests with `status` (a 5xx storm, a 429 burst) before they are
+    /// processed; `n = 0` ends a storm.
+    pub fn fail_next(&self, n: u64, status: u16) {
+        self.refusal_status.store(status, Ordering::SeqCst);
+        self.refused.store(n, Ordering::SeqCst);
+    }
+
+    /// The status to refuse this request with, when it is one of those [`Sim::fail_next`]
+    /// asked to refuse.
+    fn take_refused(&self) -> Option<u16> {
+        self.refused
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
+            .ok()
+            .map(|_| self.refusal_status.load(Ordering::SeqCst))
     }
 
     /// The id of the simulated site.
@@ -180,6 +195,23 @@ impl Sim {
     /// Out of band: removes an instance at once (see [`World::remove_instance`]).
     pub fn remove_instance(&self, id: &str) -> bool {
         self.world.lock().is_ok_and(|mut w| w.remove_instance(id))
+    }
+
+    /// Out of band: switches the power of the instance's tray (`on`, `off`, `cycle`, …, as
+    /// `PATCH tray/{id}/power` takes them). Returns whether the instance has a tray.
+    pub fn power_instance(&self, id: &str, state: &str) -> bool {
+        self.world
+            .lock()
+            .is_ok_and(|mut w| w.power_instance(id, state))
+    }
+
+    /// The status of an instance (after advancing time).
+    pub fn instance_status(&self, id: &str) -> Option<String> {
+        let mut world = self.world.lock().ok()?;
+        world.advance();
+        world
+            .get(Kind::Instance, id)
+            .and_then(|i| i["status"].as_str().map(str::to_string))
     }
 
     /// Serves on a listener until `shutdown` resolves.

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 mod instances;
 mod network;
+mod power;
 
 /// The id of the simulator's one site (named `sim-site`).
 pub const SITE_ID: &str = "5a7e0000-0000-4000-8000-000000000001";
@@ -99,6 +100,8 @@ struct Record {
     delay: Duration,
     /// Put in `Error` out of band: it no longer progresses (until deleted).
     failed: bool,
+    /// An instance rebooting (or booting after a power-on) is `Rebooting` until then.
+    rebooting_until: Option<Instant>,
 }
 
 /// Timing of the simulated platform.
@@ -108,6 +111,8 @@ pub struct Delays {
     pub provision: Duration,
     /// Time for network objects to become Ready / to go.
     pub network: Duration,
+    /// Time an instance stays `Rebooting` after a reboot or a power-on.
+    pub reboot: Duration,
 }
 
 /// The whole simulated platform.
@@ -119,6 +124,8 @@ pub struct World {
     pub instance_type: Value,
     tenants: BTreeMap<String, String>,
     machines: Vec<Map<String, Value>>,
+    /// One compute tray per machine (`componentId` = the machine's id), with its power state.
+    trays: Vec<Map<String, Value>>,
     records: BTreeMap<Kind, Vec<Record>>,
     /// Objects ever created, per kind.
     pub created: BTreeMap<Kind, u64>,
@@ -164,18 +171,24 @@ impl World {
                 m.insert("instanceTypeId".into(), json!(type_id));
                 m.insert("instanceId".into(), Value::Null);
                 m.insert("vendor".into(), json!("Simulated"));
+                m.insert(
+                    "machineInterfaces".into(),
+                    json!([power::machine_interface(i)]),
+                );
                 m.insert("status".into(), json!("Ready"));
                 m.insert("created".into(), json!(now));
                 m.insert("updated".into(), json!(now));
                 m
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let trays = power::trays(&machines);
         World {
             delays,
             site,
             instance_type,
             tenants: BTreeMap::new(),
             machines,
+            trays,
             records: BTreeMap::new(),
             created: BTreeMap::new(),
             subnet_hosts: BTreeMap::new(),
@@ -218,7 +231,12 @@ impl World {
                     continue;
                 }
                 let age = now.duration_since(r.created);
-                let status = if age >= r.delay {
+                if r.rebooting_until.is_some_and(|until| now >= until) {
+                    r.rebooting_until = None;
+                }
+                let status = if r.rebooting_until.is_some() {
+                    "Rebooting"
+                } else if age >= r.delay {
                     "Ready"
                 } else if age >= r.delay / 2 {
                     "Provisioning"
@@ -242,6 +260,7 @@ impl World {
             {
                 m.insert("instanceId".into(), Value::Null);
                 m.insert("status".into(), json!("Ready"));
+                power::clear_machine_addresses(m);
             }
         }
         self.fill_instance_addresses();
@@ -323,6 +342,7 @@ impl World {
             deleted: None,
             delay,
             failed: false,
+            rebooting_until: None,
         });
         *self.created.entry(kind).or_default() += 1;
         value

@@ -131,6 +131,7 @@ impl World {
                     "subnetId": i.get("subnetId").cloned().unwrap_or(Value::Null),
                     "isPhysical": i.get("isPhysical").and_then(Value::as_bool).unwrap_or(false),
                     "virtualFunctionId": i.get("virtualFunctionId").cloned().unwrap_or(Value::Null),
+                    "macAddress": super::power::mac_address(fastrand::u32(..)),
                     "ipAddresses": [], "status": "Pending", "created": now, "updated": now,
                 })
             })
@@ -200,6 +201,7 @@ impl World {
         {
             m.insert("instanceId".into(), Value::Null);
             m.insert("status".into(), json!("Ready"));
+            super::power::clear_machine_addresses(m);
         }
         removed
     }
@@ -221,10 +223,12 @@ impl World {
             })
             .unwrap_or_default();
         let hosts = &mut self.subnet_hosts;
+        let mut assigned: Vec<(String, String)> = Vec::new();
         for r in self.records.get_mut(&Kind::Instance).into_iter().flatten() {
             if str_field(&r.body, "status") != Some("Ready") {
                 continue;
             }
+            let machine = str_field(&r.body, "machineId").map(str::to_string);
             if let Some(Value::Array(interfaces)) = r.body.get_mut("interfaces") {
                 for iface in interfaces.iter_mut() {
                     let Some(obj) = iface.as_object_mut() else {
@@ -255,9 +259,15 @@ impl World {
                     *n += 1;
                     if let Some(address) = cidr.host(*n) {
                         obj.insert("ipAddresses".into(), json!([address.to_string()]));
+                        if let Some(machine) = &machine {
+                            assigned.push((machine.clone(), address.to_string()));
+                        }
                     }
                 }
             }
+        }
+        for (machine, address) in assigned {
+            self.record_machine_address(&machine, &address);
         }
     }
 }
