@@ -7,6 +7,7 @@
 //! as [`Wait`] says. The decisions only create what the observation shows is missing, so any
 //! number of repetitions — after a crash, a retry, a restart — creates nothing twice.
 
+pub mod cloud_node;
 mod cluster;
 mod machine;
 mod node;
