@@ -2,6 +2,8 @@
 //! them on the rules service, and drives a data plane (`embedded`: routers follow the rules
 //! service; `haproxy`: a local HAProxy is configured and reloaded as well).
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use nephrite_l7::Options;
@@ -9,8 +11,11 @@ use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, ServeError, ServeR
 use tokio::sync::watch;
 
 use crate::haproxy::{Haproxy, HaproxyError, HaproxySettings};
+use crate::kubernetes::status::StatusSettings;
 use crate::kubernetes::{KubeSettings, KubeSource, KubeSourceError};
-use crate::rules_service::{Publisher, RulesService};
+use crate::machine::{PemError, hostname, read_certificate};
+use crate::publisher::Publisher;
+use crate::rules_service::RulesService;
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir, watch_dir};
 
 /// The data plane the controller drives.
@@ -48,6 +53,104 @@ pub enum ControllerError {
     /// The gRPC server failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// `--default-cert` or `--default-key` could not be read.
+    #[error(transparent)]
+    Certificate(#[from] PemError),
+}
+
+/// `kuryr-l7 controller` flags.
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Where the objects come from: dir:PATH or kube.
+    #[arg(long, env = "KURYR_L7_SOURCE")]
+    pub source: SourceSpec,
+    /// The data plane: embedded (routers follow the rules service), haproxy, or
+    /// neutron_l7_policy (OpenStack Octavia, not available yet).
+    #[arg(long, env = "KURYR_L7_DRIVER", value_enum, default_value = "embedded")]
+    pub driver: Driver,
+    /// Our IngressClass.
+    #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
+    pub ingress_class: String,
+    /// --driver haproxy: HAProxy's plain HTTP address.
+    #[arg(long, env = "KURYR_L7_HAPROXY_LISTEN")]
+    pub haproxy_listen: Option<SocketAddr>,
+    /// --driver haproxy: HAProxy's TLS address (termination by SNI with the Ingress and Route
+    /// certificates, passthrough Routes).
+    #[arg(long, env = "KURYR_L7_HAPROXY_LISTEN_TLS", requires = "haproxy_listen")]
+    pub haproxy_listen_tls: Option<SocketAddr>,
+    /// --driver haproxy: PEM certificate HAProxy presents to TLS hosts without their own.
+    #[arg(long, env = "KURYR_L7_DEFAULT_CERT", requires = "default_key")]
+    pub default_cert: Option<PathBuf>,
+    /// PEM key of --default-cert.
+    #[arg(long, env = "KURYR_L7_DEFAULT_KEY", requires = "default_cert")]
+    pub default_key: Option<PathBuf>,
+    /// --driver haproxy: directory for HAProxy's configuration, sockets and certificates.
+    #[arg(
+        long,
+        env = "KURYR_L7_HAPROXY_DIR",
+        default_value = "/run/kuryr-l7/haproxy"
+    )]
+    pub haproxy_dir: PathBuf,
+    /// --driver haproxy: the haproxy binary.
+    #[arg(long, env = "KURYR_L7_HAPROXY_BIN", default_value = "haproxy")]
+    pub haproxy_bin: PathBuf,
+    /// --source kube: namespace of the leader-election Lease.
+    #[arg(long, env = "KURYR_L7_LEASE_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// --source kube: name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "KURYR_L7_LEASE_NAME",
+        default_value = "kuryr-l7-controller"
+    )]
+    pub lease_name: String,
+    /// --source kube: this controller's identity in the Lease (default: HOSTNAME-PID).
+    #[arg(long, env = "KURYR_L7_IDENTITY")]
+    pub identity: Option<String>,
+    /// --source kube: the routers' addresses written to Ingress status.loadBalancer.ingress
+    /// (IPs or host names, comma-separated; none leaves Ingress status alone).
+    #[arg(long, env = "KURYR_L7_STATUS_ADDRESS", value_delimiter = ',')]
+    pub status_address: Vec<String>,
+    /// --source kube: routerName in Route status.
+    #[arg(long, env = "KURYR_L7_STATUS_ROUTER_NAME", default_value = "kuryr-l7")]
+    pub router_name: String,
+    /// The shared serving flags.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+impl ControllerArgs {
+    /// The configuration these flags give (the default certificate read from its files).
+    pub fn into_config(self) -> Result<ControllerConfig, ControllerError> {
+        let default_certificate =
+            read_certificate(self.default_cert.as_deref(), self.default_key.as_deref())?;
+        Ok(ControllerConfig {
+            source: self.source,
+            driver: self.driver,
+            options: Options {
+                ingress_class: self.ingress_class,
+            },
+            haproxy: self.haproxy_listen.map(|listen| HaproxySettings {
+                binary: self.haproxy_bin,
+                listen,
+                listen_tls: self.haproxy_listen_tls,
+                dir: self.haproxy_dir,
+                default_certificate,
+            }),
+            kube: KubeSettings {
+                lease_namespace: self.lease_namespace,
+                lease_name: self.lease_name,
+                identity: self
+                    .identity
+                    .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id())),
+                status: StatusSettings {
+                    addresses: self.status_address,
+                    router_name: self.router_name,
+                },
+            },
+            serve: self.serve,
+        })
+    }
 }
 
 /// Everything `kuryr-l7 controller` is told.
@@ -70,10 +173,8 @@ pub struct ControllerConfig {
 /// Feeds every snapshot of `snapshots` to `publisher`.
 pub async fn publish_all(publisher: Publisher, mut snapshots: watch::Receiver<Arc<Snapshot>>) {
     loop {
-        {
-            let snapshot = snapshots.borrow_and_update().clone();
-            publisher.publish(&snapshot.translation, &snapshot.read_errors);
-        }
+        let snapshot = snapshots.borrow_and_update().clone();
+        publisher.publish(snapshot);
         if snapshots.changed().await.is_err() {
             return;
         }
@@ -95,10 +196,10 @@ pub async fn run(config: ControllerConfig) -> Result<ServeReport, ControllerErro
 
     match &config.source {
         SourceSpec::Dir(dir) => {
-            let first = snapshot_dir(dir, &config.options)?;
+            let first = Arc::new(snapshot_dir(dir, &config.options)?);
             first.log();
-            publisher.publish(&first.translation, &first.read_errors);
-            let (sender, receiver) = watch::channel(Arc::new(first));
+            publisher.publish(first.clone());
+            let (sender, receiver) = watch::channel(first);
             tokio::spawn(watch_dir(dir.clone(), config.options.clone(), sender));
             tokio::spawn(publish_all(publisher.clone(), receiver));
         }

@@ -1,6 +1,6 @@
 //! The `haproxy` driver: the controller's rules drive a local HAProxy 2.6.
 //!
-//! Every new snapshot is rendered ([`nephrite_l7::haproxy::render`], pure), its files written
+//! Every new snapshot's configuration is rendered ([`nephrite_l7::haproxy::render`], pure), its files written
 //! (certificates with their keys mode 0600), checked with `haproxy -c`, and only then put in
 //! place and loaded: HAProxy runs in master-worker mode, and a reload (SIGUSR2 to the master)
 //! starts new workers that take the listening sockets over from the old ones (`expose-fd
@@ -22,12 +22,11 @@ use std::time::Duration;
 
 use nephrite_l7::haproxy::{ConfigFile, RenderSettings, Rendered};
 use nephrite_l7::{Certificate, L7Config};
-use nephrite_proto::kuryr::l7::v1 as pb;
 use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, watch};
 
 use crate::router::tls::certified_key;
-use crate::wire::{from_wire, short};
+use crate::source::Snapshot;
 
 /// Where and how HAProxy runs.
 #[derive(Debug, Clone)]
@@ -71,9 +70,6 @@ pub enum HaproxyError {
         /// What HAProxy said.
         output: String,
     },
-    /// The snapshot could not be read.
-    #[error(transparent)]
-    Wire(#[from] crate::wire::WireError),
     /// The default certificate does not parse.
     #[error("the default certificate: {0}")]
     DefaultCertificate(String),
@@ -96,7 +92,6 @@ struct Running {
     /// What HAProxy was last loaded with (configuration and files: a renewed certificate
     /// changes only a file).
     rendered: Rendered,
-    version: String,
 }
 
 /// A running HAProxy under the controller's control.
@@ -176,13 +171,13 @@ impl Haproxy {
         self.settings.dir.join("haproxy.cfg")
     }
 
-    /// Renders `snapshot` (pure; nothing is written).
-    fn render(
-        settings: &HaproxySettings,
-        snapshot: &pb::Snapshot,
-    ) -> Result<Rendered, HaproxyError> {
-        let mut config: L7Config = from_wire(snapshot)?.translation.config;
-        config.certificates = loadable(&config.certificates);
+    /// Renders `config` (pure; nothing is written).
+    fn render(settings: &HaproxySettings, config: &L7Config) -> Rendered {
+        let certificates = loadable(&config.certificates);
+        let config = L7Config {
+            certificates,
+            ..config.clone()
+        };
         let render_settings = RenderSettings {
             listen: settings.listen,
             listen_tls: settings.listen_tls,
@@ -197,7 +192,7 @@ impl Haproxy {
                 }
             }),
         };
-        Ok(nephrite_l7::haproxy::render(&config, &render_settings))
+        nephrite_l7::haproxy::render(&config, &render_settings)
     }
 
     /// Writes the files of `rendered` and checks its configuration with `haproxy -c` (written
@@ -238,7 +233,7 @@ impl Haproxy {
     /// Renders `snapshot`, checks it and starts HAProxy on it; returns once it listens.
     pub async fn start(
         settings: HaproxySettings,
-        snapshot: &pb::Snapshot,
+        snapshot: &Snapshot,
     ) -> Result<Self, HaproxyError> {
         if settings
             .dir
@@ -252,7 +247,7 @@ impl Haproxy {
             certified_key(cert, key).map_err(HaproxyError::DefaultCertificate)?;
         }
         std::fs::create_dir_all(&settings.dir).map_err(write_error(&settings.dir))?;
-        let rendered = Self::render(&settings, snapshot)?;
+        let rendered = Self::render(&settings, &snapshot.translation.config);
         let path = settings.dir.join("haproxy.cfg");
         Self::check(&settings, &path, &rendered).await?;
         let pidfile = settings.dir.join("haproxy.pid");
@@ -283,11 +278,7 @@ impl Haproxy {
             })?;
         let own = master.id();
         let haproxy = Haproxy {
-            running: Arc::new(Mutex::new(Running {
-                master,
-                rendered,
-                version: snapshot.version.clone(),
-            })),
+            running: Arc::new(Mutex::new(Running { master, rendered })),
             settings,
         };
         for _ in 0..200 {
@@ -302,11 +293,7 @@ impl Haproxy {
                     .await
                     .is_ok()
             {
-                tracing::info!(
-                    version = short(&snapshot.version),
-                    "haproxy serving on {}",
-                    haproxy.settings.listen
-                );
+                tracing::info!("haproxy serving on {}", haproxy.settings.listen);
                 return Ok(haproxy);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -316,14 +303,10 @@ impl Haproxy {
 
     /// Loads `snapshot` if it differs from what runs: render, `haproxy -c`, then a hitless
     /// reload. Returns whether HAProxy was reloaded.
-    pub async fn apply(&self, snapshot: &pb::Snapshot) -> Result<bool, HaproxyError> {
+    pub async fn apply(&self, snapshot: &Snapshot) -> Result<bool, HaproxyError> {
         let mut running = self.running.lock().await;
-        if running.version == snapshot.version {
-            return Ok(false);
-        }
-        let rendered = Self::render(&self.settings, snapshot)?;
+        let rendered = Self::render(&self.settings, &snapshot.translation.config);
         if rendered == running.rendered {
-            running.version = snapshot.version.clone();
             return Ok(false);
         }
         let candidate = self.settings.dir.join("haproxy.cfg.new");
@@ -340,20 +323,16 @@ impl Haproxy {
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR2)
             .map_err(|err| HaproxyError::Signal(err.to_string()))?;
         running.rendered = rendered;
-        running.version = snapshot.version.clone();
-        tracing::info!(version = short(&snapshot.version), "haproxy reloaded");
+        tracing::info!("haproxy reloaded");
         Ok(true)
     }
 
     /// Applies every snapshot `snapshots` carries until the sender is gone.
-    pub async fn follow(self, mut snapshots: watch::Receiver<Arc<pb::Snapshot>>) {
+    pub async fn follow(self, mut snapshots: watch::Receiver<Arc<Snapshot>>) {
         loop {
             let snapshot = snapshots.borrow_and_update().clone();
             if let Err(err) = self.apply(&snapshot).await {
-                tracing::error!(
-                    version = short(&snapshot.version),
-                    "haproxy keeps its current configuration: {err}"
-                );
+                tracing::error!("haproxy keeps its current configuration: {err}");
             }
             if snapshots.changed().await.is_err() {
                 return;

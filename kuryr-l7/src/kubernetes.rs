@@ -15,7 +15,7 @@ use nephrite_l7::{Options, SourceObject};
 use nephrite_runtime::ShutdownHandle;
 use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 
-use crate::rules_service::Publisher;
+use crate::publisher::Publisher;
 use crate::source::Snapshot;
 
 pub use nephrite_l7::status;
@@ -140,9 +140,9 @@ impl KubeSource {
             tokio::spawn(watch_kind(client.clone(), kind, store.clone()));
         }
         wait_listed(&store, &kinds, None).await?;
-        let snapshot = snapshot_of(&store, &options);
+        let snapshot = Arc::new(snapshot_of(&store, &options));
         snapshot.log();
-        publisher.publish(&snapshot.translation, &snapshot.read_errors);
+        publisher.publish(snapshot);
         let election = LeaderElection::start(
             client.clone(),
             LeaseLock::new(
@@ -170,11 +170,8 @@ impl KubeSource {
         let mut leading = self.election.changes();
         while !self.shutdown.is_triggered() {
             let leader = self.election.is_leader();
-            let snapshot = snapshot_of(&self.store, &self.options);
-            let (_, changed) = self
-                .publisher
-                .publish(&snapshot.translation, &snapshot.read_errors);
-            if changed {
+            let snapshot = Arc::new(snapshot_of(&self.store, &self.options));
+            if self.publisher.publish(snapshot.clone()) {
                 snapshot.log();
             }
             if leader {

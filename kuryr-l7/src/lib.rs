@@ -1,19 +1,28 @@
-//! kuryr-l7: the L7 router (and, next, the controller) for Kubernetes Ingress and OpenShift
-//! Route, on the pure model of `nephrite-l7`.
+//! kuryr-l7: the L7 controller and router for Kubernetes Ingress and OpenShift Route, on the
+//! pure model of `nephrite-l7`.
 //!
-//! - [`source`]: the directory source (`dir:PATH`) and its watcher, producing [`source::Snapshot`]s.
-//! - [`router`]: the embedded data plane (hyper reverse proxy, TLS, balancing, ejection).
-//! - [`rules`]: the `rules` subcommand's rendering of a snapshot.
-//! - [`wire`]: snapshots on the wire (`kuryr.l7.v1`) and their content-hash versions.
+//! Inside the daemon, rules travel as domain values ([`source::Snapshot`]: the translation,
+//! its compiled table, read errors). Only the edges speak protobuf (`kuryr.l7.v1`): [`wire`]
+//! converts, and [`rules_service`], [`subscription`] and the `rules` CLI's fetch use it.
+//!
+//! - [`source`]: the directory source (`dir:PATH`) and its watcher, producing snapshots.
+//! - [`kubernetes`]: the Kubernetes source (watches, leader election, status and Events).
+//! - [`publisher`]: the controller's current snapshot, handed to drivers and the rules service.
+//! - [`controller`]: `kuryr-l7 controller`: source → publisher → rules service and driver.
+//! - [`haproxy`]: the `haproxy` driver (render, `haproxy -c`, hitless reload).
+//! - [`router`]: the embedded data plane (hyper reverse proxy, TLS, balancing, ejection) and
+//!   `kuryr-l7 router`.
+//! - [`rules`]: `kuryr-l7 rules`, the rendering of a snapshot.
+//! - [`wire`]: snapshots on the wire and their content-hash versions.
 //! - [`rules_service`]: the rules service every controller serves.
 //! - [`subscription`]: a router following the rules service, failing over between controllers.
-//! - [`kubernetes`]: the Kubernetes source (watches, leader election, status and Events).
-//! - [`haproxy`]: the `haproxy` driver (render, `haproxy -c`, hitless reload).
-//! - [`controller`]: `kuryr-l7 controller`: source → rules service (→ data plane driver).
+//! - [`machine`]: the host name and PEM files the daemons read.
 
 pub mod controller;
 pub mod haproxy;
 pub mod kubernetes;
+pub mod machine;
+pub mod publisher;
 pub mod router;
 pub mod rules;
 pub mod rules_service;

@@ -16,6 +16,8 @@
 //!   `upgrade`).
 //! - [`Router::drain`] stops accepting and lets requests in flight finish, for at most a
 //!   grace period (see `drain`).
+//! - [`daemon`] is `kuryr-l7 router`: flags, where the rules come from, listeners, drain on
+//!   SIGTERM.
 //! - [`Router::register_metrics`] exposes answers by pool and status class, ejections,
 //!   connections and the table in a Prometheus registry (see `metrics`).
 
@@ -35,6 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub mod balance;
+pub mod daemon;
 mod drain;
 mod metrics;
 mod proxy;

@@ -4,26 +4,16 @@
 
 use std::fmt::Write as _;
 
-use nephrite_l7::{Action, Listener};
-use nephrite_proto::kuryr::l7::v1 as pb;
-use nephrite_runtime::{DialOptions, Endpoint, dial_with};
+use nephrite_l7::{Action, Listener, Options};
+use nephrite_runtime::{Endpoint, LogFormat};
 
-use crate::source::Snapshot;
-use crate::wire::{WireError, from_wire};
+use crate::kubernetes::{self, KubeSourceError};
+use crate::publisher::RouterAck;
+use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir};
 
-/// Why a controller's rules could not be shown.
-#[derive(Debug, thiserror::Error)]
-pub enum FetchError {
-    /// No connection.
-    #[error(transparent)]
-    Dial(#[from] nephrite_runtime::DialError),
-    /// The call failed.
-    #[error("{0}")]
-    Call(#[from] tonic::Status),
-    /// The snapshot is not valid.
-    #[error(transparent)]
-    Wire(#[from] WireError),
-}
+mod fetch;
+
+pub use fetch::{FetchError, fetch};
 
 /// What `rules` shows: a snapshot and, from a controller, its version and the routers.
 #[derive(Debug)]
@@ -33,7 +23,7 @@ pub struct Fetched {
     /// The rules.
     pub snapshot: Snapshot,
     /// The routers that acknowledged a version to the controller.
-    pub routers: Vec<pb::RouterStatus>,
+    pub routers: Vec<RouterAck>,
 }
 
 impl Fetched {
@@ -47,21 +37,93 @@ impl Fetched {
     }
 }
 
-/// Asks the controller at `url` for its rules and routers.
-pub async fn fetch(url: &Endpoint) -> Result<Fetched, FetchError> {
-    let channel = dial_with(url, &DialOptions::default()).await?;
-    let mut client =
-        pb::rules_client::RulesClient::new(channel).max_decoding_message_size(usize::MAX);
-    let message = client.get(pb::GetRequest {}).await?.into_inner();
-    let routers = client
-        .list_routers(pb::ListRoutersRequest {})
-        .await?
-        .into_inner()
-        .routers;
-    Ok(Fetched {
-        snapshot: from_wire(&message)?,
-        version: Some(message.version),
-        routers,
+/// How `rules` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Output {
+    /// Text tables.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// `kuryr-l7 rules` flags.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("from").required(true).args(["source", "rules"])))]
+pub struct RulesArgs {
+    /// Where the objects come from: dir:PATH, or kube (listed once).
+    #[arg(long, env = "KURYR_L7_SOURCE")]
+    pub source: Option<SourceSpec>,
+    /// A controller's rules service (HOST:PORT, tcp://, https://, unix://); the first of a
+    /// comma-separated list that answers.
+    #[arg(long, env = "KURYR_L7_RULES", value_delimiter = ',')]
+    pub rules: Option<Vec<Endpoint>>,
+    /// Our IngressClass.
+    #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
+    pub ingress_class: String,
+    /// Output format.
+    #[arg(
+        short,
+        long,
+        env = "KURYR_L7_OUTPUT",
+        value_enum,
+        default_value = "table"
+    )]
+    pub output: Output,
+    /// Log line format.
+    #[arg(long, env = "NEPHRITE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Why `rules` could not show the rules.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// Neither `--source` nor `--rules`.
+    #[error("give --source or --rules")]
+    NothingToShow,
+    /// The directory could not be read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The cluster could not be listed.
+    #[error(transparent)]
+    Kube(#[from] KubeSourceError),
+    /// No controller answered.
+    #[error("no rules service answered: {0}")]
+    NoAnswer(String),
+    /// The JSON could not be written.
+    #[error("writing JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// What `kuryr-l7 rules` prints for `args`.
+pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
+    let options = Options {
+        ingress_class: args.ingress_class,
+    };
+    let fetched = match (args.source, args.rules) {
+        (Some(SourceSpec::Dir(dir)), _) => Fetched::local(snapshot_dir(&dir, &options)?),
+        (Some(SourceSpec::Kube), _) => Fetched::local(kubernetes::snapshot_once(&options).await?),
+        (None, Some(urls)) => {
+            let mut failures = Vec::new();
+            let mut found = None;
+            for url in &urls {
+                match fetch(url).await {
+                    Ok(fetched) => {
+                        found = Some(fetched);
+                        break;
+                    }
+                    Err(err) => failures.push(format!("{url}: {err}")),
+                }
+            }
+            found.ok_or_else(|| RulesError::NoAnswer(failures.join("; ")))?
+        }
+        (None, None) => return Err(RulesError::NothingToShow),
+    };
+    Ok(match args.output {
+        Output::Table => render_fetched_table(&fetched),
+        Output::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&render_fetched_json(&fetched))?
+        ),
     })
 }
 

@@ -1,9 +1,9 @@
 //! The `kuryr.l7.v1.Rules` service every controller serves: the current snapshot, a Watch
 //! stream of versions, and which version each router acknowledged.
 //!
-//! A [`Publisher`] holds the current snapshot; a new translation replaces it only when its
-//! version differs, and always whole (a snapshot is built completely before it is published, so
-//! no router ever sees half of one). Watch streams end when the server shuts down, so the
+//! The [`Publisher`] holds the current snapshot as a domain value; this service turns each one
+//! into its wire form once (however many routers watch) and names it by its content hash, so
+//! a snapshot with the content routers already serve is not sent again. Watch streams end when the server shuts down, so the
 //! SIGTERM drain is not held up by routers following the rules. A router that accepts deltas
 //! gets, after a whole snapshot, each new version as the changes from the one before
 //! ([`delta`](crate::wire::delta)).
@@ -13,16 +13,17 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nephrite_l7::Translation;
 use nephrite_proto::kuryr::l7::v1 as pb;
 use nephrite_runtime::ShutdownHandle;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::publisher::{Publisher, RouterAck};
+use crate::source::Snapshot;
 use crate::wire::delta::delta;
-use crate::wire::{short, to_wire};
+use crate::wire::short;
 
 #[cfg(test)]
 mod tests;
@@ -33,54 +34,36 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A router that heard nothing for this long fails over to the next controller.
 pub const WATCH_SILENCE: Duration = Duration::from_secs(6);
 
-/// Publishes translations as snapshots to the service.
-#[derive(Clone)]
-pub struct Publisher {
-    sender: Arc<watch::Sender<Arc<pb::Snapshot>>>,
+/// A snapshot and its wire form.
+type Converted = (Arc<Snapshot>, Arc<pb::Snapshot>);
+
+/// The wire form of the publisher's current snapshot, converted once per snapshot however
+/// many routers watch.
+#[derive(Clone, Default)]
+struct WireCache {
+    last: Arc<Mutex<Option<Converted>>>,
 }
 
-impl Default for Publisher {
-    fn default() -> Self {
-        Self::new(&Translation::default())
-    }
-}
-
-impl Publisher {
-    /// A publisher whose first snapshot is `translation`'s.
-    pub fn new(translation: &Translation) -> Self {
-        let (sender, _) = watch::channel(Arc::new(to_wire(translation, &[])));
-        Publisher {
-            sender: Arc::new(sender),
+impl WireCache {
+    fn wire(&self, snapshot: &Arc<Snapshot>) -> Arc<pb::Snapshot> {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((domain, wire)) = &*last
+            && Arc::ptr_eq(domain, snapshot)
+        {
+            return wire.clone();
         }
-    }
-
-    /// Makes `translation` (with the source's read errors) the current snapshot; returns its
-    /// version and whether it changed.
-    pub fn publish(&self, translation: &Translation, read_errors: &[String]) -> (String, bool) {
-        let snapshot = Arc::new(to_wire(translation, read_errors));
-        let version = snapshot.version.clone();
-        let changed = self.sender.send_if_modified(|current| {
-            if current.version == snapshot.version {
-                false
-            } else {
-                *current = snapshot;
-                true
-            }
-        });
-        if changed {
-            tracing::info!(version = short(&version), "published new rules");
+        let wire = Arc::new(pb::Snapshot::from(&**snapshot));
+        if last
+            .as_ref()
+            .is_none_or(|(_, previous)| previous.version != wire.version)
+        {
+            tracing::info!(version = short(&wire.version), "rules version");
         }
-        (version, changed)
-    }
-
-    /// The current snapshot.
-    pub fn current(&self) -> Arc<pb::Snapshot> {
-        self.sender.borrow().clone()
-    }
-
-    /// Follows the current snapshot.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<pb::Snapshot>> {
-        self.sender.subscribe()
+        *last = Some((snapshot.clone(), wire.clone()));
+        wire
     }
 }
 
@@ -88,7 +71,8 @@ impl Publisher {
 #[derive(Clone)]
 pub struct RulesService {
     publisher: Publisher,
-    routers: Arc<Mutex<BTreeMap<String, pb::RouterStatus>>>,
+    wire: WireCache,
+    routers: Arc<Mutex<BTreeMap<String, RouterAck>>>,
     shutdown: ShutdownHandle,
 }
 
@@ -97,9 +81,15 @@ impl RulesService {
     pub fn new(publisher: Publisher, shutdown: ShutdownHandle) -> Self {
         RulesService {
             publisher,
+            wire: WireCache::default(),
             routers: Arc::default(),
             shutdown,
         }
+    }
+
+    /// The current snapshot in its wire form.
+    fn current(&self) -> Arc<pb::Snapshot> {
+        self.wire.wire(&self.publisher.current())
     }
 
     /// The tonic server to add to a `GrpcServer`.
@@ -137,10 +127,11 @@ impl pb::rules_server::Rules for RulesService {
         let request = request.into_inner();
         let mut current = self.publisher.subscribe();
         let shutdown = self.shutdown.clone();
+        let wire = self.wire.clone();
         let (sender, receiver) = mpsc::channel(2);
         tracing::debug!(router = %request.router, known = short(&request.known_version), "watch");
         tokio::spawn(async move {
-            let first = current.borrow_and_update().clone();
+            let first = wire.wire(&current.borrow_and_update().clone());
             let mut version = first.version.clone();
             // What this stream last sent whole or as a delta: the base of the next delta.
             let mut sent: Option<Arc<pb::Snapshot>> = None;
@@ -159,7 +150,7 @@ impl pb::rules_server::Rules for RulesService {
                         if changed.is_err() {
                             return;
                         }
-                        let snapshot = current.borrow_and_update().clone();
+                        let snapshot = wire.wire(&current.borrow_and_update().clone());
                         if snapshot.version == version {
                             continue;
                         }
@@ -186,7 +177,7 @@ impl pb::rules_server::Rules for RulesService {
     }
 
     async fn get(&self, _: Request<pb::GetRequest>) -> Result<Response<pb::Snapshot>, Status> {
-        Ok(Response::new((*self.publisher.current()).clone()))
+        Ok(Response::new((*self.current()).clone()))
     }
 
     async fn acknowledge(
@@ -198,7 +189,7 @@ impl pb::rules_server::Rules for RulesService {
             return Err(Status::invalid_argument("router name is empty"));
         }
         tracing::info!(router = %request.router, version = short(&request.version), "router serves");
-        let status = pb::RouterStatus {
+        let ack = RouterAck {
             router: request.router.clone(),
             version: request.version,
             address: request.address,
@@ -207,7 +198,7 @@ impl pb::rules_server::Rules for RulesService {
         self.routers
             .lock()
             .map_err(|_| Status::internal("router table poisoned"))?
-            .insert(request.router, status);
+            .insert(request.router, ack);
         Ok(Response::new(pb::AcknowledgeReply {}))
     }
 
@@ -220,10 +211,10 @@ impl pb::rules_server::Rules for RulesService {
             .lock()
             .map_err(|_| Status::internal("router table poisoned"))?
             .values()
-            .cloned()
+            .map(pb::RouterStatus::from)
             .collect();
         Ok(Response::new(pb::ListRoutersReply {
-            current_version: self.publisher.current().version.clone(),
+            current_version: self.current().version.clone(),
             routers,
         }))
     }

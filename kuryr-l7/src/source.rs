@@ -69,7 +69,11 @@ pub struct Snapshot {
 impl Snapshot {
     /// Translates and compiles `objects`.
     pub fn build(objects: &[SourceObject], read_errors: Vec<String>, options: &Options) -> Self {
-        let translation = translate(objects, options);
+        Self::compile(translate(objects, options), read_errors)
+    }
+
+    /// Compiles `translation`.
+    pub fn compile(translation: Translation, read_errors: Vec<String>) -> Self {
         let table = Arc::new(RouteTable::compile(&translation.config));
         Snapshot {
             translation,

@@ -4,8 +4,8 @@
 //!
 //! - The router sends the version it already serves; a controller with the same content (the
 //!   version is a content hash) answers `unchanged`, so reconnecting re-downloads nothing.
-//! - Every snapshot is checked against its version before it is served ([`from_wire`]); a bad
-//!   one is refused and the current one kept.
+//! - Every snapshot is checked against its version before it is served (its conversion from
+//!   the wire, [`crate::wire`]); a bad one is refused and the current one kept.
 //! - A stream that is silent for [`WATCH_SILENCE`] (controllers send a heartbeat every
 //!   [`HEARTBEAT`](crate::rules_service::HEARTBEAT)) counts as lost.
 //! - After a whole snapshot, new versions come as deltas ([`crate::wire::delta`]), applied to
@@ -26,7 +26,7 @@ use tonic::transport::Channel;
 
 use crate::rules_service::WATCH_SILENCE;
 use crate::source::Snapshot;
-use crate::wire::{WireError, from_wire, short};
+use crate::wire::{WireError, short};
 
 /// A served version: its content hash and the compiled snapshot.
 #[derive(Debug, Default)]
@@ -63,8 +63,10 @@ enum WatchEnd {
     Silent(Duration),
     #[error("the stream ended")]
     Ended,
+    #[error("a delta before any snapshot")]
+    DeltaFirst,
     #[error("delta refused: {0}")]
-    Delta(String),
+    Delta(WireError),
 }
 
 /// Reads a cached snapshot; `None` when there is none or it is not valid.
@@ -77,7 +79,7 @@ pub fn load_cache(path: &Path) -> Option<Followed> {
             return None;
         }
     };
-    match from_wire(&message) {
+    match Snapshot::try_from(&message) {
         Ok(snapshot) => Some(Followed {
             version: message.version,
             snapshot,
@@ -184,11 +186,11 @@ impl Subscription {
                 Some(pb::watch_event::Event::Snapshot(message)) => Some(message),
                 Some(pb::watch_event::Event::Delta(delta)) => {
                     let Some(previous) = &base else {
-                        return Err(WatchEnd::Delta("a delta before any snapshot".into()));
+                        return Err(WatchEnd::DeltaFirst);
                     };
                     // A delta that does not apply: start over, whole (known version aside).
-                    let next = crate::wire::delta::apply(previous, &delta)
-                        .map_err(|err| WatchEnd::Delta(err.to_string()))?;
+                    let next =
+                        crate::wire::delta::apply(previous, &delta).map_err(WatchEnd::Delta)?;
                     Some(next)
                 }
                 _ => None,
@@ -215,7 +217,7 @@ impl Subscription {
         if message.version == sender.borrow().version {
             return Ok(());
         }
-        let snapshot = from_wire(message)?;
+        let snapshot = Snapshot::try_from(message)?;
         snapshot.log();
         if let Some(cache) = &self.cache {
             store_cache(cache, message);

@@ -1,5 +1,7 @@
-//! The rules on the wire: a [`Translation`] as a `kuryr.l7.v1.Snapshot` and back, and the
-//! snapshot's version.
+//! The rules on the wire: a [`Snapshot`] as a `kuryr.l7.v1.Snapshot` and back, a router's
+//! acknowledgement as a `RouterStatus`, and the snapshot's version. This module and the
+//! edges that use it (the rules service, the subscription, the `rules` CLI's fetch) are the
+//! only places that see protobuf types; the rest of the daemon passes domain values.
 //!
 //! The version is the lowercase hex SHA-256 of the snapshot's protobuf encoding with `version`
 //! empty. Everything in the snapshot is ordered (pools by id, passthrough by host, reports
@@ -10,13 +12,14 @@
 use std::sync::Arc;
 
 use nephrite_l7::{
-    Action, Certificate, Conflict, L7Config, Listener, Member, Policy, Pool, PoolProtocol,
-    Rejection, RouteTable, Rule, Translation, Warning,
+    Action, Certificate, CompareType, Conflict, L7Config, Listener, Member, ModelError, Policy,
+    Pool, PoolProtocol, Rejection, RouteTable, Rule, RuleType, Translation, Warning,
 };
 use nephrite_proto::kuryr::l7::v1 as pb;
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
 
+use crate::publisher::RouterAck;
 use crate::source::Snapshot;
 
 pub mod delta;
@@ -24,7 +27,7 @@ pub mod delta;
 #[cfg(test)]
 mod tests;
 
-/// Why a received snapshot cannot be served.
+/// Why a received snapshot (or delta) cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
     /// The content does not hash to the version it carries.
@@ -36,12 +39,80 @@ pub enum WireError {
         actual: String,
     },
     /// A field holds something the model refuses.
-    #[error("snapshot {version}: {what}")]
+    #[error("snapshot {version}: {invalid}")]
     Invalid {
         /// The version in the message.
         version: String,
         /// What is wrong.
-        what: String,
+        #[source]
+        invalid: Invalid,
+    },
+    /// A delta was applied to another version than its base.
+    #[error("a delta from version {base} to {version} applied to version {applied_to}")]
+    WrongBase {
+        /// The delta's base version.
+        base: String,
+        /// The version the delta gives.
+        version: String,
+        /// The version it was applied to.
+        applied_to: String,
+    },
+}
+
+/// A field of a snapshot the model refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    /// A policy without an action.
+    #[error("policy {policy}: no action")]
+    NoAction {
+        /// The policy.
+        policy: String,
+    },
+    /// A redirect code that does not fit an HTTP status.
+    #[error("policy {policy}: redirect code {code} out of range")]
+    RedirectCode {
+        /// The policy.
+        policy: String,
+        /// The code.
+        code: u32,
+    },
+    /// A rule type that is unset or unknown.
+    #[error("policy {policy}: unknown rule type {value}")]
+    RuleType {
+        /// The policy.
+        policy: String,
+        /// The enum number received.
+        value: i32,
+    },
+    /// A compare type that is unset or unknown.
+    #[error("policy {policy}: unknown compare type {value}")]
+    CompareType {
+        /// The policy.
+        policy: String,
+        /// The enum number received.
+        value: i32,
+    },
+    /// A policy the model refuses (bad rule, duplicate name, …).
+    #[error(transparent)]
+    Policy(#[from] ModelError),
+    /// A listener's no-match status that does not fit an HTTP status.
+    #[error("no-match status {0} out of range")]
+    NoMatchStatus(u32),
+    /// A member address that is not `IP:port`.
+    #[error("pool {pool}: bad member address {address:?}")]
+    MemberAddress {
+        /// The pool.
+        pool: String,
+        /// The address received.
+        address: String,
+    },
+    /// A report kind that is unset or unknown.
+    #[error("report on {object:?}: unknown kind {value}")]
+    ReportKind {
+        /// The object the report is about.
+        object: String,
+        /// The enum number received.
+        value: i32,
     },
 }
 
@@ -58,22 +129,44 @@ pub fn short(version: &str) -> &str {
     version.get(..12).unwrap_or(version)
 }
 
-fn action_fields(action: &Action) -> (&'static str, String, String, u32) {
+fn action_to_wire(action: &Action) -> pb::policy::Action {
+    use pb::policy::Action as A;
     match action {
-        Action::Reject => ("REJECT", String::new(), String::new(), 0),
-        Action::RedirectToUrl { url, code } => (
-            "REDIRECT_TO_URL",
-            String::new(),
-            url.clone(),
-            u32::from(*code),
-        ),
-        Action::RedirectPrefix { prefix, code } => (
-            "REDIRECT_PREFIX",
-            String::new(),
-            prefix.clone(),
-            u32::from(*code),
-        ),
-        Action::RedirectToPool { pool } => ("REDIRECT_TO_POOL", pool.clone(), String::new(), 0),
+        Action::Reject => A::Reject(pb::Reject {}),
+        Action::RedirectToUrl { url, code } => A::RedirectToUrl(pb::RedirectToUrl {
+            url: url.clone(),
+            code: u32::from(*code),
+        }),
+        Action::RedirectPrefix { prefix, code } => A::RedirectPrefix(pb::RedirectPrefix {
+            prefix: prefix.clone(),
+            code: u32::from(*code),
+        }),
+        Action::RedirectToPool { pool } => {
+            A::RedirectToPool(pb::RedirectToPool { pool: pool.clone() })
+        }
+    }
+}
+
+fn rule_type_to_wire(rule_type: RuleType) -> pb::RuleType {
+    match rule_type {
+        RuleType::HostName => pb::RuleType::HostName,
+        RuleType::Path => pb::RuleType::Path,
+        RuleType::FileType => pb::RuleType::FileType,
+        RuleType::Header => pb::RuleType::Header,
+        RuleType::Cookie => pb::RuleType::Cookie,
+        RuleType::SslConnHasCert => pb::RuleType::SslConnHasCert,
+        RuleType::SslVerifyResult => pb::RuleType::SslVerifyResult,
+        RuleType::SslDnField => pb::RuleType::SslDnField,
+    }
+}
+
+fn compare_type_to_wire(compare_type: CompareType) -> pb::CompareType {
+    match compare_type {
+        CompareType::EqualTo => pb::CompareType::EqualTo,
+        CompareType::StartsWith => pb::CompareType::StartsWith,
+        CompareType::EndsWith => pb::CompareType::EndsWith,
+        CompareType::Contains => pb::CompareType::Contains,
+        CompareType::Regex => pb::CompareType::Regex,
     }
 }
 
@@ -82,29 +175,22 @@ fn listener_to_wire(listener: &Listener) -> pb::Listener {
         policies: listener
             .policies()
             .iter()
-            .map(|policy| {
-                let (action, redirect_pool, redirect_target, redirect_code) =
-                    action_fields(&policy.action);
-                pb::Policy {
-                    name: policy.name.clone(),
-                    position: u32::try_from(policy.position).unwrap_or(u32::MAX),
-                    action: action.to_owned(),
-                    redirect_pool,
-                    redirect_target,
-                    redirect_code,
-                    rules: policy
-                        .rules
-                        .iter()
-                        .map(|rule| pb::Rule {
-                            r#type: rule.rule_type.as_str().to_owned(),
-                            compare_type: rule.compare_type.as_str().to_owned(),
-                            key: rule.key.clone(),
-                            value: rule.value.clone(),
-                            invert: rule.invert,
-                        })
-                        .collect(),
-                    origin: policy.origin.clone(),
-                }
+            .map(|policy| pb::Policy {
+                name: policy.name.clone(),
+                position: u32::try_from(policy.position).unwrap_or(u32::MAX),
+                action: Some(action_to_wire(&policy.action)),
+                rules: policy
+                    .rules
+                    .iter()
+                    .map(|rule| pb::Rule {
+                        rule_type: rule_type_to_wire(rule.rule_type).into(),
+                        compare_type: compare_type_to_wire(rule.compare_type).into(),
+                        key: rule.key.clone(),
+                        value: rule.value.clone(),
+                        invert: rule.invert,
+                    })
+                    .collect(),
+                origin: policy.origin.clone(),
             })
             .collect(),
         default_pool: listener.default_pool.clone().unwrap_or_default(),
@@ -112,9 +198,9 @@ fn listener_to_wire(listener: &Listener) -> pb::Listener {
     }
 }
 
-fn report(kind: &str, object: &str, origin: &str, message: &str) -> pb::Report {
+fn report(kind: pb::ReportKind, object: &str, origin: &str, message: &str) -> pb::Report {
     pb::Report {
-        kind: kind.to_owned(),
+        report_kind: kind.into(),
         object: object.to_owned(),
         origin: origin.to_owned(),
         message: message.to_owned(),
@@ -122,31 +208,23 @@ fn report(kind: &str, object: &str, origin: &str, message: &str) -> pb::Report {
     }
 }
 
-/// The kinds of [`pb::Report`].
-pub mod report_kind {
-    /// An object refused as a whole.
-    pub const REJECTED: &str = "REJECTED";
-    /// A (host, path) lost to an older object.
-    pub const CONFLICT: &str = "CONFLICT";
-    /// Served, but not as asked.
-    pub const WARNING: &str = "WARNING";
-    /// Left out on purpose (another IngressClass, …).
-    pub const IGNORED: &str = "IGNORED";
-    /// A file or document of the source that could not be read.
-    pub const ERROR: &str = "ERROR";
+impl From<&Snapshot> for pb::Snapshot {
+    fn from(snapshot: &Snapshot) -> Self {
+        to_wire(&snapshot.translation, &snapshot.read_errors)
+    }
 }
 
 /// The translation (and what could not be read) as a snapshot, with its version.
 pub fn to_wire(translation: &Translation, read_errors: &[String]) -> pb::Snapshot {
-    use report_kind::*;
+    use pb::ReportKind as K;
     let config = &translation.config;
     let mut reports: Vec<pb::Report> = Vec::new();
     for r in &translation.rejections {
-        reports.push(report(REJECTED, &r.object, &r.origin, &r.reason));
+        reports.push(report(K::Rejected, &r.object, &r.origin, &r.reason));
     }
     for c in &translation.conflicts {
         reports.push(pb::Report {
-            kind: CONFLICT.to_owned(),
+            report_kind: K::Conflict.into(),
             object: c.loser.clone(),
             origin: c.origin.clone(),
             message: String::new(),
@@ -156,17 +234,31 @@ pub fn to_wire(translation: &Translation, read_errors: &[String]) -> pb::Snapsho
         });
     }
     for w in &translation.warnings {
-        reports.push(report(WARNING, &w.object, &w.origin, &w.message));
+        reports.push(report(K::Warning, &w.object, &w.origin, &w.message));
     }
     for i in &translation.ignored {
-        reports.push(report(IGNORED, &i.object, &i.origin, &i.reason));
+        reports.push(report(K::Ignored, &i.object, &i.origin, &i.reason));
     }
     for e in read_errors {
-        reports.push(report(ERROR, "", "", e));
+        reports.push(report(K::Error, "", "", e));
     }
     reports.sort_by(|a, b| {
-        (&a.kind, &a.object, &a.host, &a.path, &a.message, &a.origin)
-            .cmp(&(&b.kind, &b.object, &b.host, &b.path, &b.message, &b.origin))
+        (
+            a.report_kind,
+            &a.object,
+            &a.host,
+            &a.path,
+            &a.message,
+            &a.origin,
+        )
+            .cmp(&(
+                b.report_kind,
+                &b.object,
+                &b.host,
+                &b.path,
+                &b.message,
+                &b.origin,
+            ))
     });
     reports.dedup();
     let mut snapshot = pb::Snapshot {
@@ -220,34 +312,81 @@ pub fn to_wire(translation: &Translation, read_errors: &[String]) -> pb::Snapsho
     snapshot
 }
 
-fn action_from_wire(policy: &pb::Policy) -> Result<Action, String> {
-    let code = || {
-        u16::try_from(policy.redirect_code)
-            .map_err(|_| format!("redirect code {} out of range", policy.redirect_code))
-    };
-    Ok(match policy.action.as_str() {
-        "REJECT" => Action::Reject,
-        "REDIRECT_TO_URL" => Action::RedirectToUrl {
-            url: policy.redirect_target.clone(),
-            code: code()?,
-        },
-        "REDIRECT_PREFIX" => Action::RedirectPrefix {
-            prefix: policy.redirect_target.clone(),
-            code: code()?,
-        },
-        "REDIRECT_TO_POOL" => Action::RedirectToPool {
-            pool: policy.redirect_pool.clone(),
-        },
-        other => return Err(format!("unknown action {other:?}")),
+fn redirect_code(policy: &pb::Policy, code: u32) -> Result<u16, Invalid> {
+    u16::try_from(code).map_err(|_| Invalid::RedirectCode {
+        policy: policy.name.clone(),
+        code,
     })
 }
 
-fn listener_from_wire(listener: Option<&pb::Listener>) -> Result<Listener, String> {
+fn action_from_wire(policy: &pb::Policy) -> Result<Action, Invalid> {
+    use pb::policy::Action as A;
+    Ok(match &policy.action {
+        None => {
+            return Err(Invalid::NoAction {
+                policy: policy.name.clone(),
+            });
+        }
+        Some(A::Reject(_)) => Action::Reject,
+        Some(A::RedirectToUrl(r)) => Action::RedirectToUrl {
+            url: r.url.clone(),
+            code: redirect_code(policy, r.code)?,
+        },
+        Some(A::RedirectPrefix(r)) => Action::RedirectPrefix {
+            prefix: r.prefix.clone(),
+            code: redirect_code(policy, r.code)?,
+        },
+        Some(A::RedirectToPool(r)) => Action::RedirectToPool {
+            pool: r.pool.clone(),
+        },
+    })
+}
+
+fn rule_from_wire(policy: &pb::Policy, rule: &pb::Rule) -> Result<Rule, Invalid> {
+    let rule_type = match pb::RuleType::try_from(rule.rule_type) {
+        Ok(pb::RuleType::HostName) => RuleType::HostName,
+        Ok(pb::RuleType::Path) => RuleType::Path,
+        Ok(pb::RuleType::FileType) => RuleType::FileType,
+        Ok(pb::RuleType::Header) => RuleType::Header,
+        Ok(pb::RuleType::Cookie) => RuleType::Cookie,
+        Ok(pb::RuleType::SslConnHasCert) => RuleType::SslConnHasCert,
+        Ok(pb::RuleType::SslVerifyResult) => RuleType::SslVerifyResult,
+        Ok(pb::RuleType::SslDnField) => RuleType::SslDnField,
+        Ok(pb::RuleType::Unspecified) | Err(_) => {
+            return Err(Invalid::RuleType {
+                policy: policy.name.clone(),
+                value: rule.rule_type,
+            });
+        }
+    };
+    let compare_type = match pb::CompareType::try_from(rule.compare_type) {
+        Ok(pb::CompareType::EqualTo) => CompareType::EqualTo,
+        Ok(pb::CompareType::StartsWith) => CompareType::StartsWith,
+        Ok(pb::CompareType::EndsWith) => CompareType::EndsWith,
+        Ok(pb::CompareType::Contains) => CompareType::Contains,
+        Ok(pb::CompareType::Regex) => CompareType::Regex,
+        Ok(pb::CompareType::Unspecified) | Err(_) => {
+            return Err(Invalid::CompareType {
+                policy: policy.name.clone(),
+                value: rule.compare_type,
+            });
+        }
+    };
+    Ok(Rule {
+        rule_type,
+        compare_type,
+        key: rule.key.clone(),
+        value: rule.value.clone(),
+        invert: rule.invert,
+    })
+}
+
+fn listener_from_wire(listener: Option<&pb::Listener>) -> Result<Listener, Invalid> {
     let Some(listener) = listener else {
         return Ok(Listener::new(404));
     };
     let status = u16::try_from(listener.no_match_status)
-        .map_err(|_| format!("no-match status {} out of range", listener.no_match_status))?;
+        .map_err(|_| Invalid::NoMatchStatus(listener.no_match_status))?;
     let mut out = Listener::new(status);
     out.default_pool = Some(listener.default_pool.clone()).filter(|p| !p.is_empty());
     let mut policies: Vec<&pb::Policy> = listener.policies.iter().collect();
@@ -256,74 +395,52 @@ fn listener_from_wire(listener: Option<&pb::Listener>) -> Result<Listener, Strin
         let rules = policy
             .rules
             .iter()
-            .map(|rule| {
-                Ok(Rule {
-                    rule_type: rule.r#type.parse().map_err(|e| format!("{e}"))?,
-                    compare_type: rule.compare_type.parse().map_err(|e| format!("{e}"))?,
-                    key: rule.key.clone(),
-                    value: rule.value.clone(),
-                    invert: rule.invert,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| format!("policy {}: {e}", policy.name))?;
+            .map(|rule| rule_from_wire(policy, rule))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut model = Policy::new(policy.name.clone(), action_from_wire(policy)?, rules);
         model.origin = policy.origin.clone();
-        out.insert_policy(model, None)
-            .map_err(|err| err.to_string())?;
+        out.insert_policy(model, None)?;
     }
     Ok(out)
 }
 
-/// The translation a snapshot carries, compiled, after checking its version.
-pub fn from_wire(snapshot: &pb::Snapshot) -> Result<Snapshot, WireError> {
-    let actual = version_of(snapshot);
-    if actual != snapshot.version {
-        return Err(WireError::VersionMismatch {
-            claimed: snapshot.version.clone(),
-            actual,
-        });
-    }
-    let invalid = |what: String| WireError::Invalid {
-        version: snapshot.version.clone(),
-        what,
+fn pool_from_wire(pool: &pb::Pool) -> Result<Pool, Invalid> {
+    let members = pool
+        .members
+        .iter()
+        .map(|m| {
+            Ok(Member {
+                address: m.address.parse().map_err(|_| Invalid::MemberAddress {
+                    pool: pool.id.clone(),
+                    address: m.address.clone(),
+                })?,
+                weight: m.weight,
+            })
+        })
+        .collect::<Result<Vec<_>, Invalid>>()?;
+    let protocol = if pool.https {
+        PoolProtocol::Https {
+            ca_pem: pool.ca_pem.clone(),
+        }
+    } else {
+        PoolProtocol::Http
     };
+    Ok(Pool {
+        id: pool.id.clone(),
+        members,
+        protocol,
+    })
+}
+
+/// The translation and read errors a snapshot carries (its version not checked).
+fn content_from_wire(snapshot: &pb::Snapshot) -> Result<(Translation, Vec<String>), Invalid> {
     let mut config = L7Config {
-        http: listener_from_wire(snapshot.http.as_ref()).map_err(invalid)?,
-        https: listener_from_wire(snapshot.https.as_ref()).map_err(invalid)?,
+        http: listener_from_wire(snapshot.http.as_ref())?,
+        https: listener_from_wire(snapshot.https.as_ref())?,
         ..L7Config::default()
     };
     for pool in &snapshot.pools {
-        let members = pool
-            .members
-            .iter()
-            .map(|m| {
-                Ok(Member {
-                    address: m.address.parse().map_err(|_| {
-                        invalid(format!(
-                            "pool {}: bad member address {:?}",
-                            pool.id, m.address
-                        ))
-                    })?,
-                    weight: m.weight,
-                })
-            })
-            .collect::<Result<Vec<_>, WireError>>()?;
-        let protocol = if pool.https {
-            PoolProtocol::Https {
-                ca_pem: pool.ca_pem.clone(),
-            }
-        } else {
-            PoolProtocol::Http
-        };
-        config.pools.insert(
-            pool.id.clone(),
-            Pool {
-                id: pool.id.clone(),
-                members,
-                protocol,
-            },
-        );
+        config.pools.insert(pool.id.clone(), pool_from_wire(pool)?);
     }
     config.certificates = snapshot
         .certificates
@@ -351,28 +468,77 @@ pub fn from_wire(snapshot: &pb::Snapshot) -> Result<Snapshot, WireError> {
             origin: r.origin.clone(),
             reason: r.message.clone(),
         };
-        match r.kind.as_str() {
-            report_kind::REJECTED => translation.rejections.push(rejection()),
-            report_kind::IGNORED => translation.ignored.push(rejection()),
-            report_kind::ERROR => read_errors.push(r.message.clone()),
-            report_kind::CONFLICT => translation.conflicts.push(Conflict {
+        match pb::ReportKind::try_from(r.report_kind) {
+            Ok(pb::ReportKind::Rejected) => translation.rejections.push(rejection()),
+            Ok(pb::ReportKind::Ignored) => translation.ignored.push(rejection()),
+            Ok(pb::ReportKind::Error) => read_errors.push(r.message.clone()),
+            Ok(pb::ReportKind::Conflict) => translation.conflicts.push(Conflict {
                 host: r.host.clone(),
                 path: r.path.clone(),
                 winner: r.winner.clone(),
                 loser: r.object.clone(),
                 origin: r.origin.clone(),
             }),
-            _ => translation.warnings.push(Warning {
+            Ok(pb::ReportKind::Warning) => translation.warnings.push(Warning {
                 object: r.object.clone(),
                 origin: r.origin.clone(),
                 message: r.message.clone(),
             }),
+            Ok(pb::ReportKind::Unspecified) | Err(_) => {
+                return Err(Invalid::ReportKind {
+                    object: r.object.clone(),
+                    value: r.report_kind,
+                });
+            }
         }
     }
-    let table = Arc::new(RouteTable::compile(&translation.config));
-    Ok(Snapshot {
-        translation,
-        table,
-        read_errors,
-    })
+    Ok((translation, read_errors))
+}
+
+/// The translation a snapshot carries, compiled, after checking its version.
+impl TryFrom<&pb::Snapshot> for Snapshot {
+    type Error = WireError;
+
+    fn try_from(snapshot: &pb::Snapshot) -> Result<Self, WireError> {
+        let actual = version_of(snapshot);
+        if actual != snapshot.version {
+            return Err(WireError::VersionMismatch {
+                claimed: snapshot.version.clone(),
+                actual,
+            });
+        }
+        let (translation, read_errors) =
+            content_from_wire(snapshot).map_err(|invalid| WireError::Invalid {
+                version: snapshot.version.clone(),
+                invalid,
+            })?;
+        let table = Arc::new(RouteTable::compile(&translation.config));
+        Ok(Snapshot {
+            translation,
+            table,
+            read_errors,
+        })
+    }
+}
+
+impl From<&RouterAck> for pb::RouterStatus {
+    fn from(ack: &RouterAck) -> Self {
+        pb::RouterStatus {
+            router: ack.router.clone(),
+            version: ack.version.clone(),
+            address: ack.address.clone(),
+            acknowledged_at: ack.acknowledged_at.clone(),
+        }
+    }
+}
+
+impl From<pb::RouterStatus> for RouterAck {
+    fn from(status: pb::RouterStatus) -> Self {
+        RouterAck {
+            router: status.router,
+            version: status.version,
+            address: status.address,
+            acknowledged_at: status.acknowledged_at,
+        }
+    }
 }

@@ -11,9 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nephrite_kuryr_l7::haproxy::{Haproxy, HaproxySettings};
-use nephrite_kuryr_l7::source::read_file;
-use nephrite_kuryr_l7::wire::to_wire;
-use nephrite_l7::{Options, translate};
+use nephrite_kuryr_l7::source::{Snapshot, read_file};
+use nephrite_l7::{CompareType, Options, Rule, RuleType};
 use nephrite_test_services::process::runs;
 use nephrite_test_services::{Tool, tool};
 use support::*;
@@ -187,7 +186,7 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
         let mut objects = Vec::new();
         let mut errors = Vec::new();
         read_file(Path::new("load.yaml"), &yaml, &mut objects, &mut errors);
-        to_wire(&translate(&objects, &Options::default()), &errors)
+        Snapshot::build(&objects, errors, &Options::default())
     };
     let (http, https) = (dead_address(), dead_address());
     let driver = Haproxy::start(
@@ -254,15 +253,13 @@ async fn twenty_reloads_under_wrk_give_no_socket_error() {
     // A rule Rust's regex accepts but HAProxy's PCRE refuses: `haproxy -c` stops it, the
     // running configuration keeps serving.
     let mut bad = snapshot(21);
-    let policy = &mut bad.http.as_mut().unwrap().policies[0];
-    policy.rules.push(nephrite_proto::kuryr::l7::v1::Rule {
-        r#type: "HEADER".into(),
-        compare_type: "REGEX".into(),
-        key: Some("X-Mode".into()),
-        value: "(?-u:\\w)".into(),
-        invert: false,
-    });
-    bad.version = nephrite_kuryr_l7::wire::version_of(&bad);
+    let listener = &mut bad.translation.config.http;
+    let name = listener.policies()[0].name.clone();
+    let mut policy = listener.remove_policy(&name).unwrap();
+    policy
+        .rules
+        .push(Rule::new(RuleType::Header, CompareType::Regex, "(?-u:\\w)").with_key("X-Mode"));
+    listener.insert_policy(policy, Some(1)).unwrap();
     let err = driver.apply(&bad).await.unwrap_err();
     assert!(err.to_string().contains("haproxy -c refused"), "{err}");
     assert_eq!(get(http, "load.example.com", "/p20").await.status, 200);
@@ -288,7 +285,7 @@ async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
         let mut objects = Vec::new();
         let mut errors = Vec::new();
         read_file(Path::new("shop.yaml"), &yaml, &mut objects, &mut errors);
-        to_wire(&translate(&objects, &Options::default()), &errors)
+        Snapshot::build(&objects, errors, &Options::default())
     };
     let settings = HaproxySettings {
         binary: haproxy,

@@ -104,7 +104,7 @@ pub struct Warning {
 }
 
 /// The outcome of a translation.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Translation {
     /// The model to serve.
     pub config: L7Config,

@@ -1,23 +1,23 @@
-//! One kube-runtime watch per kind the controller reads, into one in-memory store.
+//! One kube-runtime watch per kind the controller reads, each reflected into its own
+//! kube-runtime store, and the stores read together.
 //!
 //! A kind the cluster does not serve (no Route CRD on plain Kubernetes) or that we may not read
-//! (no EndpointSlice or IngressClass permission) is "off": said once, kept empty, and tried
-//! again every [`RETRY`], so it is picked up as soon as its CRD appears or the permission is
-//! granted ("on again" is said once too). While a watch restarts, the store keeps what it had
-//! until the new list is complete, so a restart never empties the rules.
+//! (no EndpointSlice or IngressClass permission) is "off": said once, read as empty, and
+//! watched again after [`nephrite_runtime::watch_backoff`]'s pause, so it is picked up as soon
+//! as its CRD appears or the permission is granted ("on again" is said once too). While a watch
+//! restarts, the reflector keeps what it had until the new list is complete, so a restart never
+//! empties the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{ObjectRef, Store as Reader, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use nephrite_krm::Object;
 use tokio::sync::Notify;
-
-/// How long a failed or absent kind waits before it is watched again.
-pub const RETRY: Duration = Duration::from_secs(1);
 
 /// A kind the controller reads.
 #[derive(Debug, Clone)]
@@ -61,24 +61,15 @@ pub fn kinds() -> Vec<Kind> {
     ]
 }
 
-type Key = (String, String, String);
-
-/// Every object read, by (kind, namespace, name), and a signal on every change.
+/// Every kind's reflector store, which kinds are off and which were listed, and a signal on
+/// every change.
 #[derive(Debug, Default)]
 pub struct Store {
-    objects: Mutex<BTreeMap<Key, DynamicObject>>,
+    readers: Mutex<BTreeMap<String, Reader<DynamicObject>>>,
     /// Woken on every change.
     pub changed: Notify,
     off: Mutex<BTreeMap<String, String>>,
     synced: Mutex<BTreeSet<String>>,
-}
-
-fn key(kind: &str, object: &DynamicObject) -> Key {
-    (
-        kind.to_owned(),
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
-    )
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,19 +79,47 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Store {
+    /// The readers of the kinds that are on.
+    fn readers_on(&self) -> Vec<(String, Reader<DynamicObject>)> {
+        let off = locked(&self.off);
+        locked(&self.readers)
+            .iter()
+            .filter(|(kind, _)| !off.contains_key(*kind))
+            .map(|(kind, reader)| (kind.clone(), reader.clone()))
+            .collect()
+    }
+
     /// The objects as `nephrite-krm` objects, ordered by kind, namespace and name.
     pub fn objects(&self) -> Vec<Object> {
-        locked(&self.objects)
-            .values()
-            .filter_map(|dynamic| Object::try_from(dynamic.clone()).ok())
+        let mut all: Vec<((String, String, String), Arc<DynamicObject>)> = Vec::new();
+        for (kind, reader) in self.readers_on() {
+            all.extend(reader.state().into_iter().map(|object| {
+                let key = (
+                    kind.clone(),
+                    object.metadata.namespace.clone().unwrap_or_default(),
+                    object.metadata.name.clone().unwrap_or_default(),
+                );
+                (key, object)
+            }));
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter()
+            .filter_map(|(_, dynamic)| Object::try_from((*dynamic).clone()).ok())
             .collect()
     }
 
     /// One object, by kind, namespace and name.
     pub fn get(&self, kind: &str, namespace: &str, name: &str) -> Option<DynamicObject> {
-        locked(&self.objects)
-            .get(&(kind.to_owned(), namespace.to_owned(), name.to_owned()))
-            .cloned()
+        let (_, reader) = self.readers_on().into_iter().find(|(k, _)| k == kind)?;
+        let resource = kinds()
+            .into_iter()
+            .find(|k| k.resource.kind == kind)?
+            .resource;
+        let mut reference = ObjectRef::new_with(name, resource);
+        if !namespace.is_empty() {
+            reference = reference.within(namespace);
+        }
+        reader.get(&reference).map(|object| (*object).clone())
     }
 
     /// The kinds that are off, with why.
@@ -114,22 +133,8 @@ impl Store {
         kinds.iter().all(|k| synced.contains(&k.resource.kind))
     }
 
-    fn replace(&self, kind: &str, objects: BTreeMap<Key, DynamicObject>) {
+    fn listed(&self, kind: &str) {
         locked(&self.synced).insert(kind.to_owned());
-        let mut all = locked(&self.objects);
-        all.retain(|(k, _, _), _| k != kind);
-        all.extend(objects);
-        drop(all);
-        self.changed.notify_one();
-    }
-
-    fn apply(&self, kind: &str, object: DynamicObject) {
-        locked(&self.objects).insert(key(kind, &object), object);
-        self.changed.notify_one();
-    }
-
-    fn delete(&self, kind: &str, object: &DynamicObject) {
-        locked(&self.objects).remove(&key(kind, object));
         self.changed.notify_one();
     }
 }
@@ -156,7 +161,7 @@ fn absent_or_forbidden(error: &watcher::Error) -> Option<String> {
     }
 }
 
-/// Watches `kind` into `store` for ever.
+/// Watches `kind` into its reflector store in `store` for ever.
 pub async fn watch_kind(client: kube::Client, kind: Kind, store: Arc<Store>) {
     let resource = &kind.resource;
     let name = resource.kind.clone();
@@ -165,60 +170,49 @@ pub async fn watch_kind(client: kube::Client, kind: Kind, store: Arc<Store>) {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
     };
-    // Lists leave apiVersion and kind out of their items.
-    let typed = |mut object: DynamicObject| {
-        object.types = Some(types.clone());
-        object
-    };
-    loop {
-        let mut config = watcher::Config::default();
-        if let Some(selector) = kind.field_selector {
-            config = config.fields(selector);
-        }
-        let mut stream = std::pin::pin!(watcher::watcher(api.clone(), config));
-        let mut listing: Option<BTreeMap<Key, DynamicObject>> = None;
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(Event::Init) => listing = Some(BTreeMap::new()),
-                Ok(Event::InitApply(object)) => {
-                    let object = typed(object);
-                    listing
-                        .get_or_insert_default()
-                        .insert(key(&name, &object), object);
+    let writer = Writer::new(resource.clone());
+    locked(&store.readers).insert(name.clone(), writer.as_reader());
+    let mut config = watcher::Config::default();
+    if let Some(selector) = kind.field_selector {
+        config = config.fields(selector);
+    }
+    let stream = watcher::watcher(api, config)
+        // Lists leave apiVersion and kind out of their items.
+        .modify(move |object| object.types = Some(types.clone()))
+        .backoff(nephrite_runtime::watch_backoff())
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(Event::InitDone) => {
+                if locked(&store.off).remove(&name).is_some() {
+                    tracing::info!(
+                        "{} are on: {} is served and readable",
+                        resource.plural,
+                        resource.api_version
+                    );
                 }
-                Ok(Event::InitDone) => {
-                    store.replace(&name, listing.take().unwrap_or_default());
-                    if locked(&store.off).remove(&name).is_some() {
-                        tracing::info!(
-                            "{} are on: {} is served and readable",
+                store.listed(&name);
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) => store.changed.notify_one(),
+            Ok(Event::Init | Event::InitApply(_)) => {}
+            Err(error) => {
+                if let Some(why) = absent_or_forbidden(&error) {
+                    let mut off = locked(&store.off);
+                    if !off.contains_key(&name) {
+                        tracing::warn!(
+                            "{} are off ({}): {why}; watching again after a pause",
                             resource.plural,
-                            resource.api_version
+                            resource.api_version,
                         );
+                        off.insert(name.clone(), why);
                     }
-                }
-                Ok(Event::Apply(object)) => store.apply(&name, typed(object)),
-                Ok(Event::Delete(object)) => store.delete(&name, &object),
-                Err(error) => {
-                    if let Some(why) = absent_or_forbidden(&error) {
-                        let mut off = locked(&store.off);
-                        if !off.contains_key(&name) {
-                            tracing::warn!(
-                                "{} are off ({}): {why}; trying again every {:?}",
-                                resource.plural,
-                                resource.api_version,
-                                RETRY
-                            );
-                            off.insert(name.clone(), why);
-                        }
-                        drop(off);
-                        store.replace(&name, BTreeMap::new());
-                    } else {
-                        tracing::warn!("watching {}: {error}; watching again", resource.plural);
-                    }
-                    break;
+                    drop(off);
+                    store.listed(&name);
+                } else {
+                    tracing::warn!("watching {}: {error}; watching again", resource.plural);
                 }
             }
         }
-        tokio::time::sleep(RETRY).await;
     }
 }

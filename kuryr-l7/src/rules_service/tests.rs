@@ -1,4 +1,4 @@
-use nephrite_l7::{Member, Pool};
+use nephrite_l7::{Member, Pool, Translation};
 use nephrite_proto::kuryr::l7::v1::rules_server::Rules as _;
 use tokio_stream::StreamExt as _;
 
@@ -19,6 +19,15 @@ fn translation(port: u16) -> Translation {
     translation
 }
 
+fn snapshot(port: u16) -> Arc<Snapshot> {
+    Arc::new(Snapshot::compile(translation(port), Vec::new()))
+}
+
+/// The version the rules service names `translation(port)` by.
+fn version(port: u16) -> String {
+    crate::wire::to_wire(&translation(port), &[]).version
+}
+
 fn version_of_event(event: &pb::WatchEvent) -> (&'static str, String) {
     match &event.event {
         Some(pb::watch_event::Event::Snapshot(s)) => ("snapshot", s.version.clone()),
@@ -30,9 +39,9 @@ fn version_of_event(event: &pb::WatchEvent) -> (&'static str, String) {
 
 #[tokio::test]
 async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_known_one() {
-    let publisher = Publisher::new(&translation(1));
+    let publisher = Publisher::new(snapshot(1));
     let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
-    let first = publisher.current().version.clone();
+    let first = version(1);
 
     let mut stream = service
         .watch(Request::new(pb::WatchRequest {
@@ -47,12 +56,9 @@ async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_kno
     assert_eq!(version_of_event(&event), ("snapshot", first.clone()));
 
     // Publishing the same content again is no new version.
-    assert_eq!(
-        publisher.publish(&translation(1), &[]),
-        (first.clone(), false)
-    );
-    let (second, changed) = publisher.publish(&translation(2), &[]);
-    assert!(changed);
+    assert!(!publisher.publish(snapshot(1)));
+    assert!(publisher.publish(snapshot(2)));
+    let second = version(2);
     let event = stream.next().await.unwrap().unwrap();
     assert_eq!(version_of_event(&event), ("snapshot", second.clone()));
 
@@ -73,7 +79,7 @@ async fn watch_sends_the_snapshot_then_every_new_version_and_unchanged_for_a_kno
 #[tokio::test]
 async fn watch_streams_end_when_the_server_shuts_down() {
     let shutdown = ShutdownHandle::new();
-    let service = RulesService::new(Publisher::new(&translation(1)), shutdown.clone());
+    let service = RulesService::new(Publisher::new(snapshot(1)), shutdown.clone());
     let mut stream = service
         .watch(Request::new(pb::WatchRequest::default()))
         .await
@@ -86,7 +92,7 @@ async fn watch_streams_end_when_the_server_shuts_down() {
 
 #[tokio::test]
 async fn acknowledgements_are_listed_by_router() {
-    let publisher = Publisher::new(&translation(1));
+    let publisher = Publisher::new(snapshot(1));
     let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
     for (router, version) in [("a", "old"), ("b", "v"), ("a", "v2")] {
         service
@@ -108,7 +114,7 @@ async fn acknowledgements_are_listed_by_router() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(reply.current_version, publisher.current().version);
+    assert_eq!(reply.current_version, version(1));
     let seen: Vec<(&str, &str)> = reply
         .routers
         .iter()
@@ -119,7 +125,7 @@ async fn acknowledgements_are_listed_by_router() {
 
 #[tokio::test]
 async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
-    let publisher = Publisher::new(&translation(1));
+    let publisher = Publisher::new(snapshot(1));
     let service = RulesService::new(publisher.clone(), ShutdownHandle::new());
     let mut stream = service
         .watch(Request::new(pb::WatchRequest {
@@ -136,7 +142,7 @@ async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
         panic!("a whole snapshot first");
     };
     for port in 2..5 {
-        publisher.publish(&translation(port), &[]);
+        publisher.publish(snapshot(port));
         let Some(pb::watch_event::Event::Delta(delta)) =
             stream.next().await.unwrap().unwrap().event
         else {
@@ -145,7 +151,7 @@ async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
         // Only the pool changed: the listeners are not sent again.
         assert!(delta.http.is_none() && delta.https.is_none(), "{delta:?}");
         served = crate::wire::delta::apply(&served, &delta).unwrap();
-        assert_eq!(served, *publisher.current());
+        assert_eq!(served, pb::Snapshot::from(&*publisher.current()));
     }
 
     // A router that knows the current version gets `unchanged`, then a whole snapshot (this
@@ -161,7 +167,7 @@ async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
         .into_inner();
     let event = stream.next().await.unwrap().unwrap();
     assert_eq!(version_of_event(&event).0, "unchanged");
-    let (version, _) = publisher.publish(&translation(9), &[]);
+    publisher.publish(snapshot(9));
     let event = stream.next().await.unwrap().unwrap();
-    assert_eq!(version_of_event(&event), ("snapshot", version));
+    assert_eq!(version_of_event(&event), ("snapshot", version(9)));
 }

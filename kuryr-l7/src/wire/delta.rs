@@ -55,12 +55,10 @@ pub fn delta(base: &pb::Snapshot, next: &pb::Snapshot) -> pb::Delta {
 /// `base` with `delta` applied, checked against `delta.version`.
 pub fn apply(base: &pb::Snapshot, delta: &pb::Delta) -> Result<pb::Snapshot, WireError> {
     if base.version != delta.base_version {
-        return Err(WireError::Invalid {
+        return Err(WireError::WrongBase {
+            base: delta.base_version.clone(),
             version: delta.version.clone(),
-            what: format!(
-                "a delta from version {} applied to version {}",
-                delta.base_version, base.version
-            ),
+            applied_to: base.version.clone(),
         });
     }
     let mut pools: BTreeMap<String, pb::Pool> = base

@@ -59,7 +59,7 @@ fn a_snapshot_round_trips_to_the_same_translation() {
     assert!(!translation.rejections.is_empty() && !translation.conflicts.is_empty());
     let snapshot = to_wire(&translation, &[]);
     assert_eq!(snapshot.version.len(), 64);
-    let back = from_wire(&snapshot).unwrap().translation;
+    let back = Snapshot::try_from(&snapshot).unwrap().translation;
     assert_eq!(back.config, translation.config);
     // Keys are not serialized by the model, so compare them on their own.
     let keys = |t: &Translation| -> Vec<String> {
@@ -80,15 +80,65 @@ fn a_snapshot_round_trips_to_the_same_translation() {
 fn read_errors_travel_with_the_snapshot() {
     let errors = vec!["/srv/l7/bad.yaml: line 3: did not find expected key".to_owned()];
     let snapshot = to_wire(&translate(&objects(), &Options::default()), &errors);
-    assert_eq!(from_wire(&snapshot).unwrap().read_errors, errors);
+    assert_eq!(Snapshot::try_from(&snapshot).unwrap().read_errors, errors);
 }
 
 #[test]
 fn a_tampered_snapshot_is_refused() {
     let mut snapshot = to_wire(&translate(&objects(), &Options::default()), &[]);
     snapshot.pools[0].members.clear();
-    let err = from_wire(&snapshot).unwrap_err();
+    let err = Snapshot::try_from(&snapshot).unwrap_err();
     assert!(matches!(err, WireError::VersionMismatch { .. }), "{err}");
+}
+
+/// A snapshot whose content hashes right but holds what the model cannot take: `mend` changes
+/// it and the version is recomputed.
+fn refused(mend: impl FnOnce(&mut pb::Snapshot)) -> Invalid {
+    let mut snapshot = to_wire(&translate(&objects(), &Options::default()), &[]);
+    mend(&mut snapshot);
+    snapshot.version = version_of(&snapshot);
+    match Snapshot::try_from(&snapshot) {
+        Err(WireError::Invalid { invalid, .. }) => invalid,
+        other => panic!("expected an invalid snapshot, got {other:?}"),
+    }
+}
+
+#[test]
+fn unset_or_unknown_enums_and_a_missing_action_are_refused_by_name() {
+    let first_policy =
+        |s: &mut pb::Snapshot| -> pb::Policy { s.http.as_ref().unwrap().policies[0].clone() };
+    let invalid = refused(|s| {
+        let policy = &mut s.http.as_mut().unwrap().policies[0];
+        policy.rules[0].rule_type = 99;
+    });
+    assert!(
+        matches!(invalid, Invalid::RuleType { value: 99, .. }),
+        "{invalid}"
+    );
+    let invalid = refused(|s| {
+        let policy = &mut s.http.as_mut().unwrap().policies[0];
+        policy.rules[0].compare_type = pb::CompareType::Unspecified.into();
+    });
+    assert!(
+        matches!(invalid, Invalid::CompareType { value: 0, .. }),
+        "{invalid}"
+    );
+    let mut name = String::new();
+    let invalid = refused(|s| {
+        name = first_policy(s).name;
+        s.http.as_mut().unwrap().policies[0].action = None;
+    });
+    assert_eq!(invalid.to_string(), format!("policy {name}: no action"));
+    let invalid = refused(|s| s.reports[0].report_kind = 42);
+    assert!(
+        matches!(invalid, Invalid::ReportKind { value: 42, .. }),
+        "{invalid}"
+    );
+    let invalid = refused(|s| s.pools[0].members[0].address = "nowhere".into());
+    assert!(
+        matches!(invalid, Invalid::MemberAddress { .. }),
+        "{invalid}"
+    );
 }
 
 #[test]

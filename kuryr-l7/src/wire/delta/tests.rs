@@ -62,7 +62,7 @@ prop_compose! {
                 Vec::new()
             },
             reports: if report {
-                vec![pb::Report { kind: "WARNING".into(), message: "m".into(), ..Default::default() }]
+                vec![pb::Report { report_kind: pb::ReportKind::Warning.into(), message: "m".into(), ..Default::default() }]
             } else {
                 Vec::new()
             },
