@@ -5,8 +5,7 @@
 //! It can run in a named network namespace (`ip netns exec NAME etcd ...`); the port choice
 //! and the health checks then happen inside that namespace too.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -15,6 +14,7 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use crate::Unavailable;
+use crate::http::http_get;
 use crate::netns::run_in_netns;
 use crate::port::free_port_on;
 use crate::privilege::running_as_root;
@@ -226,34 +226,6 @@ fn healthy(client: SocketAddr) -> bool {
 pub(crate) fn health_is_true(body: &str) -> bool {
     let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
     compact.contains("\"health\":\"true\"")
-}
-
-/// A plain HTTP/1.1 GET with `Connection: close`: (status, body).
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    parse_response(&String::from_utf8_lossy(&response))
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP response"))
-}
-
-/// (status, body) of a whole HTTP/1.1 response (body not chunk-decoded: callers search it).
-pub(crate) fn parse_response(response: &str) -> Option<(u16, String)> {
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head
-        .lines()
-        .next()?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((status, body.to_owned()))
 }
 
 #[cfg(test)]

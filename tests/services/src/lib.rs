@@ -1,5 +1,6 @@
-//! Throwaway PostgreSQL and etcd, and lookups of HAProxy, wrk, iperf3, nft, nginx and the CNI
-//! plugins, for tests; and, for benchmarks, what the machine was doing ([`machine`]) and the
+//! Throwaway PostgreSQL, etcd, MariaDB and RabbitMQ, the real OpenStack Octavia and Neutron APIs
+//! ([`OpenStack`]), and lookups of HAProxy, wrk, iperf3, nft, nginx and the CNI plugins, for
+//! tests; and, for benchmarks, what the machine was doing ([`machine`]) and the
 //! median of repeated runs ([`stats`]).
 //!
 //! Every domain's tests need the same few real services; this crate starts them once, the same
@@ -30,20 +31,27 @@
 //! watchdog) when the test process is killed.
 
 mod etcd;
+mod http;
 pub mod machine;
+mod mariadb;
 mod netns;
+mod openstack;
 mod port;
 mod postgres;
 mod privilege;
 pub mod process;
+mod rabbitmq;
 mod server_process;
 pub mod stats;
 mod tool;
 mod unavailable;
 
 pub use etcd::Etcd;
+pub use mariadb::MariaDb;
+pub use openstack::{OpenStack, install_venvs, new_project_id};
 pub use port::{free_loopback_port, free_port_on};
 pub use postgres::{Postgres, SqlError};
 pub use privilege::{require_root, running_as_root};
+pub use rabbitmq::RabbitMq;
 pub use tool::{DEBIAN_PACKAGES, Tool, program, tool};
 pub use unavailable::Unavailable;

@@ -22,7 +22,9 @@ pub fn free_port_on(ip: IpAddr) -> io::Result<u16> {
 /// Whether a server log line says its listening address was taken.
 pub(crate) fn says_address_in_use(log: &str) -> bool {
     let log = log.to_ascii_lowercase();
-    log.contains("address already in use") || log.contains("could not bind")
+    log.contains("address already in use")
+        || log.contains("could not bind")
+        || log.contains("eaddrinuse")
 }
 
 #[cfg(test)]

@@ -66,15 +66,15 @@ pub struct Postgres {
     dir: TempDir,
 }
 
-/// A SQL statement run through `psql` failed.
+/// A SQL statement run through a database's command-line client (`psql`, `mariadb`) failed.
 #[derive(Debug, thiserror::Error)]
-#[error("psql on database {database:?} failed running {sql:?}: {detail}")]
+#[error("SQL on database {database:?} failed running {sql:?}: {detail}")]
 pub struct SqlError {
     /// The database the statement ran against.
     pub database: String,
     /// The statement.
     pub sql: String,
-    /// psql's exit status and error output, or why psql could not run.
+    /// The client's exit status and error output, or why the client could not run.
     pub detail: String,
 }
 
@@ -238,7 +238,7 @@ impl Postgres {
             .map_err(|e| failed(format!("cannot run {}: {e}", psql.display())))?;
         if !out.status.success() {
             return Err(failed(format!(
-                "{}: {}",
+                "psql {}: {}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             )));

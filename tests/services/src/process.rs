@@ -1,4 +1,5 @@
-//! Whether a process runs, for tests that check a server or a child went away.
+//! Whether a process runs, for tests that check a server or a child went away; how much memory
+//! a server and its children hold, for tests that report what a service costs.
 
 /// Whether process `pid` runs: it exists and is not a zombie (a zombie has exited and only
 /// waits for its parent, or init, to reap it).
@@ -10,9 +11,73 @@ pub fn runs(pid: u32) -> bool {
     })
 }
 
+/// The resident memory of `pid` and all its descendants, in bytes (0 for a process that is
+/// gone). Read from `/proc/PID/status` (`VmRSS`) and `/proc/PID/task/*/children`; shared pages
+/// count once per process, so forked workers are over-counted a little.
+pub fn tree_rss_bytes(pid: u32) -> u64 {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| vm_rss_bytes(&status))
+        .unwrap_or(0);
+    own + children(pid).into_iter().map(tree_rss_bytes).sum::<u64>()
+}
+
+/// The direct children of `pid`, across all its threads.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// `VmRSS:   1234 kB` in `/proc/PID/status` text, in bytes.
+fn vm_rss_bytes(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::runs;
+    use super::{children, runs, tree_rss_bytes, vm_rss_bytes};
+
+    #[test]
+    fn a_process_tree_counts_its_children_and_a_gone_one_nothing() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = shell.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while children(pid).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "sleep never started");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sleep = children(pid)[0];
+        let alone = |p: u32| {
+            vm_rss_bytes(&std::fs::read_to_string(format!("/proc/{p}/status")).unwrap()).unwrap()
+        };
+        let (shell_alone, sleep_alone, tree) = (alone(pid), alone(sleep), tree_rss_bytes(pid));
+        let _ = std::process::Command::new("kill")
+            .arg(sleep.to_string())
+            .status();
+        shell.wait().unwrap();
+        assert!(sleep_alone > 0 && shell_alone > 0);
+        assert_eq!(tree, shell_alone + sleep_alone);
+        assert_eq!(tree_rss_bytes(pid), 0, "reaped: gone");
+        assert_eq!(
+            vm_rss_bytes("Name:\tx\nVmRSS:\t   2048 kB\n"),
+            Some(2 * 1024 * 1024)
+        );
+        assert_eq!(vm_rss_bytes("Name:\tkthreadd\n"), None);
+    }
 
     #[test]
     fn a_running_process_runs_and_an_exited_one_does_not_even_before_it_is_reaped() {

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::Unavailable;
 
-/// Every Debian package this crate can need; `cargo xtask test` installs them when root.
+/// Every Debian package the workspace's tests need (this crate's services and tools, and the
+/// browser and terminal the dashboard tests drive); `cargo xtask test` installs them when root.
 pub const DEBIAN_PACKAGES: &[&str] = &[
     "postgresql",
     "etcd-server",
@@ -24,6 +25,13 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "nginx-light",
     "containernetworking-plugins",
     "iproute2",
+    "mariadb-server",
+    "rabbitmq-server",
+    "python3-venv",
+    "openssl",
+    "tmux",
+    "chromium",
+    "chromium-driver",
 ];
 
 /// Directories searched after PATH, because a test's PATH often lacks the sbin directories.

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// Returned by [`Postgres::start`](crate::Postgres::start), [`Etcd::start`](crate::Etcd::start),
 /// [`tool`](crate::tool) and [`require_root`](crate::require_root). A test hands it to
 /// [`Unavailable::skip`], or propagates it with `?` to fail.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{what} {cause}")]
 pub struct Unavailable {
     what: String,
@@ -21,7 +21,7 @@ pub struct Unavailable {
 }
 
 /// The reason behind an [`Unavailable`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Cause {
     /// The program is not installed in any of the places searched.
     NotInstalled {
@@ -30,6 +30,9 @@ enum Cause {
     },
     /// The test needs root and the process is not root.
     NotRoot { why: String },
+    /// Something fetched rather than installed from Debian (a Python environment from PyPI)
+    /// could not be had, e.g. offline.
+    NotProvisioned { detail: String, how: String },
     /// The program is installed but could not be started or did not become ready.
     Failed { detail: String },
 }
@@ -55,6 +58,9 @@ impl fmt::Display for Cause {
                     f,
                     "needs root ({why}) (install: nothing; run the tests as root)"
                 )
+            }
+            Cause::NotProvisioned { detail, how } => {
+                write!(f, "could not be provisioned: {detail} (install: {how})")
             }
             Cause::Failed { detail } => write!(f, "failed: {detail}"),
         }
@@ -83,6 +89,23 @@ impl Unavailable {
         }
     }
 
+    /// `what` must be fetched (not installed from Debian) and could not be: `detail` says why,
+    /// `how` what provisions it. Missing, like a package that is not installed: skipped outside
+    /// CI, a failure on CI.
+    pub(crate) fn not_provisioned(
+        what: impl Into<String>,
+        detail: impl Into<String>,
+        how: impl Into<String>,
+    ) -> Self {
+        Unavailable {
+            what: what.into(),
+            cause: Cause::NotProvisioned {
+                detail: detail.into(),
+                how: how.into(),
+            },
+        }
+    }
+
     /// `what` is installed but failed (to start, to become ready, ...): `detail` says how,
     /// including the server's log tail where there is one.
     pub(crate) fn failed(what: impl Into<String>, detail: impl Into<String>) -> Self {
@@ -103,7 +126,7 @@ impl Unavailable {
     pub fn package(&self) -> Option<&'static str> {
         match &self.cause {
             Cause::NotInstalled { package, .. } => Some(package),
-            Cause::NotRoot { .. } | Cause::Failed { .. } => None,
+            Cause::NotRoot { .. } | Cause::NotProvisioned { .. } | Cause::Failed { .. } => None,
         }
     }
 
@@ -113,14 +136,15 @@ impl Unavailable {
         match &self.cause {
             Cause::NotInstalled { package, .. } => format!("apt-get install -y {package}"),
             Cause::NotRoot { .. } => "run the tests as root".to_owned(),
+            Cause::NotProvisioned { how, .. } => how.clone(),
             Cause::Failed { .. } => {
                 "nothing to install: it is installed but failed; see the detail".to_owned()
             }
         }
     }
 
-    /// True when the service is merely absent (not installed, not root), so skipping outside CI
-    /// is right; false when it is installed but failed, which is always a test failure.
+    /// True when the service is merely absent (not installed, not provisioned, not root), so
+    /// skipping outside CI is right; false when it is installed but failed, which is always a test failure.
     pub fn is_missing(&self) -> bool {
         !matches!(self.cause, Cause::Failed { .. })
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use nephrite_test_services::process::runs;
-use nephrite_test_services::{Etcd, Postgres};
+use nephrite_test_services::{Etcd, MariaDb, Postgres, RabbitMq};
 
 /// Which service the child process starts, from the environment the parent sets.
 const SERVICE_VAR: &str = "NEPHRITE_WATCHDOG_SERVICE";
@@ -29,6 +29,14 @@ fn watchdog_child() {
             Ok("etcd") => {
                 let etcd = Etcd::start().expect("etcd starts");
                 (etcd.pid(), etcd.dir().to_path_buf(), Box::new(etcd))
+            }
+            Ok("mariadb") => {
+                let db = MariaDb::start().expect("mariadb starts");
+                (db.pid(), db.dir().to_path_buf(), Box::new(db))
+            }
+            Ok("rabbitmq") => {
+                let mq = RabbitMq::start().expect("rabbitmq starts");
+                (mq.pid(), mq.dir().to_path_buf(), Box::new(mq))
             }
             _ => return,
         };
@@ -100,4 +108,22 @@ fn killed_test_process_leaves_no_postgres_behind() -> anyhow::Result<()> {
         return Ok(());
     }
     killed_child_leaves_nothing("postgres")
+}
+
+#[test]
+fn killed_test_process_leaves_no_mariadb_behind() -> anyhow::Result<()> {
+    if let Err(e) = nephrite_test_services::program("mariadbd", "mariadb-server") {
+        e.skip("killed_test_process_leaves_no_mariadb_behind");
+        return Ok(());
+    }
+    killed_child_leaves_nothing("mariadb")
+}
+
+#[test]
+fn killed_test_process_leaves_no_rabbitmq_behind() -> anyhow::Result<()> {
+    if let Err(e) = nephrite_test_services::program("epmd", "rabbitmq-server") {
+        e.skip("killed_test_process_leaves_no_rabbitmq_behind");
+        return Ok(());
+    }
+    killed_child_leaves_nothing("rabbitmq")
 }

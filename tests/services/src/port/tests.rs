@@ -10,6 +10,8 @@ fn postgres_and_etcd_bind_failures_are_recognised() {
                 \"error\":\"listen tcp 127.0.0.1:2380: bind: address already in use\"}";
     assert!(says_address_in_use(postgres));
     assert!(says_address_in_use(etcd));
+    let rabbitmq = "BOOT FAILED ... {error,{listen_error,\"127.0.0.1\",5672,eaddrinuse}}";
+    assert!(says_address_in_use(rabbitmq));
     assert!(!says_address_in_use(
         "FATAL:  data directory has wrong ownership"
     ));

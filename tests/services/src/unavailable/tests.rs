@@ -75,3 +75,26 @@ fn ci_is_recognised_only_when_set_to_true_or_1() {
     assert!(!running_on_ci(Some("")));
     assert!(!running_on_ci(None));
 }
+
+#[test]
+fn a_download_that_failed_is_missing_and_says_what_provisions_it() {
+    let e = Unavailable::not_provisioned(
+        "Octavia's Python environment",
+        "pip install exited with status 1: no network",
+        "cargo xtask test (or pip install -c octavia-constraints.txt octavia==19.0.0)",
+    );
+    assert!(e.is_missing());
+    assert_eq!(e.package(), None);
+    assert_eq!(
+        e.to_string(),
+        "Octavia's Python environment could not be provisioned: pip install exited with \
+         status 1: no network (install: cargo xtask test (or pip install -c \
+         octavia-constraints.txt octavia==19.0.0))"
+    );
+    assert!(e.how_to_install().starts_with("cargo xtask test"));
+    let panic = std::panic::catch_unwind(|| e.clone().skip_under("os_test", true))
+        .expect_err("on CI a missing environment is a failure");
+    let message = panic.downcast_ref::<String>().expect("message");
+    assert!(message.contains("os_test"), "{message}");
+    e.skip_under("os_test", false);
+}
