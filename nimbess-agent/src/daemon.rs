@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, init_tracing};
@@ -33,6 +34,10 @@ pub struct ServeCommand {
     /// Data plane; overrides the config file's `driver`.
     #[arg(long, env = "NIMBESS_DRIVER", value_enum)]
     pub driver: Option<DriverKind>,
+    /// Seconds between two looks for ports whose netns is gone (they are
+    /// freed as a DEL would; also done at start and before every ADD).
+    #[arg(long, env = "NIMBESS_REAP_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reap_interval: u64,
     /// Multi-host fabric flags.
     #[command(flatten)]
     pub fabric: FabricArgs,
@@ -100,6 +105,7 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
         None => Arc::new(Agent::start(store, &config.networks, driver).await?),
     };
     tracing::info!(driver = ?kind, networks = config.networks.len(), "state loaded, data plane reconciled");
+    tokio::spawn(Arc::clone(&agent).reap_periodically(Duration::from_secs(command.reap_interval)));
     reload_on_hangup(Arc::clone(&agent), command.config.clone())?;
     serve(agent, &command.socket, &command.serve).await
 }

@@ -23,6 +23,7 @@ use crate::state::{PersistedState, Record, StateError, StateStore};
 
 mod fabric;
 mod inspect;
+mod reap;
 #[cfg(test)]
 mod tests;
 
@@ -158,7 +159,7 @@ impl Agent {
         else {
             return Err(unknown_network(&req.network));
         };
-        if let Some(existing) = st.model.port_of(&req.container_id, &req.ifname) {
+        if let Some(existing) = st.model.port_of(&req.container_id, &req.ifname).cloned() {
             if let Some(remote) = &existing.remote {
                 return Err(CniError::new(
                     ErrorCode::InvalidConfig,
@@ -168,17 +169,41 @@ impl Agent {
                     ),
                 ));
             }
-            if existing.network == req.network {
-                return Ok(result_of(existing, &spec, st.fabric.is_some()));
+            if existing.network != req.network {
+                return Err(CniError::new(
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "container {} interface {} is already attached to network {}",
+                        req.container_id, req.ifname, existing.network
+                    ),
+                ));
             }
-            return Err(CniError::new(
-                ErrorCode::InvalidConfig,
-                format!(
-                    "container {} interface {} is already attached to network {}",
-                    req.container_id, req.ifname, existing.network
-                ),
-            ));
+            // A repeat ADD: the stored result holds only while the port is
+            // still plugged into the namespace the runtime names now.
+            let stale = if existing.netns == req.netns {
+                st.driver
+                    .check(&existing)
+                    .await
+                    .err()
+                    .map(|e| e.to_string())
+            } else {
+                Some(format!("the netns was {}", existing.netns))
+            };
+            let Some(why) = stale else {
+                return Ok(result_of(&existing, &spec, st.fabric.is_some()));
+            };
+            tracing::info!(port = %existing.id, netns = %req.netns, why, "repeat ADD: plugging the port again");
+            st.delete(&req.container_id, &req.ifname)
+                .await
+                .map_err(|e| CniError {
+                    msg: format!(
+                        "container {} interface {} is plugged into {} and could not be unplugged to plug it into {}",
+                        req.container_id, req.ifname, existing.netns, req.netns
+                    ),
+                    ..e
+                })?;
         }
+        st.reap(Some(&req.network)).await;
         let owner = Owner {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
@@ -397,9 +422,11 @@ impl AgentState {
         }
         model.apply_networks(effective)?;
         ipam.sync_networks(effective)?;
+        let dead = reap::take_dead(&mut model, &mut ipam);
         for (port, facts) in driver.reconcile(&model).await? {
             model.record_facts(&port, facts)?;
         }
+        reap::discard_leftovers(&mut driver, &dead).await;
         Ok(AgentState {
             model,
             ipam,

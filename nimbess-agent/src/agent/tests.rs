@@ -197,3 +197,94 @@ fn the_fabric_adds_networks_and_the_config_wins_on_a_shared_name() {
     assert_eq!(names, ["blue", "green", "red"]);
     assert_eq!(effective[0], configured[0], "this host's config wins");
 }
+
+#[tokio::test]
+async fn dead_ports_are_freed_at_start_before_an_add_and_on_demand() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ns = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, b"").expect("fake netns");
+        path.display().to_string()
+    };
+    let (ns_a, ns_b, ns_c) = (ns("a"), ns("b"), ns("c"));
+    let nets = [spec("blue", "10.5.0.0/24"), spec("red", "10.6.0.0/24")];
+    let store = StateStore::open(&dir.path().join("state")).expect("store");
+    let agent = Agent::start(store.clone(), &nets, Driver::Sim(SimDriver::new()))
+        .await
+        .expect("start");
+    let a = agent.add(&req("a", "blue", &ns_a)).await.expect("a");
+    agent.add(&req("c", "red", &ns_c)).await.expect("c");
+
+    // a's netns goes while the agent is down: freed at start
+    drop(agent);
+    std::fs::remove_file(&ns_a).expect("rm");
+    let agent = Agent::start(store.clone(), &nets, Driver::Sim(SimDriver::new()))
+        .await
+        .expect("restart");
+    let owner_a = Owner {
+        container_id: "a".into(),
+        ifname: "eth0".into(),
+    };
+    assert!(
+        store
+            .load()
+            .expect("load")
+            .ipam
+            .held_by("blue", &owner_a)
+            .is_none()
+    );
+    let b = agent.add(&req("b", "blue", &ns_b)).await.expect("b");
+    assert_eq!(
+        b.ips[0].address, a.ips[0].address,
+        "a's address is free again"
+    );
+
+    // b's netns goes under a running agent: the next ADD on blue frees it
+    std::fs::remove_file(&ns_b).expect("rm");
+    let d = agent.add(&req("d", "blue", &ns("d"))).await.expect("d");
+    assert_eq!(d.ips[0].address, b.ips[0].address);
+
+    // c's netns goes, nothing ADDs on red: the reaper frees it
+    std::fs::remove_file(&ns_c).expect("rm");
+    assert_eq!(agent.reap_dead_ports().await, 1);
+    assert_eq!(agent.reap_dead_ports().await, 0);
+    let ids: Vec<String> = agent
+        .ports()
+        .await
+        .into_iter()
+        .map(|p| p.container_id)
+        .collect();
+    assert_eq!(ids, ["d"]);
+}
+
+#[tokio::test]
+async fn a_repeat_add_in_another_netns_plugs_the_port_there() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ns = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, b"").expect("fake netns");
+        path.display().to_string()
+    };
+    let (first, second) = (ns("first"), ns("second"));
+    let store = StateStore::open(dir.path()).expect("store");
+    let agent = Agent::start(
+        store,
+        &[spec("blue", "10.5.0.0/24")],
+        Driver::Sim(SimDriver::new()),
+    )
+    .await
+    .expect("start");
+    let r1 = agent.add(&req("a", "blue", &first)).await.expect("first");
+    assert_eq!(r1.interfaces[0].sandbox.as_deref(), Some(first.as_str()));
+    let r2 = agent.add(&req("a", "blue", &second)).await.expect("second");
+    assert_eq!(r2.interfaces[0].sandbox.as_deref(), Some(second.as_str()));
+    assert_eq!(r2.ips, r1.ips, "the address is kept");
+    let ports = agent.ports().await;
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].netns, second);
+    // and the same netns again is the stored result
+    assert_eq!(
+        agent.add(&req("a", "blue", &second)).await.expect("again"),
+        r2
+    );
+}

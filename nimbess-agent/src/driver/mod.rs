@@ -33,6 +33,17 @@ pub enum DriverError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A FIB entry's egress port has no veth (its netns went away): the
+    /// port is dead, and only that port's own change fails on it.
+    #[error("FIB entry {entry}: veth {veth} of {port} is missing")]
+    EgressMissing {
+        /// The entry's key (a MAC or an address).
+        entry: String,
+        /// The host veth looked for.
+        veth: String,
+        /// The egress port.
+        port: PortId,
+    },
     /// The data plane is not as required.
     #[error("{0}")]
     State(String),

@@ -38,17 +38,27 @@ pub(super) fn drop_ref<K: Ord>(refs: &mut BTreeMap<K, usize>, key: K) -> bool {
 
 impl KernelDriver {
     /// Install what a plan adds to the FIBs and withdraw what it removes,
-    /// each kernel entry once however many copies hold it.
+    /// each kernel entry once however many copies hold it. An entry towards
+    /// a port the plan does not create, whose veth is gone (its netns
+    /// vanished and the agent has not freed it yet), is skipped: another
+    /// port's death never fails this change.
     pub(super) async fn apply_fib(&mut self, plan: &RenderPlan) -> Result<(), DriverError> {
         for e in &plan.fib_added {
-            match e.key {
+            let installed = match e.key {
                 FibKey::Ip(ip) if take(&mut self.route_refs, (ip, e.egress_port.clone())) => {
-                    self.route(ip, &e.egress_port, true).await?;
+                    self.route(ip, &e.egress_port, true).await
                 }
                 FibKey::Mac(mac) if take(&mut self.fdb_refs, (mac, e.egress_port.clone())) => {
-                    self.fdb(mac, &e.egress_port, true).await?;
+                    self.fdb(mac, &e.egress_port, true).await
                 }
-                _ => {}
+                _ => Ok(()),
+            };
+            let created_here = plan.ports_added.iter().any(|p| p.id == e.egress_port);
+            match installed {
+                Err(missing @ DriverError::EgressMissing { .. }) if !created_here => {
+                    tracing::warn!(error = %missing, "FIB entry towards a dead port skipped");
+                }
+                other => other?,
             }
         }
         for e in &plan.fib_removed {
@@ -77,9 +87,11 @@ impl KernelDriver {
         let host = host_veth_name(egress_port);
         let Some(link) = find_link(&self.handle, &host).await? else {
             return if add {
-                Err(DriverError::State(format!(
-                    "FIB entry {mac}: veth {host} of {egress_port} is missing"
-                )))
+                Err(DriverError::EgressMissing {
+                    entry: mac.to_string(),
+                    veth: host,
+                    port: egress_port.to_string(),
+                })
             } else {
                 Ok(())
             };
@@ -120,9 +132,11 @@ impl KernelDriver {
             self.rendered.get(egress_port),
         ) else {
             return if add {
-                Err(DriverError::State(format!(
-                    "FIB entry {ip}: veth {host} of {egress_port} is missing"
-                )))
+                Err(DriverError::EgressMissing {
+                    entry: ip.to_string(),
+                    veth: host,
+                    port: egress_port.to_string(),
+                })
             } else {
                 Ok(())
             };

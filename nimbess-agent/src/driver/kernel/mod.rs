@@ -383,7 +383,12 @@ impl KernelDriver {
         self.fdb_refs = refs;
         let routes = Self::desired_routes(model);
         for (ip, egress) in routes.keys() {
-            self.route(*ip, egress, true).await?;
+            match self.route(*ip, egress, true).await {
+                Err(missing @ DriverError::EgressMissing { .. }) => {
+                    tracing::warn!(error = %missing, "FIB entry towards a dead port skipped");
+                }
+                other => other?,
+            }
         }
         self.route_refs = routes;
         Ok(out)
