@@ -3,6 +3,7 @@
 //! - `test`: the Debian packages the tests use (installed when root), format check, clippy, the
 //!   layering and licence checks, a warning-free `cargo doc`, doc tests and the whole test suite
 //!   (nextest when installed, `cargo test` otherwise).
+//! - `demo`: the daemons working together, end to end (see [`demo`]).
 //! - `lint`: format check, clippy, the layering and licence checks only.
 //! - `layering`, `licences`: one check each.
 //! - `bench <domain>`: a domain's benchmarks (outside `test`: they take minutes and print
@@ -10,6 +11,7 @@
 //! - `crds`, `clusterctl`: generated artefacts users install (see [`artefacts`]).
 
 mod artefacts;
+mod demo;
 mod layering;
 mod licences;
 mod packages;
@@ -25,6 +27,8 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   test            test packages, fmt check, clippy, layering and licence checks, cargo doc,
                   doc tests, all tests
+  demo [--keep]   the toolkit end to end: BMM clusters, the preparer and ntc deploying a
+                  free5GC-like topology, NF pods on nimbess, their endpoints behind kuryr-l7
   lint            fmt check, clippy, layering and licence checks
   layering        check that no core/ crate depends on an IO crate, and that daemons
                   use the wire (nephrite_proto) only in their edge modules
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
             .and_then(|()| lint())
             .and_then(|()| docs())
             .and_then(|()| test_suite()),
+        Some("demo") => demo::run(&args[1..]),
         Some("lint") => lint(),
         Some("layering") => layering_step(),
         Some("licences") => licences_step(),
@@ -281,7 +286,7 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
 /// only; with it a whole-workspace test build is 9 GB or more, without it 3.7 GB, and a CI
 /// disk may not have the former. Panics still name their file and line (that is compiled in,
 /// not read from debug info), and CI builds once, so the caches buy nothing.
-fn cargo_command() -> Command {
+pub(crate) fn cargo_command() -> Command {
     let mut command = Command::new(cargo_bin());
     if std::env::var_os("CI").is_some_and(|ci| !ci.is_empty() && ci != "false") {
         command.env("CARGO_INCREMENTAL", "0");
@@ -311,7 +316,7 @@ fn cargo_bin() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
-fn workspace_root() -> std::path::PathBuf {
+pub(crate) fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(std::path::Path::to_path_buf)

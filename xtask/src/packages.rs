@@ -108,7 +108,7 @@ fn installed(package: &str) -> bool {
         })
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
         status
             .lines()

@@ -25,11 +25,26 @@ pub struct Edges {
 }
 
 /// The daemons whose internals are transport-free, with their edge modules.
-pub const EDGES: &[Edges] = &[Edges {
-    crate_dir: "nimbess-agent",
-    // the CNI gRPC service and its client in nimbess-cni; the etcd v3 client of the fabric
-    allowed: &["src/grpc/", "src/fabric/etcd.rs"],
-}];
+pub const EDGES: &[Edges] = &[
+    Edges {
+        crate_dir: "nimbess-agent",
+        // the CNI gRPC service and its client in nimbess-cni; the etcd v3 client of the fabric
+        allowed: &["src/grpc/", "src/fabric/etcd.rs"],
+    },
+    Edges {
+        crate_dir: "kuryr-l7",
+        // the rules service and its wire conversions; the routers' subscription and the
+        // `rules` CLI's fetch, its clients
+        allowed: &[
+            "src/rules_service.rs",
+            "src/rules_service/",
+            "src/wire.rs",
+            "src/wire/",
+            "src/subscription.rs",
+            "src/rules/fetch.rs",
+        ],
+    },
+];
 
 /// A file outside a crate's edge modules that mentions the wire crate.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,6 +32,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "tmux",
     "chromium",
     "chromium-driver",
+    // `ping`, which `cargo xtask demo` (and its test) runs between two pods
+    "iputils-ping",
 ];
 
 /// Directories searched after PATH, because a test's PATH often lacks the sbin directories.

@@ -1,0 +1,373 @@
+//! The demo's lab: one temporary directory holding every daemon's state and log, the daemons it
+//! started, the network namespaces it made, and the cleanup that undoes all of it.
+//!
+//! Daemons run in their own process group, so the terminal's Ctrl-C reaches the demo alone and
+//! the demo stops them in order (SIGTERM, then SIGKILL after a grace period). Cleanup runs on
+//! success, failure and Ctrl-C alike; only the temporary directory is kept after a failure, for
+//! its logs.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::interrupt;
+
+/// How long a daemon gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// A daemon the lab started.
+struct Daemon {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// A pod interface plugged through `nimbess-cni`, unplugged at cleanup.
+pub struct Plugged {
+    /// The CNI network configuration (JSON) it was added with.
+    pub config: String,
+    /// `CNI_CONTAINERID`.
+    pub container: String,
+    /// `CNI_NETNS`.
+    pub netns: PathBuf,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+}
+
+/// Everything the demo started, and where.
+pub struct Lab {
+    temp: Option<tempfile::TempDir>,
+    dir: PathBuf,
+    bin: PathBuf,
+    daemons: Vec<Daemon>,
+    netns: Vec<String>,
+    plugged: Vec<Plugged>,
+    /// The host's links before the data plane started: cleanup deletes the data plane's devices
+    /// that were not there (`nb…` bridges, `nd…`/`ne…` miss sinks, `nx…` VXLAN).
+    links_before: Option<BTreeSet<String>>,
+}
+
+impl Lab {
+    /// A lab in a fresh temporary directory, running the binaries in `bin`.
+    pub fn new(bin: PathBuf) -> anyhow::Result<Self> {
+        let temp = tempfile::Builder::new()
+            .prefix("nephrite-demo-")
+            .tempdir()
+            .context("creating the demo's temporary directory")?;
+        let dir = temp.path().to_path_buf();
+        std::fs::create_dir_all(dir.join("logs"))?;
+        Ok(Lab {
+            temp: Some(temp),
+            dir,
+            bin,
+            daemons: Vec::new(),
+            netns: Vec::new(),
+            plugged: Vec::new(),
+            links_before: None,
+        })
+    }
+
+    /// The temporary directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A binary of the workspace.
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    /// The log file of a daemon or command called `name`.
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{name}.log"))
+    }
+
+    /// Writes `contents` to `name` in the lab's directory and returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> anyhow::Result<PathBuf> {
+        let path = self.dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Starts the workspace binary `program` as the daemon `name`, its output in its log.
+    pub fn spawn(&mut self, name: &str, program: &str, args: &[&str]) -> anyhow::Result<()> {
+        let log = self.log(name);
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(self.binary(program))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .env("RUST_LOG", "info")
+            .env_remove("RUST_BACKTRACE")
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {program} (is it built?)"))?;
+        self.daemons.push(Daemon {
+            name: name.to_owned(),
+            child,
+            log,
+        });
+        Ok(())
+    }
+
+    /// Fails naming the daemon and its log when one of the daemons has exited.
+    pub fn check_daemons(&mut self) -> anyhow::Result<()> {
+        for daemon in &mut self.daemons {
+            if let Some(status) = daemon.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}); its log: {}",
+                    daemon.name,
+                    daemon.log.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `addr` accepts TCP connections (or the daemon `name` has died).
+    pub fn wait_listening(&mut self, name: &str, addr: SocketAddr) -> anyhow::Result<()> {
+        interrupt::wait_for(
+            &format!("{name} to listen on {addr}"),
+            Duration::from_secs(60),
+            || {
+                self.check_daemons()?;
+                Ok(
+                    TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                        .ok()
+                        .map(|_| ()),
+                )
+            },
+        )
+    }
+
+    /// Runs the workspace binary `program` to completion and returns its standard output; a
+    /// failure names the command and carries its standard error. The command's output is
+    /// appended to the log `log`.
+    pub fn run(
+        &self,
+        log: &str,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<String> {
+        self.run_path(log, &self.binary(program), args, stdin, env)
+    }
+
+    /// [`Lab::run`] for any program.
+    pub fn run_path(
+        &self,
+        log: &str,
+        program: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<String> {
+        interrupt::check()?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("RUST_BACKTRACE")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("running {}", program.display()))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let shown = format!(
+            "$ {} {}\n{stdout}{stderr}\n",
+            program.display(),
+            args.join(" ")
+        );
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(log))
+        {
+            let _ = file.write_all(shown.as_bytes());
+        }
+        if !out.status.success() {
+            bail!(
+                "`{} {}` exited with {}: {}",
+                program.display(),
+                args.join(" "),
+                out.status,
+                stderr.trim()
+            );
+        }
+        Ok(stdout)
+    }
+
+    /// Records a network namespace to delete at cleanup, and creates it.
+    pub fn add_netns(&mut self, name: &str) -> anyhow::Result<PathBuf> {
+        self.run_path("netns", Path::new("ip"), &["netns", "add", name], None, &[])?;
+        self.netns.push(name.to_owned());
+        Ok(PathBuf::from("/run/netns").join(name))
+    }
+
+    /// Records an interface plugged by `nimbess-cni`, to unplug at cleanup.
+    pub fn plugged(&mut self, plugged: Plugged) {
+        self.plugged.push(plugged);
+    }
+
+    /// Notes the host's links, before a data plane starts creating its own.
+    pub fn snapshot_links(&mut self) {
+        self.links_before.get_or_insert_with(links);
+    }
+
+    /// Unplugs pods, stops daemons (last started first), deletes namespaces and links. Returns
+    /// what it could not undo.
+    pub fn cleanup(&mut self) -> Vec<String> {
+        let mut left = Vec::new();
+        let cni = self.binary("nimbess-cni");
+        for pod in std::mem::take(&mut self.plugged) {
+            let container = pod.container.clone();
+            let netns = pod.netns.display().to_string();
+            let env = [
+                ("CNI_COMMAND", "DEL"),
+                ("CNI_CONTAINERID", container.as_str()),
+                ("CNI_NETNS", netns.as_str()),
+                ("CNI_IFNAME", pod.ifname.as_str()),
+                ("CNI_PATH", "/nonexistent"),
+            ];
+            if let Err(err) = self.run_path_quiet(&cni, Some(&pod.config), &env) {
+                left.push(format!(
+                    "CNI DEL of {}/{}: {err:#}",
+                    pod.container, pod.ifname
+                ));
+            }
+        }
+        while let Some(mut daemon) = self.daemons.pop() {
+            if let Err(err) = stop(&mut daemon.child) {
+                left.push(format!("{}: {err:#}", daemon.name));
+            }
+        }
+        for name in std::mem::take(&mut self.netns) {
+            let _ = Command::new("ip").args(["netns", "del", &name]).status();
+            if Path::new("/run/netns").join(&name).exists() {
+                left.push(format!("network namespace {name}"));
+            }
+        }
+        if let Some(before) = self.links_before.take() {
+            let data_plane =
+                |name: &&String| ["nb", "nd", "ne", "nx"].iter().any(|p| name.starts_with(p));
+            for name in links().difference(&before).filter(data_plane) {
+                // Deleting one end of a veth pair deletes its peer: look before deleting.
+                if Path::new("/sys/class/net").join(name).exists() {
+                    let _ = Command::new("ip")
+                        .args(["link", "del", name])
+                        .stderr(Stdio::null())
+                        .status();
+                }
+                if Path::new("/sys/class/net").join(name).exists() {
+                    left.push(format!("network interface {name}"));
+                }
+            }
+        }
+        left
+    }
+
+    /// Runs `program` with `env` during cleanup, where Ctrl-C was most likely pressed already.
+    fn run_path_quiet(
+        &self,
+        program: &Path,
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
+        let mut child = Command::new(program)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())?;
+        }
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("exited with {status}");
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary directory (`keep == false`) or leaves it and returns its path.
+    pub fn finish(mut self, keep: bool) -> Option<PathBuf> {
+        let temp = self.temp.take()?;
+        if keep {
+            Some(temp.keep())
+        } else {
+            drop(temp);
+            None
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // `cleanup` normally ran already and emptied every list; this catches an early return.
+        let left = self.cleanup();
+        for what in left {
+            eprintln!("demo: left behind: {what}");
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL once [`STOP_GRACE`] has passed.
+fn stop(child: &mut Child) -> anyhow::Result<()> {
+    if child.try_wait()?.is_some() {
+        return Ok(());
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id())?);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let started = Instant::now();
+    while started.elapsed() < STOP_GRACE {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill()?;
+    child.wait()?;
+    Ok(())
+}
+
+/// The host's network interfaces by name.
+fn links() -> BTreeSet<String> {
+    std::fs::read_dir("/sys/class/net")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A free loopback TCP address.
+pub fn free_addr() -> anyhow::Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}

@@ -1,0 +1,144 @@
+//! Step 7: each NF instance's management endpoint behind the L7 router. The `kuryr-l7`
+//! controller reads Services, EndpointSlices and an Ingress from a directory and serves the
+//! compiled rules; the router follows the controller; requests reach each endpoint by host
+//! (`<instance>.free5gc.demo`) and by path (`mgmt.free5gc.demo/<instance>/…`).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::http;
+use super::interrupt;
+use super::lab::{Lab, free_addr};
+use super::pods::Pod;
+use super::progress::Progress;
+
+/// The namespace of the demo's Services and Ingress.
+const NAMESPACE: &str = "free5gc";
+
+/// What the router step gave.
+pub struct Routed {
+    /// The controller's rules service.
+    pub controller: SocketAddr,
+    /// The router's plain-HTTP listener.
+    pub router: SocketAddr,
+    /// Requests answered 200 by the right endpoint.
+    pub ok: usize,
+    /// Requests sent.
+    pub sent: usize,
+}
+
+/// The Services, EndpointSlices and the Ingress for `endpoints` (instance, address).
+fn objects(endpoints: &[(String, SocketAddr)]) -> String {
+    let mut yaml = String::new();
+    let mut paths = String::new();
+    let mut hosts = String::new();
+    for (name, addr) in endpoints {
+        let _ = write!(
+            yaml,
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {NAMESPACE}}}\n\
+             spec:\n  ports: [{{name: http, port: 80}}]\n---\n\
+             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  \
+             namespace: {NAMESPACE}\n  labels: {{kubernetes.io/service-name: {name}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {}}}]\nendpoints:\n\
+             - addresses: [\"{}\"]\n  conditions: {{ready: true}}\n---\n",
+            addr.port(),
+            addr.ip()
+        );
+        let _ = write!(
+            paths,
+            "      - path: /{name}\n        pathType: Prefix\n        \
+             backend: {{service: {{name: {name}, port: {{name: http}}}}}}\n"
+        );
+        let _ = write!(
+            hosts,
+            "  - host: {name}.free5gc.demo\n    http:\n      paths:\n      - path: /\n        \
+             pathType: Prefix\n        backend: {{service: {{name: {name}, port: {{number: 80}}}}}}\n"
+        );
+    }
+    let _ = write!(
+        yaml,
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: nf-management, \
+         namespace: {NAMESPACE}}}\nspec:\n  rules:\n  - host: mgmt.free5gc.demo\n    http:\n      \
+         paths:\n{paths}{hosts}"
+    );
+    yaml
+}
+
+/// Starts an endpoint per pod, the controller and the router, then calls every endpoint through
+/// the router by host and by path.
+pub fn route(lab: &mut Lab, progress: &Progress, pods: &[Pod]) -> anyhow::Result<Routed> {
+    let step = progress.step("kuryr-l7: controller and router");
+    let mut endpoints = Vec::new();
+    for pod in pods {
+        endpoints.push((pod.deployed.clone(), http::serve_endpoint(&pod.deployed)?));
+    }
+    lab.write("l7/free5gc.yaml", &objects(&endpoints))?;
+    let source = format!("dir:{}", lab.dir().join("l7").display());
+    let controller = free_addr()?;
+    lab.spawn(
+        "kuryr-l7-controller",
+        "kuryr-l7",
+        &[
+            "controller",
+            "--source",
+            &source,
+            "--listen",
+            &controller.to_string(),
+        ],
+    )?;
+    lab.wait_listening("kuryr-l7 controller", controller)?;
+    let router = free_addr()?;
+    lab.spawn(
+        "kuryr-l7-router",
+        "kuryr-l7",
+        &[
+            "router",
+            "--listen",
+            &router.to_string(),
+            "--rules",
+            &format!("http://{controller}"),
+        ],
+    )?;
+    lab.wait_listening("kuryr-l7 router", router)?;
+    // The router listens once it has the first rules; wait until the first Ingress answers.
+    let (first, _) = &endpoints[0];
+    interrupt::wait_for(
+        "the router to serve the Ingress",
+        Duration::from_secs(30),
+        || {
+            lab.check_daemons()?;
+            let (status, _) = http::get(router, &format!("{first}.free5gc.demo"), "/")?;
+            Ok((status == 200).then_some(()))
+        },
+    )?;
+    step.done(&format!(
+        "{} Services behind one Ingress; rules on {controller}, HTTP on {router}",
+        endpoints.len()
+    ));
+
+    let step = progress.step("kuryr-l7: HTTP through the router");
+    let mut ok = 0;
+    let mut sent = 0;
+    for (name, _) in &endpoints {
+        for (host, path) in [
+            (format!("{name}.free5gc.demo"), "/healthz".to_owned()),
+            ("mgmt.free5gc.demo".to_owned(), format!("/{name}/status")),
+        ] {
+            sent += 1;
+            let (status, body) = http::get(router, &host, &path)?;
+            let right = status == 200 && body.starts_with(&format!("{name} management"));
+            if right {
+                ok += 1;
+            }
+            step.message(&format!("{host}{path} → {status} {}", body.trim()));
+        }
+    }
+    step.done(&format!("{ok}/{sent} answered 200 by the right NF"));
+    Ok(Routed {
+        controller,
+        router,
+        ok,
+        sent,
+    })
+}

@@ -1,0 +1,323 @@
+//! Steps 3–5: the preparer keeps the clusters as Sites, `ntc serve --backend tko` registers as
+//! the NFTopology plugin, and the free5GC-like topology becomes one child deployment per
+//! (NF instance × matching site), the SMF held back until its UPFs are approved.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::bmm::CLUSTERS;
+use super::interrupt;
+use super::lab::{Lab, free_addr};
+use super::progress::Progress;
+
+/// The example the demo deploys, relative to the workspace root.
+const EXAMPLE: &str = "topology/examples/free5gc";
+
+/// A child deployment of the topology.
+#[derive(Debug, Clone)]
+pub struct Child {
+    /// The deployment's id.
+    pub id: String,
+    /// The NF type (`upf`, `smf`, `amf`), from its template `pkg-example-<type>-bp`.
+    pub nf_type: String,
+    /// The site (cluster) it is for.
+    pub site: String,
+    /// Whether it is approved.
+    pub approved: bool,
+}
+
+/// What the topology step gave.
+pub struct Deployed {
+    /// The preparer's Data API.
+    pub preparer: SocketAddr,
+    /// ntc's plugin endpoint.
+    pub ntc: SocketAddr,
+    /// The topology's deployment.
+    pub parent: String,
+    /// Its children, all approved at the end.
+    pub children: Vec<Child>,
+    /// The UPFs were approved, and only then ntc approved the SMF.
+    pub smf_after_upfs: bool,
+    /// Instances in the NFDeployedTopology, and their connectivities.
+    pub deployed_instances: usize,
+    /// Connectivities (instance → neighbour) in the NFDeployedTopology.
+    pub connectivities: usize,
+}
+
+/// Runs the preparer and ntc, registers the clusters as sites and deploys the topology.
+pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result<Deployed> {
+    let step = progress.step("preparer: deployment store");
+    let preparer = free_addr()?;
+    let store = format!("sqlite:{}", lab.dir().join("preparer.db").display());
+    lab.spawn(
+        "preparer",
+        "preparer",
+        &[
+            "serve",
+            "--listen",
+            &preparer.to_string(),
+            "--store",
+            &store,
+            "--auto-approve",
+            "false",
+            "--interval",
+            "500ms",
+        ],
+    )?;
+    lab.wait_listening("preparer", preparer)?;
+    step.done(&format!(
+        "Data API on {preparer}, SQLite in the demo's directory"
+    ));
+
+    let server = format!("http://{preparer}");
+    let cli = |lab: &Lab, args: &[&str]| -> anyhow::Result<String> {
+        lab.run(
+            "preparer-cli",
+            "preparer",
+            args,
+            None,
+            &[("PREPARER_SERVER", &server)],
+        )
+    };
+
+    let step = progress.step("preparer: clusters as sites");
+    for cluster in CLUSTERS {
+        let site = lab.write(
+            &format!("sites/{}.yaml", cluster.name),
+            &format!(
+                "apiVersion: metadata.nephio.org/v1alpha1\nkind: Site\nmetadata:\n  name: {}\n\
+                 spec:\n  nephio.org/site-type: {}\n  nephio.org/region: {}\n",
+                cluster.name, cluster.site_type, cluster.region
+            ),
+        )?;
+        cli(
+            lab,
+            &[
+                "site",
+                "register",
+                cluster.name,
+                "-f",
+                &site.display().to_string(),
+            ],
+        )?;
+        step.message(&format!(
+            "{} ({}, {})",
+            cluster.name, cluster.site_type, cluster.region
+        ));
+    }
+    step.done(&format!(
+        "{} sites with the clusters' labels (site-type, region)",
+        CLUSTERS.len()
+    ));
+
+    let step = progress.step("ntc: NFTopology plugin");
+    let ntc = free_addr()?;
+    lab.spawn(
+        "ntc",
+        "ntc",
+        &[
+            "serve",
+            "--backend",
+            "tko",
+            "--data",
+            &server,
+            "--listen",
+            &ntc.to_string(),
+        ],
+    )?;
+    interrupt::wait_for(
+        "ntc to register with the preparer",
+        Duration::from_secs(60),
+        || {
+            lab.check_daemons()?;
+            let plugins: Value =
+                serde_json::from_str(&cli(lab, &["plugin", "list", "-o", "json"])?)?;
+            Ok(plugins
+                .as_array()
+                .is_some_and(|list| list.iter().any(|p| p["name"] == "ntc"))
+                .then_some(()))
+        },
+    )?;
+    step.done(&format!(
+        "registered for topology.nephio.org NFTopology, serving on {ntc}"
+    ));
+
+    let step = progress.step("ntc: deploy the free5GC topology");
+    let example = root.join(EXAMPLE);
+    let package = example.join("tko/nf-package.yaml").display().to_string();
+    for nf in ["upf", "smf", "amf"] {
+        cli(
+            lab,
+            &[
+                "template",
+                "register",
+                &format!("pkg-example-{nf}-bp"),
+                "-f",
+                &package,
+            ],
+        )?;
+    }
+    let topology = format!(
+        "{}---\n{}",
+        std::fs::read_to_string(example.join("topology.yaml"))?,
+        std::fs::read_to_string(example.join("classes.yaml"))?
+    );
+    let topology = lab.write("free5gc-topology.yaml", &topology)?;
+    cli(
+        lab,
+        &[
+            "template",
+            "register",
+            "free5gc-topology",
+            "-f",
+            &topology.display().to_string(),
+        ],
+    )?;
+    let parent = cli(
+        lab,
+        &["deployment", "create", "--template", "free5gc-topology"],
+    )?
+    .trim()
+    .to_owned();
+    let expected = 4; // upf-west on edge01, upf-east on edge02, smf and amf on regional
+    let children = interrupt::wait_for(
+        "the topology's children to be prepared",
+        Duration::from_secs(60),
+        || {
+            lab.check_daemons()?;
+            let children = parse_children(&cli(
+                lab,
+                &["deployment", "list", "--parent", &parent, "-o", "json"],
+            )?)?;
+            step.message(&format!("{}/{expected} children", children.len()));
+            Ok((children.len() == expected).then_some(children))
+        },
+    )?;
+    if children.iter().any(|c| c.approved) {
+        bail!("a child was approved before anyone approved it: {children:?}");
+    }
+    step.done(&format!(
+        "{} child deployments: {}",
+        children.len(),
+        children
+            .iter()
+            .map(|c| format!("{} on {}", c.nf_type, c.site))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+
+    let step = progress.step("ntc: SMF waits for its UPFs");
+    for upf in children.iter().filter(|c| c.nf_type == "upf") {
+        step.message(&format!("approving the UPF on {}", upf.site));
+        cli(lab, &["deployment", "approve", &upf.id])?;
+    }
+    let children = interrupt::wait_for("ntc to approve the SMF", Duration::from_secs(30), || {
+        lab.check_daemons()?;
+        let children = parse_children(&cli(
+            lab,
+            &["deployment", "list", "--parent", &parent, "-o", "json"],
+        )?)?;
+        let smf_approved = children.iter().any(|c| c.nf_type == "smf" && c.approved);
+        Ok(smf_approved.then_some(children))
+    })?;
+    let upfs_approved = children
+        .iter()
+        .filter(|c| c.nf_type == "upf")
+        .all(|c| c.approved);
+    for amf in children
+        .iter()
+        .filter(|c| c.nf_type == "amf" && !c.approved)
+    {
+        cli(lab, &["deployment", "approve", &amf.id])?;
+    }
+    let (deployed_instances, connectivities) = interrupt::wait_for(
+        "the NFDeployedTopology to list every instance",
+        Duration::from_secs(30),
+        || {
+            let parent: Value =
+                serde_json::from_str(&cli(lab, &["deployment", "get", &parent, "-o", "json"])?)?;
+            let counts = deployed_topology(&parent)?;
+            Ok((counts.0 == expected).then_some(counts))
+        },
+    )?;
+    step.done(&format!(
+        "SMF approved by ntc after {} UPFs; NFDeployedTopology: {deployed_instances} instances, \
+         {connectivities} connectivities",
+        children.iter().filter(|c| c.nf_type == "upf").count()
+    ));
+    let children = children
+        .into_iter()
+        .map(|c| Child {
+            approved: true,
+            ..c
+        })
+        .collect();
+    Ok(Deployed {
+        preparer,
+        ntc,
+        parent,
+        children,
+        smf_after_upfs: upfs_approved,
+        deployed_instances,
+        connectivities,
+    })
+}
+
+/// The children in `preparer deployment list -o json`.
+fn parse_children(json: &str) -> anyhow::Result<Vec<Child>> {
+    let list: Value = serde_json::from_str(json).context("reading deployment list -o json")?;
+    let mut children = Vec::new();
+    for entry in list.as_array().context("deployment list is not an array")? {
+        let template = entry["templateId"].as_str().unwrap_or_default();
+        let nf_type = template
+            .strip_prefix("pkg-example-")
+            .and_then(|t| t.strip_suffix("-bp"))
+            .unwrap_or(template);
+        children.push(Child {
+            id: entry["deploymentId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            nf_type: nf_type.to_owned(),
+            site: entry["siteId"].as_str().unwrap_or_default().to_owned(),
+            approved: entry["approved"] == Value::Bool(true),
+        });
+    }
+    if children
+        .iter()
+        .any(|c| !c.id.is_empty() && c.site.is_empty())
+    {
+        bail!("a child without a site: {children:?}");
+    }
+    Ok(children)
+}
+
+/// Instances and connectivities of the NFDeployedTopology in a `deployment get -o json`.
+fn deployed_topology(deployment: &Value) -> anyhow::Result<(usize, usize)> {
+    let Some(topology) = find_kind(deployment, "NFDeployedTopology") else {
+        return Ok((0, 0));
+    };
+    let instances = topology["spec"]["nfInstances"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let connectivities = instances
+        .iter()
+        .map(|i| i["connectivities"].as_array().map_or(0, Vec::len))
+        .sum();
+    Ok((instances.len(), connectivities))
+}
+
+/// The first object of `kind` anywhere in `value`.
+fn find_kind<'a>(value: &'a Value, kind: &str) -> Option<&'a Value> {
+    match value {
+        Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some(kind) => Some(value),
+        Value::Object(map) => map.values().find_map(|v| find_kind(v, kind)),
+        Value::Array(items) => items.iter().find_map(|v| find_kind(v, kind)),
+        _ => None,
+    }
+}
