@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::{AuthPolicy, PolicyError, TokenError, TokenFile};
 use crate::endpoint::Endpoint;
 use crate::telemetry::LogFormat;
 use crate::tls::{ServerTls, TlsError};
@@ -52,6 +53,29 @@ pub struct ServeArgs {
     )]
     pub tls_client_ca: Option<PathBuf>,
 
+    /// Who may call what: a YAML file of roles (method patterns) and identities' roles. Without
+    /// it, every authenticated caller may call every method.
+    #[arg(long, env = "NEPHRITE_AUTH_POLICY", value_name = "YAML")]
+    pub auth_policy: Option<PathBuf>,
+
+    /// Accept bearer tokens from this file (TOKEN,IDENTITY per line), re-read when it changes.
+    #[arg(long, env = "NEPHRITE_AUTH_TOKENS", value_name = "FILE")]
+    pub auth_tokens: Option<PathBuf>,
+
+    /// Serve a non-loopback address without authentication (no --auth-tokens or
+    /// --tls-client-ca). Refused otherwise.
+    #[arg(long, env = "NEPHRITE_INSECURE")]
+    pub insecure: bool,
+
+    /// Calls in progress at once in this daemon (streams count until they end); more answer
+    /// RESOURCE_EXHAUSTED. Health checks are not counted.
+    #[arg(long, env = "NEPHRITE_MAX_CALLS", default_value_t = crate::call_limits::DEFAULT_MAX_CALLS, value_name = "N")]
+    pub max_calls: usize,
+
+    /// Concurrent HTTP/2 streams one connection may open.
+    #[arg(long, env = "NEPHRITE_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::call_limits::DEFAULT_MAX_STREAMS_PER_CONNECTION, value_name = "N")]
+    pub max_streams_per_connection: u32,
+
     /// Time in-flight requests get to finish after SIGTERM, e.g. 10s, 500ms, 2m.
     #[arg(
         long,
@@ -89,6 +113,28 @@ impl ServeArgs {
                 }
             }
         }
+    }
+}
+
+impl ServeArgs {
+    /// The policy of `--auth-policy` merged onto `base` (the roles the daemon defines), or
+    /// `None` without the flag.
+    ///
+    /// # Errors
+    /// When the file cannot be read or is not a valid policy.
+    pub fn auth_policy(&self, base: AuthPolicy) -> Result<Option<AuthPolicy>, PolicyError> {
+        self.auth_policy
+            .as_deref()
+            .map(|path| base.merge_file(path))
+            .transpose()
+    }
+
+    /// The token file of `--auth-tokens`, loaded.
+    ///
+    /// # Errors
+    /// When it cannot be read or a line is invalid.
+    pub fn token_file(&self) -> Result<Option<TokenFile>, TokenError> {
+        self.auth_tokens.as_deref().map(TokenFile::load).transpose()
     }
 }
 

@@ -19,15 +19,24 @@
 //! - TCP or Unix-socket listening (stale socket files are removed, live ones
 //!   refused), optional TLS and mutual TLS;
 //! - graceful shutdown on SIGTERM, SIGINT or [`ShutdownHandle::trigger`]:
-//!   NOT_SERVING, stop accepting, drain, return within the grace period.
+//!   NOT_SERVING, stop accepting, drain, return within the grace period;
+//! - authentication (client certificates, bearer tokens) and per-method roles from a policy
+//!   file, checked before routing ([`auth`]); a non-loopback listener without authentication
+//!   is refused unless `--insecure`;
+//! - limits on every call: calls in progress per daemon and streams per connection, status
+//!   messages cut to [`MAX_STATUS_MESSAGE`], undecodable requests answered INVALID_ARGUMENT.
 //!
 //! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
+//! [`ClientArgs`] carries a client's credentials (`--ca`, `--cert`, `--key`, `--token-file`).
 //! [`init_tracing`] sets up logging from `--log-format` and a filter string.
 //! With the `leader-election` feature, [`leader`] elects one replica of a
 //! Kubernetes-mode daemon through a Lease; with `kube-watch`, [`watch_backoff`]
 //! is the pause a kube-runtime `Controller` takes after its watches fail.
 
 mod args;
+pub mod auth;
+mod call_limits;
+mod client_args;
 mod daemon_info;
 mod dial;
 mod endpoint;
@@ -39,12 +48,16 @@ mod metrics;
 mod request_telemetry;
 mod server;
 mod shutdown;
+mod status;
 mod telemetry;
 mod tls;
 #[cfg(feature = "kube-watch")]
 mod watch_backoff;
 
 pub use args::{DEFAULT_LISTEN, ServeArgs};
+pub use auth::{AuthPolicy, CallerIdentity};
+pub use call_limits::{DEFAULT_MAX_CALLS, DEFAULT_MAX_STREAMS_PER_CONNECTION};
+pub use client_args::{AuthChannel, ClientArgs, ClientError};
 pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
 pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_SOCKET_PATH};
@@ -52,6 +65,7 @@ pub use listen::BindError;
 pub use metrics::{InvalidHelp, MetricsServer};
 pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
 pub use shutdown::{ShutdownHandle, ShutdownReason};
+pub use status::{MAX_STATUS_MESSAGE, bounded_status, truncate_message};
 pub use telemetry::{DEFAULT_LOG_FILTER, LogFormat, TelemetryError, init_tracing};
 pub use tls::{ClientTls, ServerTls, TlsError};
 #[cfg(feature = "kube-watch")]

@@ -25,6 +25,9 @@ use tonic_health::server::{HealthReporter, HealthService};
 use tower::Service;
 
 use crate::args::ServeArgs;
+use crate::auth::layer::{AuthConfig, AuthLayer};
+use crate::auth::{AuthPolicy, PolicyError, TokenError, TokenFile};
+use crate::call_limits::{CallLimitsLayer, DEFAULT_MAX_CALLS, DEFAULT_MAX_STREAMS_PER_CONNECTION};
 use crate::daemon_info::{DaemonIdentity, DaemonInfoService};
 use crate::endpoint::Endpoint;
 use crate::health::DrainingHealth;
@@ -60,6 +63,22 @@ pub enum ServeError {
     /// A descriptor set given for reflection is invalid.
     #[error("cannot build the reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// The auth policy file could not be loaded.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The token file could not be loaded.
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
+    /// A non-loopback address would be served to anyone.
+    #[error(
+        "refusing to serve {endpoint} without authentication: it is not a loopback address or a \
+         Unix socket. Configure --auth-tokens or --tls-client-ca (with --auth-policy for roles), \
+         or pass --insecure to serve it open"
+    )]
+    Unauthenticated {
+        /// The listen endpoint.
+        endpoint: Endpoint,
+    },
     /// SIGTERM/SIGINT handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(io::Error),
@@ -108,6 +127,11 @@ pub struct GrpcServer {
     metrics_listen: Option<Endpoint>,
     shutdown: ShutdownHandle,
     handle_signals: bool,
+    policy: Option<AuthPolicy>,
+    tokens: Option<TokenFile>,
+    insecure: bool,
+    max_calls: usize,
+    max_streams_per_connection: u32,
 }
 
 impl std::fmt::Debug for GrpcServer {
@@ -137,6 +161,11 @@ impl GrpcServer {
             metrics_listen: None,
             shutdown: ShutdownHandle::new(),
             handle_signals: true,
+            policy: None,
+            tokens: None,
+            insecure: false,
+            max_calls: DEFAULT_MAX_CALLS,
+            max_streams_per_connection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
         }
     }
 
@@ -147,10 +176,69 @@ impl GrpcServer {
     /// # Errors
     /// When the TLS files cannot be read or are invalid.
     pub fn from_args(identity: DaemonIdentity, args: &ServeArgs) -> Result<Self, ServeError> {
+        Self::from_args_with_roles(identity, args, AuthPolicy::new())
+    }
+
+    /// [`GrpcServer::from_args`] for a daemon that defines roles (`read`, `write`, narrow ones):
+    /// `--auth-policy`, when given, is merged onto `roles`.
+    ///
+    /// # Errors
+    /// When the TLS, policy or token files cannot be read or are invalid.
+    pub fn from_args_with_roles(
+        identity: DaemonIdentity,
+        args: &ServeArgs,
+        roles: AuthPolicy,
+    ) -> Result<Self, ServeError> {
         Ok(Self::new(identity)
             .tls(args.server_tls()?)
+            .auth_policy(args.auth_policy(roles)?)
+            .token_file(args.token_file()?)
+            .insecure(args.insecure)
+            .max_calls(args.max_calls)
+            .max_streams_per_connection(args.max_streams_per_connection)
             .shutdown_grace(args.shutdown_grace)
             .metrics_listen(args.metrics_listen.clone()))
+    }
+
+    /// Check every call against this policy (`None`: every authenticated caller may call
+    /// everything). Callers authenticate with a token ([`GrpcServer::token_file`]) or a client
+    /// certificate (mutual [`GrpcServer::tls`]).
+    #[must_use]
+    pub fn auth_policy(mut self, policy: Option<AuthPolicy>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Accept the bearer tokens of this file.
+    #[must_use]
+    pub fn token_file(mut self, tokens: Option<TokenFile>) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// Serve a non-loopback TCP address even without authentication (logged as a warning).
+    #[must_use]
+    pub fn insecure(mut self, insecure: bool) -> Self {
+        self.insecure = insecure;
+        self
+    }
+
+    /// At most this many calls in progress at once (health checks aside).
+    #[must_use]
+    pub fn max_calls(mut self, max: usize) -> Self {
+        self.max_calls = max.max(1);
+        self
+    }
+
+    /// At most this many concurrent streams on one connection.
+    #[must_use]
+    pub fn max_streams_per_connection(mut self, max: u32) -> Self {
+        self.max_streams_per_connection = max.max(1);
+        self
+    }
+
+    fn authenticates(&self) -> bool {
+        self.tokens.is_some() || self.tls.as_ref().is_some_and(ServerTls::is_mutual)
     }
 
     /// Serve `service`, a tonic-generated `*Server`. Its name is reported
@@ -233,6 +321,18 @@ impl GrpcServer {
             }
             .into());
         }
+        if !self.authenticates() && !is_local(listen) {
+            if !self.insecure {
+                return Err(ServeError::Unauthenticated {
+                    endpoint: listen.clone(),
+                });
+            }
+            tracing::warn!(
+                endpoint = %listen,
+                "INSECURE: serving a non-loopback address without authentication (--insecure): \
+                 anyone who can reach it may call every method"
+            );
+        }
         let listener = BoundListener::bind(listen).await?;
         let metrics_listener = match &self.metrics_listen {
             Some(endpoint) => Some(BoundListener::bind(endpoint).await?),
@@ -312,7 +412,17 @@ impl BoundServer {
             metrics_listen: _,
             shutdown,
             handle_signals,
+            policy,
+            tokens,
+            insecure: _,
+            max_calls,
+            max_streams_per_connection,
         } = config;
+        let auth = AuthConfig {
+            policy,
+            tokens,
+            client_certificates: tls.as_ref().is_some_and(ServerTls::is_mutual),
+        };
         let endpoint = listener.local_endpoint().clone();
 
         let signal_task = if handle_signals {
@@ -353,7 +463,11 @@ impl BoundServer {
         let reflection = || {
             let mut builder = tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(nephrite_proto::FILE_DESCRIPTOR_SET)
-                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(
+                    tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+                );
             for service in &services {
                 builder = builder.with_service_name(service.clone());
             }
@@ -363,8 +477,13 @@ impl BoundServer {
         routes.add_service(reflection().build_v1alpha()?);
 
         let metrics = GrpcMetrics::register(&mut registry);
-        let layer = RequestTelemetryLayer::new(metrics, services.clone());
-        let mut server = tonic::transport::Server::builder().layer(layer);
+        let layers = tower::ServiceBuilder::new()
+            .layer(RequestTelemetryLayer::new(metrics, services.clone()))
+            .layer(CallLimitsLayer::new(max_calls))
+            .layer(AuthLayer::new(auth.clone()));
+        let mut server = tonic::transport::Server::builder()
+            .max_concurrent_streams(max_streams_per_connection)
+            .layer(layers);
         if let Some(tls) = &tls {
             ensure_crypto_provider();
             server = server
@@ -417,6 +536,8 @@ impl BoundServer {
             version = %identity.version,
             endpoint = %endpoint,
             tls = tls.is_some(),
+            authentication = auth.authenticates(),
+            roles = auth.policy.is_some(),
             services = %services.join(","),
             "serving gRPC"
         );
@@ -497,6 +618,19 @@ impl BoundServer {
             );
         }
         outcome
+    }
+}
+
+/// Whether `endpoint` is reachable only from this host: a Unix socket or a loopback address.
+fn is_local(endpoint: &Endpoint) -> bool {
+    match endpoint {
+        Endpoint::Unix { .. } => true,
+        Endpoint::Tcp { host, .. } => {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
     }
 }
 

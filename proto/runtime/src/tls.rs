@@ -202,6 +202,19 @@ impl ClientTls {
         Ok(self)
     }
 
+    /// Present the client certificate and key in these PEM files (mutual TLS).
+    ///
+    /// # Errors
+    /// When a file cannot be read or holds no certificate or key; the error names the file.
+    pub fn with_identity_files(mut self, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let cert_pem = read("client certificate", cert)?;
+        check_certificates("client certificate", cert, &cert_pem)?;
+        let key_pem = read("private key", key)?;
+        check_private_key(key, &key_pem)?;
+        self.identity = Some((cert_pem, key_pem));
+        Ok(self)
+    }
+
     pub(crate) fn to_tonic(&self, default_domain: Option<&str>) -> ClientTlsConfig {
         let mut config = ClientTlsConfig::new();
         if let Some(ca) = &self.ca_pem {

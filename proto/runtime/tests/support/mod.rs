@@ -82,11 +82,23 @@ impl tower::Service<http::Request<Body>> for SlowService {
 
 /// Call Sleep for `millis`.
 pub async fn sleep_call(channel: Channel, millis: u64) -> Result<(), tonic::Status> {
+    sleep_call_on(channel, millis).await
+}
+
+/// Call Sleep for `millis` on any channel (e.g. one that sends credentials).
+pub async fn sleep_call_on<T>(channel: T, millis: u64) -> Result<(), tonic::Status>
+where
+    T: tonic::client::GrpcService<Body>,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    T::ResponseBody: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as hyper::body::Body>::Error:
+        Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
     let mut client = tonic::client::Grpc::new(channel);
     client
         .ready()
         .await
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        .map_err(|e| tonic::Status::unavailable(e.into().to_string()))?;
     let path = http::uri::PathAndQuery::from_static("/nephrite.test.Slow/Sleep");
     let _: tonic::Response<()> = client
         .unary(
@@ -96,6 +108,30 @@ pub async fn sleep_call(channel: Channel, millis: u64) -> Result<(), tonic::Stat
         )
         .await?;
     Ok(())
+}
+
+/// Health of `service` on any channel.
+pub async fn health_on(
+    channel: nephrite_runtime::AuthChannel,
+    service: &str,
+) -> anyhow::Result<ServingStatus> {
+    Ok(HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.to_owned(),
+        })
+        .await?
+        .into_inner()
+        .status())
+}
+
+/// `GetInfo` of the daemon on any channel.
+pub async fn daemon_info_on(
+    channel: nephrite_runtime::AuthChannel,
+) -> Result<DaemonInfo, tonic::Status> {
+    Ok(DaemonClient::new(channel)
+        .get_info(GetInfoRequest {})
+        .await?
+        .into_inner())
 }
 
 /// Health of `service` ("" for the whole server).
