@@ -42,6 +42,10 @@ pub struct ServeCommand {
     /// Deployments prepared at once.
     #[arg(long, env = "PREPARER_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+    /// Serve the web dashboard on this address (HOST:PORT; off when not given), with the
+    /// API's TLS.
+    #[arg(long, env = "PREPARER_WEB", value_name = "HOST:PORT")]
+    pub web: Option<std::net::SocketAddr>,
 }
 
 /// A started daemon.
@@ -54,6 +58,8 @@ pub struct RunningDaemon {
     pub store: Arc<dyn Store>,
     /// Signalled on every write this daemon makes (the loop and watchers wake on it).
     pub changes: Changes,
+    /// The web dashboard, when `--web` was given.
+    pub web: Option<crate::web::WebDashboard>,
     server: JoinHandle<Result<nephrite_runtime::ServeReport, nephrite_runtime::ServeError>>,
     preparation: JoinHandle<()>,
 }
@@ -64,6 +70,9 @@ impl RunningDaemon {
         let report = self.server.await??;
         tracing::info!(reason = %report.reason, "server stopped");
         self.preparation.await?;
+        if let Some(web) = self.web {
+            web.wait().await;
+        }
         Ok(())
     }
 
@@ -83,6 +92,12 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
     let server = GrpcServer::from_args(identity, &command.serve)?;
     let api = DataApi::new(Arc::clone(&store), changes.clone(), command.auto_approve)
         .with_shutdown(server.shutdown_handle());
+    let web = match command.web {
+        Some(addr) => Some(
+            crate::web::start(addr, &command.serve, api.clone(), server.shutdown_handle()).await?,
+        ),
+        None => None,
+    };
     let bound = server
         .handle_signals(handle_signals)
         .add_service(DataServer::new(api))
@@ -110,6 +125,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
         shutdown,
         store,
         changes,
+        web,
         server,
         preparation,
     })

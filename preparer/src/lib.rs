@@ -9,6 +9,7 @@
 //! - [`cli`]: the client subcommands.
 //! - [`dashboard`]: what both dashboards share (the board kept live by `Watch`, the filter).
 //! - [`tui`]: `preparer dashboard`, the terminal dashboard.
+//! - [`web`]: the web dashboard of `preparer serve --web`.
 
 pub mod api;
 pub mod cli;
@@ -21,3 +22,4 @@ pub mod plugins;
 pub mod preparation;
 pub mod store;
 pub mod tui;
+pub mod web;

@@ -4,86 +4,13 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 
 use nephrite_krm::Package;
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use support::binary::*;
 use support::*;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_preparer");
-
-struct Serve {
-    child: Child,
-    server: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn serve(store: &str, extra: &[&str]) -> Serve {
-    let port = nephrite_test_services::free_loopback_port().expect("port");
-    let child = Command::new(BINARY)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--store",
-            store,
-            "--interval",
-            "200ms",
-            "--retry-backoff",
-            "100ms",
-        ])
-        .args(extra)
-        .env_remove("PREPARER_SERVER")
-        .stdout(Stdio::null())
-        .stderr(match std::env::var_os("PREPARER_TEST_LOG") {
-            Some(path) => Stdio::from(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .expect("log file"),
-            ),
-            None => Stdio::null(),
-        })
-        .spawn()
-        .expect("serve starts");
-    wait_for("preparer listening", || async move {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
-    Serve {
-        child,
-        server: format!("http://127.0.0.1:{port}"),
-    }
-}
-
-fn cli(server: &str, args: &[&str]) -> Output {
-    Command::new(BINARY)
-        .arg("--server")
-        .arg(server)
-        .args(args)
-        .output()
-        .expect("cli runs")
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "command failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);

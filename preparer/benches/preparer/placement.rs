@@ -121,6 +121,7 @@ async fn placement(
         retry_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
         concurrency: 4,
+        web: None,
     };
     let daemon = start(&command, false).await.expect("daemon");
     let mut client = DataClient::new(

@@ -8,11 +8,13 @@
 //!
 //! Wire types end here: the board receives [`DeploymentRow`]s and [`CatalogEntry`]s.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use tokio::sync::mpsc;
@@ -171,67 +173,137 @@ impl Feed {
             return closed();
         }
         *wait = self.config.retry_min;
-        while let Some(change) = changes.next().await {
-            let change = change.map_err(|s| format!("Watch: {}", s.message()))?;
-            let Some(update) = self.change(&mut client, change).await? else {
-                continue;
+        // Catalog changes name only an id: they wait here, deduplicated, until the stream has
+        // nothing ready, then are fetched one by one or, when many, by listing their catalog
+        // again, at most once a second per catalog. A replay of 10,000 site registrations
+        // costs a listing or two, not 10,000 calls, and never holds up deployment changes.
+        let mut pending: BTreeMap<CatalogKind, BTreeSet<String>> = BTreeMap::new();
+        let mut relisted: BTreeMap<CatalogKind, Instant> = BTreeMap::new();
+        loop {
+            let next = match changes.next().now_or_never() {
+                Some(next) => next,
+                None if !pending.is_empty() => {
+                    let now = Instant::now();
+                    let due = |kind: &CatalogKind, ids: &BTreeSet<String>| {
+                        ids.len() <= FETCH_ONE_BY_ONE
+                            || relisted
+                                .get(kind)
+                                .is_none_or(|at| now >= *at + RELIST_EVERY)
+                    };
+                    let ready: Vec<CatalogKind> = pending
+                        .iter()
+                        .filter(|(kind, ids)| due(kind, ids))
+                        .map(|(kind, _)| *kind)
+                        .collect();
+                    if ready.is_empty() {
+                        let wake = pending
+                            .keys()
+                            .filter_map(|kind| relisted.get(kind))
+                            .map(|at| *at + RELIST_EVERY)
+                            .min()
+                            .unwrap_or(now);
+                        tokio::select! {
+                            next = changes.next() => next,
+                            _ = tokio::time::sleep_until(wake.into()) => continue,
+                        }
+                    } else {
+                        let batch: BTreeMap<CatalogKind, BTreeSet<String>> = ready
+                            .into_iter()
+                            .filter_map(|kind| pending.remove_entry(&kind))
+                            .collect();
+                        for (kind, ids) in &batch {
+                            if ids.len() > FETCH_ONE_BY_ONE {
+                                relisted.insert(*kind, now);
+                            }
+                        }
+                        for update in flush(&mut client, batch).await? {
+                            if send(update).await.is_err() {
+                                return closed();
+                            }
+                        }
+                        continue;
+                    }
+                }
+                None => changes.next().await,
             };
-            if send(update).await.is_err() {
-                return closed();
-            }
+            let Some(change) = next else {
+                return Err("the daemon closed the Watch stream".to_owned());
+            };
+            let change = change.map_err(|s| format!("Watch: {}", s.message()))?;
+            let deleted = change.r#type() == pb::ChangeType::Delete;
+            let kind = match change.kind() {
+                pb::EntityKind::Deployment => {
+                    let update = if deleted {
+                        Update::DeploymentDeleted(change.id)
+                    } else if let Some(info) = change.deployment {
+                        Update::Deployments(vec![row(info)])
+                    } else {
+                        // No row: deleted before delivery; its delete follows.
+                        continue;
+                    };
+                    if send(update).await.is_err() {
+                        return closed();
+                    }
+                    continue;
+                }
+                pb::EntityKind::Template => CatalogKind::Templates,
+                pb::EntityKind::Site => CatalogKind::Sites,
+                pb::EntityKind::Plugin => CatalogKind::Plugins,
+                pb::EntityKind::Unspecified => continue,
+            };
+            pending.entry(kind).or_default().insert(change.id);
         }
-        Err("the daemon closed the Watch stream".to_owned())
     }
+}
 
-    /// The board update for one change (catalog entries are fetched: a change names only the
-    /// id).
-    async fn change(
-        &self,
-        client: &mut Client,
-        change: pb::Change,
-    ) -> Result<Option<Update>, String> {
-        let deleted = change.r#type() == pb::ChangeType::Delete;
-        let kind = match change.kind() {
-            pb::EntityKind::Deployment => {
-                return Ok(if deleted {
-                    Some(Update::DeploymentDeleted(change.id))
-                } else {
-                    // No row: deleted before delivery; its delete follows.
-                    change
-                        .deployment
-                        .map(|info| Update::Deployments(vec![row(info)]))
-                });
-            }
-            pb::EntityKind::Template => CatalogKind::Templates,
-            pb::EntityKind::Site => CatalogKind::Sites,
-            pb::EntityKind::Plugin => CatalogKind::Plugins,
-            pb::EntityKind::Unspecified => return Ok(None),
-        };
-        if deleted {
-            return Ok(Some(Update::CatalogDeleted(kind, change.id)));
+/// More changed entries of one catalog than this are read by listing the catalog again.
+const FETCH_ONE_BY_ONE: usize = 32;
+
+/// The shortest time between two listings of one catalog for its changes.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
+
+/// The updates for catalog entries that changed: each fetched (gone when not found), or the
+/// whole catalog listed again.
+async fn flush(
+    client: &mut Client,
+    pending: BTreeMap<CatalogKind, BTreeSet<String>>,
+) -> Result<Vec<Update>, String> {
+    let mut updates = Vec::new();
+    for (kind, ids) in pending {
+        if ids.len() > FETCH_ONE_BY_ONE {
+            updates.push(Update::CatalogListed(
+                kind,
+                list_catalog(client, kind).await?,
+            ));
+            continue;
         }
-        let request = pb::GetRequest { id: change.id };
-        let entry = match kind {
-            CatalogKind::Templates => client
-                .get_template(request)
-                .await
-                .map(|r| r.into_inner().info.map(template)),
-            CatalogKind::Sites => client
-                .get_site(request)
-                .await
-                .map(|r| r.into_inner().info.map(site)),
-            CatalogKind::Plugins => client
-                .get_plugin(request)
-                .await
-                .map(|r| Some(plugin(r.into_inner()))),
-        };
-        match entry {
-            Ok(entry) => Ok(entry.map(|e| Update::Catalog(kind, vec![e]))),
-            // Deleted since: its delete follows.
-            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
-            Err(status) => Err(format!("Get: {}", status.message())),
+        for id in ids {
+            let request = pb::GetRequest { id: id.clone() };
+            let entry = match kind {
+                CatalogKind::Templates => client
+                    .get_template(request)
+                    .await
+                    .map(|r| r.into_inner().info.map(template)),
+                CatalogKind::Sites => client
+                    .get_site(request)
+                    .await
+                    .map(|r| r.into_inner().info.map(site)),
+                CatalogKind::Plugins => client
+                    .get_plugin(request)
+                    .await
+                    .map(|r| Some(plugin(r.into_inner()))),
+            };
+            updates.push(match entry {
+                Ok(Some(entry)) => Update::Catalog(kind, vec![entry]),
+                Ok(None) => continue,
+                Err(status) if status.code() == tonic::Code::NotFound => {
+                    Update::CatalogDeleted(kind, id)
+                }
+                Err(status) => return Err(format!("Get: {}", status.message())),
+            });
         }
     }
+    Ok(updates)
 }
 
 async fn list_catalog(client: &mut Client, kind: CatalogKind) -> Result<Vec<CatalogEntry>, String> {

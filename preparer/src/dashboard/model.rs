@@ -84,6 +84,8 @@ pub enum Update {
     Catalog(CatalogKind, Vec<CatalogEntry>),
     /// A catalog entry was deleted.
     CatalogDeleted(CatalogKind, String),
+    /// A catalog listed whole: it replaces what was known of it.
+    CatalogListed(CatalogKind, Vec<CatalogEntry>),
 }
 
 struct Stored {
@@ -139,6 +141,16 @@ impl Board {
                 for entry in entries {
                     catalog.insert(entry.id.clone(), (entry, self.listing));
                 }
+            }
+            Update::CatalogListed(kind, entries) => {
+                let listing = self.listing;
+                self.catalogs.insert(
+                    kind,
+                    entries
+                        .into_iter()
+                        .map(|entry| (entry.id.clone(), (entry, listing)))
+                        .collect(),
+                );
             }
             Update::CatalogDeleted(kind, id) => {
                 if let Some(catalog) = self.catalogs.get_mut(&kind) {

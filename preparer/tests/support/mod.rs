@@ -12,6 +12,9 @@ use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
 use tonic::transport::Channel;
 
+pub mod binary;
+pub mod webdriver;
+
 pub type Client = DataClient<Channel>;
 
 pub struct TestDaemon {
@@ -31,6 +34,7 @@ pub fn serve_command(store: &str) -> ServeCommand {
         retry_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_millis(500),
         concurrency: 4,
+        web: None,
     }
 }
 
@@ -220,4 +224,29 @@ metadata:
 data: {{workers: '8'}}
 "
     )
+}
+
+/// The sites of the placement (`PREPARER_DASHBOARD_SITES`, default 10,000).
+pub fn dashboard_sites() -> usize {
+    std::env::var("PREPARER_DASHBOARD_SITES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// The sites go straight into the store: 10,000 registrations over gRPC would test only the
+/// API's per-call cost.
+pub async fn store_sites(store: &str, count: usize) {
+    use nephrite_preparer::store::{self, SiteRecord};
+    let sites = store::open(store).await.expect("store opens");
+    for n in 0..count {
+        sites
+            .put_site(SiteRecord {
+                id: format!("dc/{n:05}"),
+                metadata: [("Site.region".to_owned(), "metro".to_owned())].into(),
+                ..SiteRecord::default()
+            })
+            .await
+            .expect("site");
+    }
 }

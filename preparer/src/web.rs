@@ -1,0 +1,182 @@
+//! `preparer serve --web ADDR`: the web dashboard. One [`Feed`] over the daemon's own Data API
+//! (in process: the same `Watch` and listings a remote client gets, without a socket) keeps a
+//! shared [`Board`]; pages are rendered on the server and every open page follows an event
+//! stream (`text/event-stream`) that sends its `<main>` again when the board changes. The
+//! listener speaks the same TLS as the gRPC API (`--tls-cert`, `--tls-key`, and client
+//! certificates with `--tls-client-ca`). Nothing is fetched from elsewhere: the script and the
+//! style sheet are compiled into the binary.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::data::v1::data_server::DataServer;
+use nephrite_runtime::{ServeArgs, ShutdownHandle};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+use crate::api::DataApi;
+use crate::dashboard::feed::{DataService, TransportError};
+use crate::dashboard::{Board, Client, Connector, Feed, FeedConfig};
+
+pub mod pages;
+mod routes;
+mod tls;
+
+pub use tls::WebTlsError;
+
+/// Most board updates applied before open pages are told.
+const BATCH: usize = 20_000;
+
+/// What every request handler shares.
+pub(crate) struct Shared {
+    board: RwLock<Board>,
+    changed: watch::Sender<u64>,
+    connect: Connector,
+    shutdown: ShutdownHandle,
+}
+
+impl Shared {
+    /// Reads the board.
+    pub(crate) fn read<T>(&self, read: impl FnOnce(&Board) -> T) -> T {
+        let board = self
+            .board
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        read(&board)
+    }
+
+    pub(crate) async fn client(&self) -> Result<Client, String> {
+        (self.connect)().await
+    }
+}
+
+/// A started web dashboard.
+pub struct WebDashboard {
+    /// The address it listens on.
+    pub local_addr: SocketAddr,
+    /// Whether it speaks TLS.
+    pub tls: bool,
+    task: JoinHandle<()>,
+}
+
+impl WebDashboard {
+    /// Waits until it stopped (after shutdown).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// A client of `api` in this process.
+fn in_process(api: DataApi) -> Connector {
+    Arc::new(move || {
+        let service = ServiceExt::<http::Request<tonic::body::Body>>::map_err(
+            DataServer::new(api.clone()),
+            |never: Infallible| TransportError(never.to_string()),
+        );
+        Box::pin(std::future::ready(Ok(DataClient::new(DataService::new(
+            service,
+        )))))
+    })
+}
+
+/// Binds `addr` and serves the dashboard of `api` until `shutdown`.
+///
+/// # Errors
+/// When the address cannot be bound or the TLS files named in `serve` cannot be read.
+pub async fn start(
+    addr: SocketAddr,
+    serve: &ServeArgs,
+    api: DataApi,
+    shutdown: ShutdownHandle,
+) -> Result<WebDashboard, WebTlsError> {
+    let acceptor = tls::acceptor(serve)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| WebTlsError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| WebTlsError::Bind { addr, source })?;
+    let connect = in_process(api);
+    let shared = Arc::new(Shared {
+        board: RwLock::new(Board::default()),
+        changed: watch::channel(0).0,
+        connect: Arc::clone(&connect),
+        shutdown: shutdown.clone(),
+    });
+    let (updates_tx, updates) = mpsc::channel(4096);
+    let feed = tokio::spawn(Feed::new(connect, FeedConfig::default()).run(updates_tx));
+    let follow = tokio::spawn(follow(Arc::clone(&shared), updates));
+    let router = routes::router(Arc::clone(&shared));
+    let tls = acceptor.is_some();
+    let task = tokio::spawn(async move {
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = shutdown.triggered() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::warn!(%err, "web dashboard: accept failed");
+                        continue;
+                    }
+                },
+            };
+            let router = router.clone();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |request| router.clone().oneshot(request));
+                let http = hyper::server::conn::http1::Builder::new();
+                let served = match acceptor {
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(stream) => {
+                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await
+                        }
+                        Err(err) => {
+                            tracing::debug!(%err, "web dashboard: TLS handshake failed");
+                            return;
+                        }
+                    },
+                    None => {
+                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+                if let Err(err) = served {
+                    tracing::debug!(%err, "web dashboard: connection ended");
+                }
+            });
+        }
+        feed.abort();
+        follow.abort();
+    });
+    tracing::info!(%local_addr, tls, "web dashboard serving");
+    Ok(WebDashboard {
+        local_addr,
+        tls,
+        task,
+    })
+}
+
+/// Applies the feed's updates to the shared board, a batch at a time, and tells the pages.
+async fn follow(shared: Arc<Shared>, mut updates: mpsc::Receiver<crate::dashboard::Update>) {
+    while let Some(update) = updates.recv().await {
+        {
+            let mut board = shared
+                .board
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            board.apply(update);
+            for _ in 1..BATCH {
+                match updates.try_recv() {
+                    Ok(update) => board.apply(update),
+                    Err(_) => break,
+                }
+            }
+        }
+        shared.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
