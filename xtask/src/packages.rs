@@ -15,8 +15,38 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use nephrite_test_services::DEBIAN_PACKAGES;
 
-/// Installs the missing packages when running as root; lists them otherwise.
+/// Installs the missing packages when running as root (listing them otherwise), then the
+/// OpenStack API servers' Python environments.
 pub fn ensure() -> anyhow::Result<()> {
+    debian()?;
+    python()
+}
+
+/// The Octavia and Neutron venvs under `target/`, built once per constraints file (pip, from
+/// PyPI). Without them the OpenStack tests skip loudly, or fail under `CI=true`; so does this.
+fn python() -> anyhow::Result<()> {
+    match nephrite_test_services::install_venvs() {
+        Ok(venvs) => {
+            for venv in venvs {
+                eprintln!("xtask: Python environment ready: {}", venv.display());
+            }
+            Ok(())
+        }
+        Err(unavailable) if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            bail!("the OpenStack Python environments: {unavailable}")
+        }
+        Err(unavailable) => {
+            eprintln!(
+                "xtask: the OpenStack Python environments are not installed ({unavailable}); \
+                 the tests that need them will say they are skipped"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The Debian packages of [`DEBIAN_PACKAGES`].
+fn debian() -> anyhow::Result<()> {
     let missing: Vec<&str> = DEBIAN_PACKAGES
         .iter()
         .copied()
