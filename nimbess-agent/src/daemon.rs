@@ -19,6 +19,9 @@ use crate::state::StateStore;
 /// The agent's socket unless `--socket` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/nimbess/agent.sock";
 
+/// The umask the socket is created under: mode 0600.
+const SOCKET_UMASK: u32 = 0o177;
+
 /// `serve` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeCommand {
@@ -154,11 +157,15 @@ async fn serve(agent: Arc<Agent>, socket: &Path, args: &ServeArgs) -> anyhow::Re
         DaemonIdentity::new("nimbess-agent", env!("CARGO_PKG_VERSION")),
         args,
     )?;
+    // The socket is created 0600, never open to others for a moment: the
+    // umask is narrowed around the bind (process-wide, and nothing else
+    // here needs a wider one).
+    let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(SOCKET_UMASK));
     let bound = add_services(server, agent)
         .bind(&Endpoint::unix(socket))
-        .await?;
-    std::fs::set_permissions(socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .with_context(|| format!("chmod 0600 {}", socket.display()))?;
+        .await;
+    nix::sys::stat::umask(umask);
+    let bound = bound?;
     tracing::info!(socket = %socket.display(), "serving");
     let report = bound.run().await?;
     tracing::info!(reason = %report.reason, "stopped");

@@ -27,6 +27,32 @@ pub const DEFAULT_AGENT_SOCKET: &str = "/run/nimbess/agent.sock";
 /// How long the plugin waits for the agent's socket before answering 11.
 pub const AGENT_WAIT: Duration = Duration::from_secs(10);
 
+/// The most the plugin reads from stdin. A network configuration is a few
+/// hundred bytes, a chained `prevResult` a few kilobytes; more is refused
+/// rather than buffered.
+pub const MAX_STDIN: usize = 1 << 20;
+
+/// Read the network configuration from `input`, at most `limit` bytes.
+///
+/// # Errors
+/// 6 when there is more than `limit`; 5 when reading fails.
+pub fn read_config(input: impl std::io::Read, limit: usize) -> Result<Vec<u8>, CniError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    input
+        .take(cap)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CniError::new(ErrorCode::Io, "cannot read stdin").with_details(e))?;
+    if bytes.len() > limit {
+        return Err(CniError::new(
+            ErrorCode::Decode,
+            format!("the network configuration on stdin is larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// What the environment says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {

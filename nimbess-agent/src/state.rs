@@ -162,6 +162,27 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
     }
 }
 
+/// Open `path` for writing, truncated (or appended to, `append`), readable
+/// by its owner only: the state names every pod's container and namespace.
+/// A file an older agent created with a wider mode is narrowed.
+fn private_file(path: &Path, append: bool) -> Result<std::fs::File, StateError> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .mode(STATE_MODE)
+        .open(path)
+        .map_err(io_error(path))?;
+    file.set_permissions(std::fs::Permissions::from_mode(STATE_MODE))
+        .map_err(io_error(path))?;
+    Ok(file)
+}
+
+/// Mode of the state files.
+pub const STATE_MODE: u32 = 0o600;
+
 impl StateStore {
     /// The store in `dir`, created when missing.
     ///
@@ -261,12 +282,12 @@ impl StateStore {
                 source,
             }
         })?;
-        let mut file = std::fs::File::create(&tmp).map_err(io_error(&tmp))?;
+        let mut file = private_file(&tmp, false)?;
         file.write_all(&bytes).map_err(io_error(&tmp))?;
         file.sync_all().map_err(io_error(&tmp))?;
         std::fs::rename(&tmp, &path).map_err(io_error(&path))?;
         let journal = self.journal_path();
-        let file = std::fs::File::create(&journal).map_err(io_error(&journal))?;
+        let file = private_file(&journal, false)?;
         file.sync_all().map_err(io_error(&journal))?;
         self.journal = Some(file);
         self.journal_len = 0;
@@ -301,11 +322,7 @@ impl StateStore {
         let file = match &mut self.journal {
             Some(file) => file,
             None => {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&journal)
-                    .map_err(io_error(&journal))?;
+                let file = private_file(&journal, true)?;
                 self.journal_len = file.metadata().map_err(io_error(&journal))?.len();
                 self.journal.insert(file)
             }

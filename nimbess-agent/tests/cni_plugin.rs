@@ -157,3 +157,64 @@ fn state_survives_kill_9() {
         "the address was released"
     );
 }
+
+#[test]
+fn the_socket_and_the_state_are_private_to_the_agents_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let agent = AgentProcess::start(CONFIG, "sim", &["blue", "red"]);
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&agent.socket), 0o600, "socket");
+    let ns = fake_netns(&agent, "ns");
+    let (code, out) = agent.cni("ADD", "blue", "c1", &ns);
+    assert_eq!(code, 0, "{out}");
+    for file in ["state.json", "state.journal"] {
+        assert_eq!(mode(&agent.dir.join("state").join(file)), 0o600, "{file}");
+    }
+}
+
+#[test]
+fn hostile_input_is_refused() {
+    let agent = AgentProcess::start(CONFIG, "sim", &["blue", "red"]);
+    // the agent's own network namespace is no pod's
+    let pid = agent.child.as_ref().expect("running").id();
+    let own = format!("/proc/{pid}/ns/net");
+    let (code, out) = agent.cni("ADD", "blue", "c1", &own);
+    assert_eq!((code, out["code"].as_u64()), (1, Some(4)), "{out}");
+    assert!(out["msg"].as_str().unwrap_or("").contains(&own), "{out}");
+    let (_, ports) = agent.cli(&["ports", "-o", "json"]);
+    assert_eq!(ports.trim(), "[]");
+
+    // an endless stdin is cut off, not buffered
+    let mut child = std::process::Command::new(support::PLUGIN)
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("plugin");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        let chunk = vec![b' '; 64 * 1024];
+        // 64 MiB at most; the plugin stops reading after 1 MiB (broken pipe)
+        for _ in 0..1024 {
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().expect("wait");
+    writer.join().expect("writer");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (out.status.code(), doc["code"].as_u64()),
+        (Some(1), Some(6)),
+        "{doc}"
+    );
+}

@@ -150,6 +150,16 @@ impl Agent {
                 format!("CNI_NETNS {} does not exist", req.netns),
             ));
         }
+        if let Some(own) = crate::driver::kernel::netns::host_namespace_named(Path::new(&req.netns))
+        {
+            return Err(CniError::new(
+                ErrorCode::InvalidEnvironment,
+                format!(
+                    "CNI_NETNS {} is the agent's or the host's own network namespace ({own}), not a pod's",
+                    req.netns
+                ),
+            ));
+        }
         let mut st = self.state.lock().await;
         let Some(spec) = st
             .model

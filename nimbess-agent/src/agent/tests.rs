@@ -288,3 +288,26 @@ async fn a_repeat_add_in_another_netns_plugs_the_port_there() {
         r2
     );
 }
+
+#[tokio::test]
+async fn an_add_into_the_agents_own_namespace_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = StateStore::open(dir.path()).expect("store");
+    let agent = Agent::start(
+        store,
+        &[spec("blue", "10.5.0.0/24")],
+        Driver::Sim(SimDriver::new()),
+    )
+    .await
+    .expect("start");
+    let own = format!("/proc/{}/ns/net", std::process::id());
+    for netns in ["/proc/self/ns/net", "/proc/1/ns/net", own.as_str()] {
+        let e = agent
+            .add(&req("x", "blue", netns))
+            .await
+            .expect_err("the agent's namespace");
+        assert_eq!(e.code, ErrorCode::InvalidEnvironment, "{netns}");
+        assert!(e.msg.contains(netns), "{}", e.msg);
+    }
+    assert!(agent.ports().await.is_empty());
+}

@@ -168,3 +168,13 @@ fn the_request_carries_the_pod_from_cni_args() {
     assert_eq!(req.network_config["type"], "nimbess-cni");
     assert!(req.prev_result.is_none());
 }
+
+#[test]
+fn stdin_is_read_up_to_the_limit_only() {
+    let ok = read_config(&b"{}"[..], 2).expect("within the limit");
+    assert_eq!(ok, b"{}");
+    // an endless stdin is not buffered: reading stops one byte past the limit
+    let e = read_config(std::io::repeat(b' '), 1024).expect_err("too large");
+    assert_eq!(e.code, ErrorCode::Decode);
+    assert!(e.msg.contains("1024"), "{}", e.msg);
+}

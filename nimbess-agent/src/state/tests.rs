@@ -112,3 +112,34 @@ fn the_journal_is_folded_into_the_snapshot_when_it_outgrows_it() {
     );
     assert_eq!(store.load().expect("load"), st);
 }
+
+#[test]
+fn state_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut store = StateStore::open(dir.path()).expect("open");
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    // a journal appended to before any snapshot exists
+    store
+        .append(
+            &[Record::Released {
+                owner: Owner {
+                    container_id: "c".into(),
+                    ifname: "eth0".into(),
+                },
+            }],
+            &Model::new(),
+            &Ipam::new(),
+        )
+        .expect("append");
+    assert_eq!(mode(&store.journal_path()), 0o600);
+    // files an older agent left world-readable are narrowed by the next snapshot
+    for p in [store.path(), store.journal_path()] {
+        std::fs::write(&p, b"").expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    store.save(&Model::new(), &Ipam::new()).expect("save");
+    assert_eq!(mode(&store.path()), 0o600);
+    assert_eq!(mode(&store.journal_path()), 0o600);
+}

@@ -68,3 +68,37 @@ fn run_in<T>(path: &Path, job: NetnsJob<T>) -> Result<T, DriverError> {
         job(handle).await
     })
 }
+
+/// The namespaces a pod's interface must never land in: the agent's own
+/// and the host's (PID 1's). A namespace is known by its nsfs inode.
+const FORBIDDEN_NAMESPACES: [&str; 2] = ["/proc/self/ns/net", "/proc/1/ns/net"];
+
+/// Which of the agent's or the host's network namespaces `netns` is, if
+/// either (same device and inode); `None` for another namespace or a path
+/// that cannot be read.
+pub fn host_namespace_named(netns: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt as _;
+    let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let wanted = identity(netns)?;
+    FORBIDDEN_NAMESPACES
+        .into_iter()
+        .find(|own| identity(Path::new(own)) == Some(wanted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agents_own_namespace_is_recognised_by_any_path() {
+        assert_eq!(
+            host_namespace_named(Path::new("/proc/self/ns/net")),
+            Some("/proc/self/ns/net")
+        );
+        let own = format!("/proc/{}/ns/net", std::process::id());
+        assert!(host_namespace_named(Path::new(&own)).is_some());
+        let file = tempfile::NamedTempFile::new().expect("tmp");
+        assert_eq!(host_namespace_named(file.path()), None);
+        assert_eq!(host_namespace_named(Path::new("/no/such/netns")), None);
+    }
+}
