@@ -142,6 +142,9 @@ impl std::fmt::Debug for GrpcServer {
             .field("tls", &self.tls)
             .field("grace", &self.grace)
             .field("metrics_listen", &self.metrics_listen)
+            .field("token_file", &self.tokens)
+            .field("roles", &self.policy.is_some())
+            .field("insecure", &self.insecure)
             .finish_non_exhaustive()
     }
 }

@@ -225,41 +225,25 @@ async fn tokens_prove_identities_and_roles_decide_each_method() -> anyhow::Resul
     Ok(())
 }
 
-struct Pki {
+/// Files of a test PKI: the CA, the server's certificate and key, and per client
+/// `NAME.pem` / `NAME.key` (`Some(cn)`: subject CN; `None`: only the SAN `client.test`).
+struct PkiFiles {
     ca: PathBuf,
     server_cert: PathBuf,
     server_key: PathBuf,
 }
 
-/// A CA, a server certificate for localhost, and client certificates named `names`
-/// (`Some(cn)`: subject CN; `None`: no CN, the SAN `client.test`).
-fn pki(dir: &Path, clients: &[(&str, Option<&str>)]) -> anyhow::Result<Pki> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
-    };
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-    let server_key = KeyPair::generate()?;
-    let server_cert = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?
-        .signed_by(&server_key, &issuer)?;
+fn pki(dir: &Path, clients: &[(&str, Option<&str>)]) -> anyhow::Result<PkiFiles> {
+    let pki = support::Pki::new()?;
     for (file, cn) in clients {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(vec!["client.test".to_owned()])?;
-        params.distinguished_name = DistinguishedName::new();
-        if let Some(cn) = cn {
-            params.distinguished_name.push(DnType::CommonName, *cn);
-        }
-        let cert = params.signed_by(&key, &issuer)?;
-        write(dir, &format!("{file}.pem"), &cert.pem())?;
-        write(dir, &format!("{file}.key"), &key.serialize_pem())?;
+        let (cert, key) = pki.client(*cn, "client.test")?;
+        write(dir, &format!("{file}.pem"), &cert)?;
+        write(dir, &format!("{file}.key"), &key)?;
     }
-    Ok(Pki {
-        ca: write(dir, "ca.pem", &ca_cert.pem())?,
-        server_cert: write(dir, "server.pem", &server_cert.pem())?,
-        server_key: write(dir, "server.key", &server_key.serialize_pem())?,
+    Ok(PkiFiles {
+        ca: write(dir, "ca.pem", &pki.ca_pem)?,
+        server_cert: write(dir, "server.pem", &pki.server_cert_pem)?,
+        server_key: write(dir, "server.key", &pki.server_key_pem)?,
     })
 }
 

@@ -272,40 +272,10 @@ async fn busy_and_bogus_listen_addresses_fail_with_their_name() -> anyhow::Resul
     Ok(())
 }
 
-struct Pki {
-    ca_pem: String,
-    server_cert_pem: String,
-    server_key_pem: String,
-    client_cert_pem: String,
-    client_key_pem: String,
-}
-
-fn pki() -> anyhow::Result<Pki> {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let server_key = KeyPair::generate()?;
-    let server_cert = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?
-        .signed_by(&server_key, &issuer)?;
-    let client_key = KeyPair::generate()?;
-    let client_cert =
-        CertificateParams::new(vec!["client.test".to_owned()])?.signed_by(&client_key, &issuer)?;
-    Ok(Pki {
-        ca_pem: ca_cert.pem(),
-        server_cert_pem: server_cert.pem(),
-        server_key_pem: server_key.serialize_pem(),
-        client_cert_pem: client_cert.pem(),
-        client_key_pem: client_key.serialize_pem(),
-    })
-}
-
 #[tokio::test]
 async fn tls_and_mutual_tls() -> anyhow::Result<()> {
-    let pki = pki()?;
+    let pki = support::Pki::new()?;
+    let (client_cert_pem, client_key_pem) = pki.client(None, "client.test")?;
     let dir = tempfile::tempdir()?;
     let write = |name: &str, text: &str| -> anyhow::Result<std::path::PathBuf> {
         let path = dir.path().join(name);
@@ -353,10 +323,7 @@ async fn tls_and_mutual_tls() -> anyhow::Result<()> {
     let with_cert = DialOptions::with_tls(
         ClientTls::new()
             .with_ca_pem(pki.ca_pem.clone().into_bytes())?
-            .with_identity_pem(
-                pki.client_cert_pem.clone().into_bytes(),
-                pki.client_key_pem.clone().into_bytes(),
-            )?,
+            .with_identity_pem(client_cert_pem.into_bytes(), client_key_pem.into_bytes())?,
     );
     let channel = dial_with(&endpoint, &with_cert).await?;
     assert_eq!(support::health(channel, "").await?, ServingStatus::Serving);

@@ -80,3 +80,54 @@ pub fn identity_of_certificate(certificate: &CertificateDer<'_>) -> Option<Strin
     }
     dns.or(uri)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(name: &str, roles: &[&str]) -> CallerIdentity {
+        CallerIdentity {
+            name: name.to_owned(),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            credential: Credential::Token,
+        }
+    }
+
+    #[test]
+    fn a_narrow_role_acts_only_as_itself() {
+        let router = caller("router-a", &["router"]);
+        assert!(router.require_self("router-a").is_ok());
+        let err = router.require_self("router-b").unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            err.message(),
+            "router-a may act only as itself, not as \"router-b\""
+        );
+        assert!(caller("ops", &["admin"]).require_self("router-b").is_ok());
+    }
+
+    #[test]
+    fn a_certificate_names_its_cn_else_its_first_dns_name() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(vec!["a.test".to_owned(), "b.test".to_owned()]).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        let plain = params.self_signed(&key).unwrap();
+        assert_eq!(
+            identity_of_certificate(plain.der()).as_deref(),
+            Some("a.test")
+        );
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "router-a");
+        let named = params.self_signed(&key).unwrap();
+        assert_eq!(
+            identity_of_certificate(named.der()).as_deref(),
+            Some("router-a")
+        );
+        assert_eq!(
+            identity_of_certificate(&CertificateDer::from(vec![1, 2, 3])),
+            None
+        );
+    }
+}

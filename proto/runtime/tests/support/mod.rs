@@ -232,3 +232,47 @@ pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64>
         if all { value.trim().parse().ok() } else { None }
     })
 }
+
+/// A test CA with a server certificate for `localhost` / `127.0.0.1`, issuing client
+/// certificates on demand.
+pub struct Pki {
+    pub ca_pem: String,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    pub fn new() -> anyhow::Result<Self> {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key)?;
+        let issuer = Issuer::new(ca_params, ca_key);
+        let server_key = KeyPair::generate()?;
+        let server_cert =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?
+                .signed_by(&server_key, &issuer)?;
+        Ok(Pki {
+            ca_pem: ca_cert.pem(),
+            server_cert_pem: server_cert.pem(),
+            server_key_pem: server_key.serialize_pem(),
+            issuer,
+        })
+    }
+
+    /// A client certificate and key (PEM) for the DNS name `san`, with the subject CN `cn`
+    /// (`None`: an empty subject).
+    pub fn client(&self, cn: Option<&str>, san: &str) -> anyhow::Result<(String, String)> {
+        use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec![san.to_owned()])?;
+        params.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
