@@ -1,4 +1,4 @@
-//! `bmm-provider serve` as a library: the controllers behind the shared daemon server of
+//! `bmm-provider serve` and `bmm-provider ccm` as a library: the controllers of a [`Role`] behind the shared daemon server of
 //! `nephrite_runtime` (gRPC health, reflection, `GetInfo`, `/metrics` with
 //! [`ProviderMetrics`](crate::metrics::ProviderMetrics), TLS, the SIGTERM drain), optionally
 //! acting only while holding a Lease.
@@ -6,7 +6,7 @@
 use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 use nephrite_runtime::{BoundServer, ServeError, ServeReport};
 
-use crate::controller::{ControllerConfig, run_controllers, run_while_leading};
+use crate::controller::{ControllerConfig, Role, run_role, run_while_leading};
 
 /// Runs the controllers (while leading, when `election` is given) until the server shuts down
 /// (SIGTERM, SIGINT or its `ShutdownHandle`); then steps down from the Lease. Register
@@ -15,6 +15,7 @@ pub async fn serve(
     server: BoundServer,
     client: kube::Client,
     config: ControllerConfig,
+    role: Role,
     election: Option<(LeaseLock, LeaseTiming)>,
 ) -> Result<ServeReport, ServeError> {
     let shutdown = server.shutdown_handle();
@@ -23,8 +24,8 @@ pub async fn serve(
     let changes = election.as_ref().map(LeaderElection::changes);
     let controllers = async move {
         match changes {
-            Some(leading) => run_while_leading(client, config, leading).await,
-            None => run_controllers(client, config).await,
+            Some(leading) => run_while_leading(client, config, role, leading).await,
+            None => run_role(client, config, role).await,
         }
     };
     let running = server.run();

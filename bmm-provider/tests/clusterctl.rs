@@ -297,3 +297,79 @@ async fn the_clusterctl_artefacts_parse_are_documented_and_are_accepted() {
     assert_eq!(e.code, 422, "{e:?}");
     assert!(e.message.contains("spec.vpc"), "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ccm_manifest_is_accepted_and_template_kubelets_wait_for_it() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/ccm/cloud-controller-manager.yaml"
+    ))
+    .expect("deploy/ccm/cloud-controller-manager.yaml");
+    let objects = documents(&substitute(&text, sample).expect("substituted"));
+    let server = TestApiServer::start().await.expect("apiserver");
+    let client = server.client().expect("client");
+    for object in &objects {
+        create(&client, object).await;
+    }
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["args"][0], "ccm");
+    assert_eq!(pod["hostNetwork"], true);
+    let tolerated: Vec<&str> = pod["tolerations"]
+        .as_array()
+        .expect("tolerations")
+        .iter()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert!(tolerated.contains(&"node.cloudprovider.kubernetes.io/uninitialized"));
+    // No verb beyond what the node controllers use; Secrets by name only.
+    for role in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().expect("rules") {
+            for verb in rule["verbs"].as_array().expect("verbs") {
+                assert!(
+                    [
+                        "get", "list", "watch", "patch", "delete", "create", "update"
+                    ]
+                    .contains(&verb.as_str().expect("verb")),
+                    "{rule}"
+                );
+            }
+            if rule["resources"] == json!(["secrets"]) {
+                assert_eq!(rule["verbs"], json!(["get"]));
+                assert_eq!(rule["resourceNames"], json!(["bmm-cloud-credentials"]));
+            }
+        }
+    }
+    // Every kubelet the cluster template starts waits for an external cloud provider.
+    let template = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/templates/cluster-template.yaml"
+    ))
+    .expect("template");
+    let template = documents(&substitute(&template, sample).expect("substituted"));
+    let external = json!([{"name": "cloud-provider", "value": "external"}]);
+    let kcp = template
+        .iter()
+        .find(|o| o["kind"] == "KubeadmControlPlane")
+        .expect("KubeadmControlPlane");
+    for phase in ["initConfiguration", "joinConfiguration"] {
+        assert_eq!(
+            kcp["spec"]["kubeadmConfigSpec"][phase]["nodeRegistration"]["kubeletExtraArgs"],
+            external
+        );
+    }
+    let workers = template
+        .iter()
+        .find(|o| o["kind"] == "KubeadmConfigTemplate")
+        .expect("KubeadmConfigTemplate");
+    assert_eq!(
+        workers["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+        external
+    );
+}

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use nephrite_bmm_provider::controller::{ControllerConfig, run_while_leading};
+use nephrite_bmm_provider::controller::{ControllerConfig, Role, run_while_leading};
 use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 use serde_json::json;
 use support::capi::{Env, NS};
@@ -47,11 +47,13 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
     let provider_a = tokio::spawn(run_while_leading(
         env.client.clone(),
         config_for("creds-a"),
+        Role::Provider,
         election_a.changes(),
     ));
     let provider_b = tokio::spawn(run_while_leading(
         env.client.clone(),
         config_for("creds-b"),
+        Role::Provider,
         election_b.changes(),
     ));
     let no_auth = |c: &mut nephrite_bmm::crd::NvidiaBMMCluster| c.spec.authentication = None;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
-use nephrite_bmm_provider::controller::run_cluster_controller;
+use nephrite_bmm_provider::controller::{Role, run_cluster_controller};
 use nephrite_bmm_provider::daemon;
 use nephrite_bmm_provider::sim::Kind;
 use nephrite_runtime::{DaemonIdentity, GrpcServer, ShutdownReason};
@@ -156,7 +156,13 @@ async fn serve_answers_metrics_with_reconciles_and_api_calls() {
         .and_then(|e| e.authority())
         .expect("metrics endpoint");
     let shutdown = bound.shutdown_handle();
-    let serving = tokio::spawn(daemon::serve(bound, env.client.clone(), config, None));
+    let serving = tokio::spawn(daemon::serve(
+        bound,
+        env.client.clone(),
+        config,
+        Role::Provider,
+        None,
+    ));
     env.cluster("c4", json!({})).await;
     env.machine("c4", "c4-cp-0").await;
     env.machine_ready("c4-cp-0").await;

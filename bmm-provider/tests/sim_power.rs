@@ -5,73 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use nephrite_bmm_provider::client::types::*;
+use nephrite_bmm_provider::client::types::Instance;
 use nephrite_bmm_provider::client::{ApiError, BmmClient};
 use nephrite_bmm_provider::sim::SimConfig;
-use support::{Harness, eventually, fast_config};
-
-/// A Ready instance in a fresh network; its id and site.
-async fn ready_instance(client: &BmmClient, name: &str) -> Instance {
-    let tenant = client.current_tenant().await.expect("tenant").id;
-    let site = client
-        .site_named("sim-site")
-        .await
-        .expect("sites")
-        .expect("site")
-        .id;
-    let block = client
-        .create_ip_block(&IpBlockCreateRequest {
-            name: format!("{name}-block"),
-            site_id: site.clone(),
-            routing_type: "Datacenter Only".into(),
-            prefix: "10.30.0.0".into(),
-            prefix_length: 23,
-            protocol_version: "IPv4".into(),
-        })
-        .await
-        .expect("ip block");
-    let vpc = client
-        .create_vpc(&VpcCreateRequest {
-            id: None,
-            name: format!("{name}-vpc"),
-            site_id: site.clone(),
-            network_virtualization_type: None,
-            labels: None,
-        })
-        .await
-        .expect("vpc");
-    let subnet = client
-        .create_subnet(&SubnetCreateRequest {
-            name: format!("{name}-net"),
-            vpc_id: vpc.id.clone(),
-            ipv4_block_id: block.id,
-            prefix_length: 24,
-        })
-        .await
-        .expect("subnet");
-    let types = client.instance_types(&site).await.expect("types");
-    let instance = client
-        .create_instance(&InstanceCreateRequest {
-            name: name.into(),
-            tenant_id: tenant,
-            instance_type_id: Some(types[0].id.clone()),
-            machine_id: None,
-            vpc_id: vpc.id,
-            user_data: None,
-            operating_system_id: None,
-            labels: None,
-            interfaces: vec![InterfaceCreateRequest {
-                subnet_id: subnet.id,
-                is_physical: true,
-                virtual_function_id: None,
-            }],
-            ssh_key_group_ids: vec![],
-            allow_unhealthy_machine: None,
-        })
-        .await
-        .expect("instance");
-    status_becomes(client, &instance.id, "Ready").await
-}
+use support::{Harness, eventually, fast_config, ready_instance};
 
 async fn status_becomes(client: &BmmClient, id: &str, status: &str) -> Instance {
     eventually(Duration::from_secs(10), || async {
@@ -93,7 +30,7 @@ async fn a_reboot_goes_through_rebooting_and_back_to_ready() {
     })
     .await;
     let client = h.client();
-    let instance = ready_instance(&client, "reboot-0").await;
+    let instance = ready_instance(&client, "reboot-0", "10.30.0.0").await;
     let address = instance.interfaces[0].ip_addresses[0].clone();
     assert!(instance.interfaces[0].mac_address.is_some());
 
@@ -131,7 +68,7 @@ async fn the_tray_of_an_instance_switches_its_power() {
     })
     .await;
     let client = h.client();
-    let instance = ready_instance(&client, "power-0").await;
+    let instance = ready_instance(&client, "power-0", "10.30.0.0").await;
     let site = instance.site_id.clone().expect("site");
     let machine = instance.machine_id.clone().expect("machine");
     let tray = client

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nephrite_bmm_provider::client::{BmmClient, ClientConfig, Token};
 use nephrite_bmm_provider::standalone::{self, Pace, State};
 use nephrite_bmm_provider::{controller, daemon};
 use nephrite_runtime::leader::{LeaseLock, LeaseTiming};
@@ -49,10 +50,53 @@ enum Command {
         /// Poll interval while waiting for another object.
         #[arg(long, env = "BMM_DEPENDENCY_POLL_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
         dependency_poll_interval: Duration,
-        /// Also run the node-lifecycle controller (labels, addresses and deletion of Nodes
-        /// with a `nvidia-bmm://` provider ID; needs --default-credentials).
+        /// Also run the node controller of `ccm` in this process, with
+        /// --default-credentials (an alias kept for single-cluster setups).
         #[arg(long, env = "BMM_NODE_LIFECYCLE")]
         node_lifecycle: bool,
+        #[command(flatten)]
+        backoff: BackoffFlags,
+        #[command(flatten)]
+        election: ElectionFlags,
+        /// Health, metrics, TLS, log format and the shutdown grace period.
+        #[command(flatten)]
+        serve: nephrite_runtime::ServeArgs,
+    },
+    /// The cloud-controller-manager's node controllers for a workload cluster on BMM: node
+    /// initialization (provider ID, addresses, topology labels, the `uninitialized` taint)
+    /// and node lifecycle (`shutdown` taint, deletion when the instance is gone).
+    Ccm {
+        /// The workload cluster's kubeconfig (in-cluster service account when absent).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// The credentials Secret (`namespace/name`, keys `endpoint`, `orgName`, `token`);
+        /// or give --endpoint, --org and --token-file.
+        #[arg(long, env = "BMM_CREDENTIALS", conflicts_with_all = ["endpoint", "org", "token_file"])]
+        credentials: Option<String>,
+        /// The BMM API server root (`https://host[:port]`).
+        #[arg(long, env = "BMM_ENDPOINT", requires_all = ["org", "token_file"])]
+        endpoint: Option<String>,
+        /// The org.
+        #[arg(long, env = "BMM_ORG")]
+        org: Option<String>,
+        /// A file holding the bearer token (read at start).
+        #[arg(long, env = "BMM_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
+        /// `SITE=ZONE`: the `topology.kubernetes.io/zone` of Nodes in the site named SITE
+        /// (repeat, or comma-separate); a site without one has its name as zone.
+        #[arg(long = "zone", env = "BMM_ZONES", value_delimiter = ',')]
+        zones: Vec<String>,
+        /// Re-check of initialized Nodes (power state, deletion of their instance).
+        #[arg(long, env = "BMM_NODE_RESYNC", default_value = "1m", value_parser = humantime::parse_duration)]
+        resync: Duration,
+        /// Re-check of Nodes whose instance is not complete yet (no addresses, no match).
+        #[arg(long, env = "BMM_NODE_PENDING_POLL", default_value = "10s", value_parser = humantime::parse_duration)]
+        pending_poll: Duration,
+        /// Per-request timeout of the BMM client.
+        #[arg(long, env = "BMM_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+        request_timeout: Duration,
+        #[command(flatten)]
+        backoff: BackoffFlags,
         #[command(flatten)]
         election: ElectionFlags,
         /// Health, metrics, TLS, log format and the shutdown grace period.
@@ -95,12 +139,85 @@ struct ElectionFlags {
     /// Namespace of the Lease (default: the client's namespace, in a pod its own).
     #[arg(long, env = "BMM_LEADER_ELECTION_NAMESPACE")]
     leader_election_namespace: Option<String>,
-    /// Name of the Lease.
-    #[arg(long, env = "BMM_LEADER_ELECTION_ID", default_value = "bmm-provider")]
-    leader_election_id: String,
+    /// Name of the Lease (default: `bmm-provider`, `bmm-cloud-controller-manager` for `ccm`).
+    #[arg(long, env = "BMM_LEADER_ELECTION_ID")]
+    leader_election_id: Option<String>,
     /// This replica's identity in the Lease (default: the pod or host name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+}
+
+#[derive(Args)]
+struct BackoffFlags {
+    /// The wait after a failed reconcile; it doubles (jittered) per failure of the same
+    /// object and resets on success.
+    #[arg(long, env = "BMM_ERROR_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
+    error_backoff: Duration,
+    /// The longest wait after failed reconciles.
+    #[arg(long, env = "BMM_ERROR_BACKOFF_MAX", default_value = "5m", value_parser = humantime::parse_duration)]
+    error_backoff_max: Duration,
+}
+
+/// The `--zone SITE=ZONE` values as a map; empty entries (an empty `BMM_ZONES`) are skipped.
+fn parse_zones(values: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(|text| match text.split_once('=') {
+            Some((site, zone)) if !site.trim().is_empty() && !zone.trim().is_empty() => {
+                Ok((site.trim().to_string(), zone.trim().to_string()))
+            }
+            _ => Err(anyhow::anyhow!("--zone {text:?} is not SITE=ZONE")),
+        })
+        .collect()
+}
+
+impl ElectionFlags {
+    /// The Lease, when electing; `client` gives the default namespace.
+    fn lease(self, client: &kube::Client, default_id: &str) -> Option<(LeaseLock, LeaseTiming)> {
+        self.leader_elect.then(|| {
+            let lock = LeaseLock::new(
+                self.leader_election_namespace
+                    .unwrap_or_else(|| client.default_namespace().to_string()),
+                self.leader_election_id
+                    .unwrap_or_else(|| default_id.to_string()),
+                self.identity.unwrap_or_else(|| {
+                    format!("{}_{}", host_name(), uuid::Uuid::new_v4().simple())
+                }),
+            );
+            (lock, LeaseTiming::default())
+        })
+    }
+}
+
+/// The client of `--kubeconfig`, or the default one (in-cluster, `$KUBECONFIG`, `~/.kube`).
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let Some(path) = kubeconfig else {
+        return Ok(kube::Client::try_default().await?);
+    };
+    let file = kube::config::Kubeconfig::read_from(path)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Serves the controllers of `role` with the shared daemon flags.
+async fn serve_role(
+    client: kube::Client,
+    config: controller::ControllerConfig,
+    role: controller::Role,
+    serve: &nephrite_runtime::ServeArgs,
+    election: Option<(LeaseLock, LeaseTiming)>,
+) -> anyhow::Result<()> {
+    let identity = DaemonIdentity::new("bmm-provider", env!("CARGO_PKG_VERSION"));
+    let mut server = GrpcServer::from_args(identity, serve)?;
+    config.metrics.register(&mut server)?;
+    let bound = server.bind(&serve.listen).await?;
+    let report = daemon::serve(bound, client, config, role, election).await?;
+    tracing::info!(reason = %report.reason, "stopped");
+    Ok(())
 }
 
 fn host_name() -> String {
@@ -220,6 +337,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             poll_interval,
             dependency_poll_interval,
             node_lifecycle,
+            backoff,
             election,
             serve,
         } => {
@@ -230,26 +348,66 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 poll: poll_interval,
                 dependency_poll: dependency_poll_interval,
                 node_lifecycle,
+                error_backoff: backoff.error_backoff,
+                error_backoff_max: backoff.error_backoff_max,
                 ..Default::default()
             };
-            let identity = DaemonIdentity::new("bmm-provider", env!("CARGO_PKG_VERSION"));
-            let mut server = GrpcServer::from_args(identity, &serve)?;
-            config.metrics.register(&mut server)?;
-            let bound = server.bind(&serve.listen).await?;
-            let election = election.leader_elect.then(|| {
-                let lock = LeaseLock::new(
-                    election
-                        .leader_election_namespace
-                        .unwrap_or_else(|| client.default_namespace().to_string()),
-                    election.leader_election_id,
-                    election.identity.unwrap_or_else(|| {
-                        format!("{}_{}", host_name(), uuid::Uuid::new_v4().simple())
-                    }),
-                );
-                (lock, LeaseTiming::default())
-            });
-            let report = daemon::serve(bound, client, config, election).await?;
-            tracing::info!(reason = %report.reason, "stopped");
+            let lease = election.lease(&client, "bmm-provider");
+            serve_role(client, config, controller::Role::Provider, &serve, lease).await?;
+        }
+        Command::Ccm {
+            kubeconfig,
+            credentials,
+            endpoint,
+            org,
+            token_file,
+            zones,
+            resync,
+            pending_poll,
+            request_timeout,
+            backoff,
+            election,
+            serve,
+        } => {
+            let zones = parse_zones(&zones)?;
+            let node_credentials = match (endpoint, org, token_file) {
+                (Some(endpoint), Some(org), Some(token_file)) => {
+                    let token = std::fs::read_to_string(&token_file).map_err(|e| {
+                        anyhow::anyhow!("reading --token-file {}: {e}", token_file.display())
+                    })?;
+                    let mut config = ClientConfig::new(endpoint, org, Token::new(token));
+                    config.timeout = request_timeout;
+                    Some(BmmClient::new(config)?)
+                }
+                _ => None,
+            };
+            anyhow::ensure!(
+                node_credentials.is_some() || credentials.is_some(),
+                "give --credentials NAMESPACE/NAME or --endpoint, --org and --token-file"
+            );
+            let client = kube_client(kubeconfig.as_deref()).await?;
+            let metrics = nephrite_bmm_provider::metrics::ProviderMetrics::default();
+            let config = controller::ControllerConfig {
+                default_credentials: credentials,
+                node_credentials: node_credentials.map(|c| c.with_metrics(metrics.clone())),
+                zones,
+                resync,
+                dependency_poll: pending_poll,
+                request_timeout,
+                error_backoff: backoff.error_backoff,
+                error_backoff_max: backoff.error_backoff_max,
+                metrics,
+                ..Default::default()
+            };
+            let lease = election.lease(&client, "bmm-cloud-controller-manager");
+            serve_role(
+                client,
+                config,
+                controller::Role::CloudControllerManager,
+                &serve,
+                lease,
+            )
+            .await?;
         }
         Command::Apply {
             file,
@@ -304,7 +462,7 @@ async fn main() -> ExitCode {
     // `serve` logs as its --log-format says (default text, `RUST_LOG` or info); the CLI
     // commands log warnings as text.
     let (format, default_filter) = match &cli.command {
-        Command::Serve { serve, .. } => (serve.log_format, None),
+        Command::Serve { serve, .. } | Command::Ccm { serve, .. } => (serve.log_format, None),
         _ => (LogFormat::Text, Some("warn")),
     };
     let filter = std::env::var("RUST_LOG").ok();

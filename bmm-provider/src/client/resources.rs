@@ -491,6 +491,16 @@ impl BmmClient {
         .await
     }
 
+    /// Every instance of a tenant.
+    pub async fn instances_of_tenant(&self, tenant_id: &str) -> Result<Vec<Instance>, ApiError> {
+        self.list_all(
+            "GET instance",
+            "instance",
+            &[("tenantId", tenant_id.to_string())],
+        )
+        .await
+    }
+
     /// Every instance in a VPC.
     pub async fn instances_in_vpc(&self, vpc_id: &str) -> Result<Vec<Instance>, ApiError> {
         self.list_all("GET instance", "instance", &[("vpcId", vpc_id.to_string())])

@@ -180,6 +180,7 @@ async fn reconcile_cluster_with(
     tracing::debug!(%namespace, %name, ?outcome, ready = record.status.ready, "NvidiaBMMCluster reconciled");
     let next = settle(
         ctx,
+        &super::object_key(&obj.metadata),
         &credentials,
         outcome,
         ctx.config.poll,

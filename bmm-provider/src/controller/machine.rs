@@ -425,6 +425,7 @@ async fn reconcile_machine_with(
     };
     let next = settle(
         ctx,
+        &super::object_key(&obj.metadata),
         &credentials,
         outcome,
         poll,

@@ -14,6 +14,7 @@
 //! and for the machines, `Machine` for bootstrap data), so unpausing or a new bootstrap
 //! Secret name is acted on at once.
 
+mod backoff;
 mod cluster;
 mod credentials;
 mod machine;
@@ -64,6 +65,24 @@ pub async fn run_controllers(client: Client, config: ControllerConfig) {
     }
 }
 
+/// Which controllers a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `serve`: the NvidiaBMMCluster and NvidiaBMMMachine controllers (and the node
+    /// controller with `node_lifecycle`).
+    Provider,
+    /// `ccm`: the node controller alone, in the workload cluster.
+    CloudControllerManager,
+}
+
+/// Runs the controllers of `role` until one of them stops.
+pub async fn run_role(client: Client, config: ControllerConfig, role: Role) {
+    match role {
+        Role::Provider => run_controllers(client, config).await,
+        Role::CloudControllerManager => run_node_controller(client, config).await,
+    }
+}
+
 /// Runs the controllers only while `leading` says this replica holds the Lease (see
 /// `nephrite_runtime::leader`): they start when leadership is gained and stop — in the middle
 /// of a reconcile if need be, which the decisions tolerate — as soon as it is lost. Returns
@@ -71,6 +90,7 @@ pub async fn run_controllers(client: Client, config: ControllerConfig) {
 pub async fn run_while_leading(
     client: Client,
     config: ControllerConfig,
+    role: Role,
     mut leading: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -80,7 +100,7 @@ pub async fn run_while_leading(
         }
         tracing::info!("leading: starting the controllers");
         tokio::select! {
-            _ = run_controllers(client.clone(), config.clone()) => return,
+            _ = run_role(client.clone(), config.clone(), role) => return,
             ended = async { leading.wait_for(|l| !*l).await.is_err() } => {
                 tracing::warn!("leadership lost: stopping the controllers");
                 if ended {
@@ -111,8 +131,17 @@ pub struct ControllerConfig {
     pub resync: Duration,
     /// Retries of transient BMM failures within one reconcile.
     pub retry: RetryPolicy,
-    /// Also run the node-lifecycle controller (with the default credentials).
+    /// Also run the node controller (with the default credentials).
     pub node_lifecycle: bool,
+    /// The node controller's BMM client when the credentials come from the environment
+    /// (`BMM_ENDPOINT`, `BMM_ORG`, `BMM_TOKEN_FILE`) instead of the default Secret.
+    pub node_credentials: Option<crate::client::BmmClient>,
+    /// The `topology.kubernetes.io/zone` of Nodes per site name (the site's name otherwise).
+    pub zones: std::collections::BTreeMap<String, String>,
+    /// The first wait after a failed reconcile; it doubles per failure of the same object.
+    pub error_backoff: Duration,
+    /// The longest wait after failed reconciles.
+    pub error_backoff_max: Duration,
     /// Where reconciles and API calls are counted.
     pub metrics: crate::metrics::ProviderMetrics,
 }
@@ -129,6 +158,10 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             node_lifecycle: false,
+            node_credentials: None,
+            zones: Default::default(),
+            error_backoff: Duration::from_secs(1),
+            error_backoff_max: Duration::from_secs(300),
             metrics: crate::metrics::ProviderMetrics::default(),
         }
     }
@@ -140,6 +173,9 @@ pub enum ControllerError {
     /// A Kubernetes call failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+    /// BMM could not be asked (credentials unusable, API failing).
+    #[error("bmm: {0}")]
+    Cloud(String),
 }
 
 /// What a controller keeps between reconciles.
@@ -158,6 +194,12 @@ struct Ctx {
     own_machines: related::OwnWrites<nephrite_bmm::crd::NvidiaBMMMachine>,
     /// How long instances take to provision (see [`provisioning`]).
     provisioning: provisioning::ProvisioningTimes,
+    /// Failures in a row per object, for the wait after the next one.
+    backoff: backoff::ErrorBackoff,
+    /// Where Events are recorded.
+    events: kube::runtime::events::Recorder,
+    /// Names of sites and instance types, and the tenant id, as the node controller read them.
+    names: node::Names,
 }
 
 impl Ctx {
@@ -174,9 +216,20 @@ impl Ctx {
         futures::channel::mpsc::UnboundedReceiver<()>,
     ) {
         let (provisioning, learnt) = provisioning::ProvisioningTimes::new();
+        let events = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "bmm-provider".into(),
+                instance: None,
+            },
+        );
+        let backoff = backoff::ErrorBackoff::new(config.error_backoff, config.error_backoff_max);
         let ctx = std::sync::Arc::new(Ctx {
             client,
             config,
+            backoff,
+            events,
+            names: node::Names::default(),
             rejected: RejectedTokens::default(),
             clients: credentials::ClientCache::default(),
             pacing: pacing::Pacing::default(),
@@ -224,13 +277,22 @@ where
     Ok(None)
 }
 
-/// After a failed Kubernetes call: try again after the poll interval.
-fn requeue_after_error<K>(
-    _: std::sync::Arc<K>,
+/// The key an object's failures are counted under.
+fn object_key(meta: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// After a failed reconcile: try the object again after its backoff.
+fn requeue_after_error<K: kube::Resource>(
+    obj: std::sync::Arc<K>,
     _: &ControllerError,
     ctx: std::sync::Arc<Ctx>,
 ) -> Action {
-    Action::requeue(ctx.config.poll)
+    Action::requeue(ctx.backoff.failed(&object_key(obj.meta())))
 }
 
 fn now() -> String {
@@ -330,11 +392,13 @@ fn cluster_paused(cluster: Option<&kube::api::DynamicObject>) -> bool {
 
 /// Turns the outcome of a reconcile into what comes next, recording a failure as
 /// `Ready=False`: a 401/403 remembers the token so the API is called again only with another
-/// one; a transient failure polls; a terminal one waits for a change.
+/// one; a transient failure comes back after the object's backoff (`key`); a terminal one
+/// waits for a change.
 ///
 /// `poll` is the wait when something is in progress.
 fn settle(
     ctx: &Ctx,
+    key: &str,
     credentials: &credentials::Credentials,
     outcome: Result<Wait, ReconcileError>,
     poll: Duration,
@@ -344,6 +408,7 @@ fn settle(
     match outcome {
         Ok(wait) => {
             ctx.rejected.accept(credentials);
+            ctx.backoff.succeeded(key);
             match wait {
                 Wait::Poll => Next::After(poll),
                 Wait::Dependency => Next::After(ctx.config.dependency_poll),
@@ -358,7 +423,7 @@ fn settle(
                 ctx.rejected.reject(credentials);
                 Next::After(ctx.config.dependency_poll)
             } else if retry {
-                Next::After(ctx.config.poll)
+                Next::After(ctx.backoff.failed(key))
             } else {
                 Next::Change
             }

@@ -22,6 +22,9 @@ pub struct RequestLabel {
     pub status: String,
 }
 
+/// Requests the request log keeps.
+pub const LOG_LIMIT: usize = 100_000;
+
 /// The counters.
 pub struct SimMetrics {
     registry: Registry,
@@ -37,6 +40,8 @@ pub struct SimMetrics {
     pub in_flight: Gauge,
     /// Requests per `METHOD route` (e.g. `GET instance/{instanceId}`).
     by_path: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// When each request came, per `METHOD route` (the most recent [`LOG_LIMIT`]).
+    log: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, String)>>,
 }
 
 impl SimMetrics {
@@ -71,6 +76,7 @@ impl SimMetrics {
             answered: Counter::default(),
             in_flight,
             by_path: Default::default(),
+            log: Default::default(),
         }
     }
 
@@ -79,6 +85,20 @@ impl SimMetrics {
         if let Ok(mut m) = self.by_path.lock() {
             *m.entry(route.to_string()).or_default() += 1;
         }
+        if let Ok(mut log) = self.log.lock() {
+            if log.len() == LOG_LIMIT {
+                log.pop_front();
+            }
+            log.push_back((std::time::Instant::now(), route.to_string()));
+        }
+    }
+
+    /// When each of the most recent requests came, oldest first, with its `METHOD route`.
+    pub fn request_log(&self) -> Vec<(std::time::Instant, String)> {
+        self.log
+            .lock()
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Requests per `METHOD route`, faults included.

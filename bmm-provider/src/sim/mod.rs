@@ -167,6 +167,12 @@ impl Sim {
         self.metrics.requests_by_path()
     }
 
+    /// When each of the most recent requests came (up to 100,000), oldest first, with its
+    /// `METHOD route`, faults included.
+    pub fn request_log(&self) -> Vec<(std::time::Instant, String)> {
+        self.metrics.request_log()
+    }
+
     /// Requests being answered right now.
     pub fn requests_in_flight(&self) -> i64 {
         self.metrics.in_flight.get()

@@ -383,3 +383,84 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A Ready instance named `name` in a fresh network of its own (IP block `block`/23).
+pub async fn ready_instance(
+    client: &BmmClient,
+    name: &str,
+    block: &str,
+) -> nephrite_bmm_provider::client::types::Instance {
+    let tenant = client.current_tenant().await.expect("tenant").id;
+    let site = client
+        .site_named("sim-site")
+        .await
+        .expect("sites")
+        .expect("site")
+        .id;
+    let block = client
+        .create_ip_block(
+            &nephrite_bmm_provider::client::types::IpBlockCreateRequest {
+                name: format!("{name}-block"),
+                site_id: site.clone(),
+                routing_type: "Datacenter Only".into(),
+                prefix: block.into(),
+                prefix_length: 23,
+                protocol_version: "IPv4".into(),
+            },
+        )
+        .await
+        .expect("ip block");
+    let vpc = client
+        .create_vpc(&nephrite_bmm_provider::client::types::VpcCreateRequest {
+            id: None,
+            name: format!("{name}-vpc"),
+            site_id: site.clone(),
+            network_virtualization_type: None,
+            labels: None,
+        })
+        .await
+        .expect("vpc");
+    let subnet = client
+        .create_subnet(&nephrite_bmm_provider::client::types::SubnetCreateRequest {
+            name: format!("{name}-net"),
+            vpc_id: vpc.id.clone(),
+            ipv4_block_id: block.id,
+            prefix_length: 24,
+        })
+        .await
+        .expect("subnet");
+    let types = client.instance_types(&site).await.expect("types");
+    let instance = client
+        .create_instance(
+            &nephrite_bmm_provider::client::types::InstanceCreateRequest {
+                name: name.into(),
+                tenant_id: tenant,
+                instance_type_id: Some(types[0].id.clone()),
+                machine_id: None,
+                vpc_id: vpc.id,
+                user_data: None,
+                operating_system_id: None,
+                labels: None,
+                interfaces: vec![
+                    nephrite_bmm_provider::client::types::InterfaceCreateRequest {
+                        subnet_id: subnet.id,
+                        is_physical: true,
+                        virtual_function_id: None,
+                    },
+                ],
+                ssh_key_group_ids: vec![],
+                allow_unhealthy_machine: None,
+            },
+        )
+        .await
+        .expect("instance");
+    eventually(Duration::from_secs(10), || async {
+        client
+            .instance(&instance.id)
+            .await
+            .ok()
+            .flatten()
+            .filter(|i| i.status.as_deref() == Some("Ready"))
+    })
+    .await
+}

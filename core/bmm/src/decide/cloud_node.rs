@@ -17,7 +17,13 @@ use std::net::IpAddr;
 
 use crate::ProviderId;
 use crate::cloud::CloudInstance;
-use crate::decide::{INSTANCE_TYPE_LABEL, REGION_LABEL, ZONE_LABEL};
+
+/// `topology.kubernetes.io/region`: the site's name.
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+/// `topology.kubernetes.io/zone`: the zone configured for the site, else its name.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// `node.kubernetes.io/instance-type`: the instance type's name.
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 
 /// The taint a kubelet started with `--cloud-provider=external` registers its Node with.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";

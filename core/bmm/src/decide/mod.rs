@@ -10,9 +10,9 @@
 pub mod cloud_node;
 mod cluster;
 mod machine;
-mod node;
 mod poll;
 
+pub use cloud_node::{INSTANCE_TYPE_LABEL, REGION_LABEL, ZONE_LABEL};
 pub use cluster::{
     ClusterAction, ClusterContext, ClusterDecision, ClusterObservation, EndpointSource,
     IpBlockCreate, NsgCreate, NsgRuleCreate, SubnetCreate, VpcCreate, decide_cluster,
@@ -21,9 +21,6 @@ pub use cluster::{
 pub use machine::{
     Bootstrap, ClusterView, InstanceCreate, InterfaceCreate, MachineAction, MachineContext,
     MachineDecision, decide_machine, instance_addresses,
-};
-pub use node::{
-    INSTANCE_TYPE_LABEL, InstanceLookup, NodeAction, REGION_LABEL, ZONE_LABEL, decide_node,
 };
 pub use poll::{ProvisioningSamples, poll_after, poll_expecting};
 
