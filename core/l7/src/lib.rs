@@ -11,6 +11,8 @@
 //! - [`RouteTable`]: the configuration compiled for lookups that do not scan every rule.
 //! - [`haproxy`]: the configuration rendered for HAProxy 2.6 (Octavia's amphora template with
 //!   the OpenShift router's TLS front), and the certificate files it refers to.
+//! - [`octavia`]: the ordered Octavia v2 calls that turn a load balancer's observed L7 tree
+//!   into the desired one, touching only what the controller owns.
 //! - [`status`]: what a controller writes back to Kubernetes (Ingress and Route status, Warning
 //!   Events) for a translation.
 //!
@@ -50,6 +52,7 @@ pub mod eval;
 pub mod haproxy;
 pub mod model;
 pub mod objects;
+pub mod octavia;
 pub mod status;
 pub mod table;
 pub mod translate;
