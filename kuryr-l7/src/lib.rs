@@ -22,6 +22,7 @@ pub mod controller;
 pub mod haproxy;
 pub mod kubernetes;
 pub mod machine;
+pub mod openstack;
 pub mod publisher;
 pub mod router;
 pub mod rules;
