@@ -256,6 +256,22 @@ fn crds_print_the_three_definitions() {
     assert_eq!(class.spec().unwrap()["scope"], "Cluster");
 }
 
+/// The checked-in CRDs are what the binary prints: a change to the CRDs without
+/// `cargo xtask crds` fails here.
+#[test]
+fn checked_in_crds_are_current() {
+    let out = ntc(&["crds"]);
+    assert!(out.status.success());
+    let printed = Package::from_yaml(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds.yaml");
+    let checked_in = Package::from_yaml(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(
+        printed == checked_in,
+        "{} is stale: run `cargo xtask crds`",
+        file.display()
+    );
+}
+
 #[test]
 fn deploy_manifests_and_examples_are_valid_krm() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -25,19 +25,42 @@ fn example(file: &str) -> String {
     std::fs::read_to_string(path).expect("example file")
 }
 
+/// `preparer serve` flags, parsed as the binary parses them (so a new flag needs no edit here).
+#[derive(clap::Parser)]
+struct PreparerFlags {
+    #[command(flatten)]
+    serve: ServeCommand,
+}
+
 fn preparer_command(store: String) -> ServeCommand {
-    ServeCommand {
-        serve: ServeArgs::try_parse_from(["serve", "--listen", "127.0.0.1:0"]).expect("args"),
-        store,
+    preparer_command_on(store, "127.0.0.1:0")
+}
+
+fn preparer_command_on(store: String, listen: &str) -> ServeCommand {
+    PreparerFlags::try_parse_from([
+        "serve",
+        "--listen",
+        listen,
+        "--store",
+        &store,
         // Nothing is approved by itself: the test approves the UPFs and AMF, ntc the SMF.
-        auto_approve: false,
-        interval: Duration::from_millis(100),
-        plugin_timeout: Duration::from_secs(5),
-        lease: Duration::from_secs(5),
-        retry_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(500),
-        concurrency: 4,
-    }
+        "--auto-approve",
+        "false",
+        "--interval",
+        "100ms",
+        "--plugin-timeout",
+        "5s",
+        "--lease",
+        "5s",
+        "--retry-backoff",
+        "100ms",
+        "--max-backoff",
+        "500ms",
+        "--concurrency",
+        "4",
+    ])
+    .expect("preparer flags")
+    .serve
 }
 
 async fn start_ntc(data: &str) -> anyhow::Result<tko::RunningTko> {
@@ -483,8 +506,10 @@ async fn ntc_started_before_the_preparer_waits_and_registers() -> anyhow::Result
     }
 
     let dir = tempfile::tempdir()?;
-    let mut command = preparer_command(format!("sqlite:{}", dir.path().join("p.db").display()));
-    command.serve = ServeArgs::try_parse_from(["serve", "--listen", &listen])?;
+    let command = preparer_command_on(
+        format!("sqlite:{}", dir.path().join("p.db").display()),
+        &listen,
+    );
     let preparer = start(&command, false).await?;
     let ntc = tokio::time::timeout(Duration::from_secs(15), ntc)
         .await

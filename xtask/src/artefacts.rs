@@ -6,20 +6,32 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-/// Daemons with a `crds` subcommand: (package, binary).
-const CRD_SOURCES: &[(&str, &str)] = &[
-    ("nephrite-ntc", "ntc"),
-    ("nephrite-bmm-provider", "bmm-provider"),
+/// Daemons with a `crds` subcommand: (package, binary, the checked-in copy under the
+/// workspace that a test keeps current, if any).
+const CRD_SOURCES: &[(&str, &str, Option<&str>)] = &[
+    ("nephrite-ntc", "ntc", Some("topology/deploy/crds.yaml")),
+    ("nephrite-bmm-provider", "bmm-provider", None),
 ];
 
-/// Writes `<binary>.yaml` with each daemon's CRDs into `out`.
+/// Writes `<binary>.yaml` with each daemon's CRDs into `out`, and refreshes the checked-in
+/// copies (`CRD_SOURCES`).
 pub fn crds(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    for (package, binary) in CRD_SOURCES {
+    for (package, binary, checked_in) in CRD_SOURCES {
         let yaml = run_binary(package, binary, &["crds"])?;
         let file = out.join(format!("{binary}.yaml"));
-        std::fs::write(&file, yaml).with_context(|| format!("writing {}", file.display()))?;
+        std::fs::write(&file, &yaml).with_context(|| format!("writing {}", file.display()))?;
         eprintln!("xtask: wrote {}", file.display());
+        if let Some(checked_in) = checked_in {
+            let file = crate::workspace_root().join(checked_in);
+            let mut text = format!(
+                "# The CRDs as `{binary} crds` prints them (written by `cargo xtask crds`; a test\n\
+                 # fails when this file and the binary disagree).\n"
+            );
+            text.push_str(&String::from_utf8_lossy(&yaml));
+            std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+            eprintln!("xtask: wrote {}", file.display());
+        }
     }
     Ok(())
 }
