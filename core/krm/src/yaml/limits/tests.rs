@@ -134,3 +134,101 @@ proptest! {
         let _ = limits(5).check(&text);
     }
 }
+
+/// How deep `value` nests: collections count one each, scalars none.
+fn depth_of(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth_of).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Writes `value` as YAML at `indent`: collections in flow style where `flow` says so (and
+/// everything inside them), else in block style with every nested collection indented; a
+/// comment full of brackets after each block entry.
+fn write_mixed(
+    out: &mut String,
+    value: &Value,
+    indent: usize,
+    flow: &mut impl Iterator<Item = bool>,
+) {
+    let pad = " ".repeat(indent);
+    let as_flow = |out: &mut String, value: &Value| out.push_str(&json_text(value));
+    match value {
+        Value::Array(items) if !items.is_empty() && !flow.next().unwrap_or(false) => {
+            for item in items {
+                out.push_str(&format!("{pad}- # ]]}}}}[[{{{{ '\n"));
+                if depth_of(item) == 0 {
+                    out.push_str(&format!("{pad}  "));
+                    as_flow(out, item);
+                    out.push('\n');
+                } else {
+                    write_mixed(out, item, indent + 2, flow);
+                }
+            }
+        }
+        Value::Object(map) if !map.is_empty() && !flow.next().unwrap_or(false) => {
+            for (key, item) in map {
+                out.push_str(&format!(
+                    "{pad}{}: # ]]}}}}[[{{{{ \"\n",
+                    json_text(&Value::from(key.as_str()))
+                ));
+                if depth_of(item) == 0 {
+                    out.push_str(&format!("{pad}  "));
+                    as_flow(out, item);
+                    out.push('\n');
+                } else {
+                    write_mixed(out, item, indent + 2, flow);
+                }
+            }
+        }
+        _ => {
+            out.push_str(&pad);
+            as_flow(out, value);
+            out.push('\n');
+        }
+    }
+}
+
+/// JSON text as YAML reads it back: a line separator inside a string is a line break to YAML
+/// (folded into a space), so it is escaped.
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value)
+        .unwrap()
+        .replace('\u{2028}', "\\u2028")
+}
+
+fn tricky_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        "[\\[\\]{}'\",#:!&*|> a-z\\\\\u{2028}]{0,8}".prop_map(Value::String),
+        any::<i32>().prop_map(Value::from),
+        Just(Value::Null),
+    ];
+    leaf.prop_recursive(12, 64, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z\\[\\]{}' #:]{1,6}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    // Block and flow styles mixed, comments and strings full of YAML punctuation: the count is
+    // the value's true nesting, so a document is refused exactly when it nests past the limit.
+    #[test]
+    fn mixed_documents_are_refused_exactly_past_the_limit(
+        value in tricky_value(),
+        styles in prop::collection::vec(any::<bool>(), 64),
+        limit in 1usize..14,
+    ) {
+        let mut text = String::new();
+        write_mixed(&mut text, &value, 0, &mut styles.into_iter());
+        // The text reads back as the value (so it is the document we think it is).
+        let read = crate::yaml::document_to_json(&text);
+        prop_assert!(read.as_ref().is_ok_and(|v| *v == value), "{:?}\n{}", read, text);
+        let refused = limits(limit).check(&text).is_err();
+        prop_assert_eq!(refused, depth_of(&value) > limit, "{}", text);
+    }
+}
