@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use nephrite_pipeline::{DEFAULT_SERVICE_CIDR, EgressPolicy, Ipv4Cidr, Masquerade};
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, init_tracing};
 
 use crate::agent::Agent;
@@ -41,6 +42,10 @@ pub struct ServeCommand {
     /// freed as a DEL would; also done at start and before every ADD).
     #[arg(long, env = "NIMBESS_REAP_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub reap_interval: u64,
+    /// The cluster's Service CIDR: refused at start (and on reload) when it
+    /// overlaps a pod network.
+    #[arg(long, env = "NIMBESS_SERVICE_CIDR", default_value_t = DEFAULT_SERVICE_CIDR)]
+    pub service_cidr: Ipv4Cidr,
     /// Multi-host fabric flags.
     #[command(flatten)]
     pub fabric: FabricArgs,
@@ -80,6 +85,8 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
         std::env::var("RUST_LOG").ok().as_deref(),
     )?;
     let config = AgentConfig::load(&command.config)?;
+    check_service_cidr(&config, command.service_cidr)
+        .with_context(|| format!("config {}", command.config.display()))?;
     let kind = command
         .driver
         .or(config.driver)
@@ -109,7 +116,11 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
     };
     tracing::info!(driver = ?kind, networks = config.networks.len(), "state loaded, data plane reconciled");
     tokio::spawn(Arc::clone(&agent).reap_periodically(Duration::from_secs(command.reap_interval)));
-    reload_on_hangup(Arc::clone(&agent), command.config.clone())?;
+    reload_on_hangup(
+        Arc::clone(&agent),
+        command.config.clone(),
+        command.service_cidr,
+    )?;
     serve(agent, &command.socket, &command.serve).await
 }
 
@@ -129,13 +140,29 @@ async fn join_fabric(args: &FabricArgs) -> anyhow::Result<Option<Fabric>> {
     Ok(Some(joined))
 }
 
+/// The pod networks must stay clear of the Service CIDR.
+fn check_service_cidr(config: &AgentConfig, service_cidr: Ipv4Cidr) -> anyhow::Result<()> {
+    EgressPolicy::new(&config.networks, service_cidr, Masquerade::default())?;
+    Ok(())
+}
+
 /// SIGHUP: re-read the config and apply the difference.
-fn reload_on_hangup(agent: Arc<Agent>, path: PathBuf) -> anyhow::Result<()> {
+fn reload_on_hangup(
+    agent: Arc<Agent>,
+    path: PathBuf,
+    service_cidr: Ipv4Cidr,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match AgentConfig::load(&path) {
+            let loaded = AgentConfig::load(&path)
+                .map_err(anyhow::Error::from)
+                .and_then(|cfg| {
+                    check_service_cidr(&cfg, service_cidr)?;
+                    Ok(cfg)
+                });
+            match loaded {
                 Ok(cfg) => match agent.reload(&cfg.networks).await {
                     Ok(plan) => {
                         tracing::info!(steps = %plan.summary().lines().count(), "config reloaded")

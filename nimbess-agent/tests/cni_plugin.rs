@@ -218,3 +218,27 @@ fn hostile_input_is_refused() {
         "{doc}"
     );
 }
+
+#[test]
+fn a_service_cidr_overlapping_a_pod_network_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("agent.yaml");
+    std::fs::write(&config, CONFIG).expect("config");
+    let out = std::process::Command::new(support::AGENT)
+        .args(["serve", "--driver", "sim", "--service-cidr", "10.40.0.0/16"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.path().join("agent.sock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .expect("agent");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("service CIDR 10.40.0.0/16 overlaps network blue (10.40.0.0/24)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("agent.sock").exists(), "never served");
+}

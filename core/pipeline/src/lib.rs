@@ -15,6 +15,7 @@
 
 mod addr;
 mod build;
+mod egress;
 mod fabric;
 mod forward;
 mod invariant;
@@ -27,6 +28,7 @@ mod print;
 
 pub use addr::{Ipv4Cidr, Mac};
 pub use build::{Rendered, egress_gate};
+pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
 pub use fabric::{
     EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,
 };
@@ -100,4 +102,16 @@ pub enum Error {
     /// No free address left.
     #[error("no free address left on network {0:?}")]
     PoolExhausted(String),
+    /// The Service CIDR overlaps a pod network.
+    #[error(
+        "service CIDR {service_cidr} overlaps network {network} ({subnet}): choose a Service CIDR outside every pod network"
+    )]
+    ServiceCidrOverlap {
+        /// The Service CIDR.
+        service_cidr: String,
+        /// The network.
+        network: String,
+        /// Its subnet.
+        subnet: String,
+    },
 }
