@@ -156,14 +156,7 @@ async fn terminal(server: &str, total: usize, client: &mut DataClient<tonic::tra
         tokio::spawn(Feed::new(connector(server).expect("server"), FeedConfig::default()).run(tx));
     let mut first_paint = None;
     while app.board.deployment_count() < total {
-        let update = updates.recv().await.expect("feed");
-        app.board.apply(update);
-        while let Ok(update) = updates.try_recv() {
-            app.board.apply(update);
-        }
-        screen
-            .draw(|frame| draw::draw(frame, &mut app))
-            .expect("draw");
+        pump(&mut app, &mut updates, &mut screen).await;
         if first_paint.is_none() && app.board.deployment_count() > 0 {
             first_paint = Some(started.elapsed());
         }
@@ -183,14 +176,7 @@ async fn terminal(server: &str, total: usize, client: &mut DataClient<tonic::tra
         let made = Instant::now();
         let id = create(client).await;
         while app.board.deployment(&id).is_none() {
-            let update = updates.recv().await.expect("feed");
-            app.board.apply(update);
-            while let Ok(update) = updates.try_recv() {
-                app.board.apply(update);
-            }
-            screen
-                .draw(|frame| draw::draw(frame, &mut app))
-                .expect("draw");
+            pump(&mut app, &mut updates, &mut screen).await;
         }
         let shown = made.elapsed();
         if n == 0 {
@@ -211,6 +197,21 @@ async fn terminal(server: &str, total: usize, client: &mut DataClient<tonic::tra
         ),
     );
     feed.abort();
+}
+
+/// Waits for the feed's next updates, applies every one ready, draws a frame: the terminal
+/// dashboard's loop without the keyboard.
+async fn pump(
+    app: &mut App,
+    updates: &mut mpsc::Receiver<Update>,
+    screen: &mut Terminal<TestBackend>,
+) {
+    let update = updates.recv().await.expect("feed");
+    app.board.apply(update);
+    while let Ok(update) = updates.try_recv() {
+        app.board.apply(update);
+    }
+    screen.draw(|frame| draw::draw(frame, app)).expect("draw");
 }
 
 /// The board and the drawing alone.

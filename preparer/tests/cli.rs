@@ -236,22 +236,7 @@ async fn kill_9_during_expansion_loses_nothing_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("p.db").display());
     let started = std::time::Instant::now();
-    // The sites go straight into the store (10,000 registrations over gRPC would only test
-    // the API's per-call cost); everything after that goes through the daemon.
-    {
-        use nephrite_preparer::store::{self, SiteRecord};
-        let sites = store::open(&store).await.expect("store opens");
-        for n in 0..SITES {
-            sites
-                .put_site(SiteRecord {
-                    id: format!("dc/{n:05}"),
-                    metadata: [("Site.region".to_owned(), "metro".to_owned())].into(),
-                    ..SiteRecord::default()
-                })
-                .await
-                .expect("site");
-        }
-    }
+    store_sites(&store, SITES).await;
     eprintln!("{SITES} sites stored at {:?}", started.elapsed());
     let mut daemon = serve(&store, &["--lease", "1s"]).await;
     let endpoint: nephrite_runtime::Endpoint = daemon.server.parse().unwrap();

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
-use support::binary::{BINARY, cli, ok, serve, serve_on};
-use support::*;
+use support::binary::{
+    BINARY, PlacementScene, cli, create_placement, ok, placement_scene, serve_on,
+};
 
 /// A tmux server of its own (its own socket, no configuration) with one window.
 struct Tmux {
@@ -64,6 +64,18 @@ impl Tmux {
         );
     }
 
+    /// With `PREPARER_SCREENSHOTS=DIR`, saves the screen, colours included, as `DIR/name`
+    /// (SVG).
+    fn save_screenshot(&self, name: &str) {
+        if let Some(dir) = std::env::var_os("PREPARER_SCREENSHOTS") {
+            let capture = self.run(&["capture-pane", "-e", "-p", "-t", "dash"]).stdout;
+            let path = std::path::Path::new(&dir).join(name);
+            let svg = support::terminal_svg::svg(&String::from_utf8_lossy(&capture), 150);
+            std::fs::write(&path, svg).expect("screenshot written");
+            eprintln!("screenshot: {}", path.display());
+        }
+    }
+
     fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "dash"]).stdout)
             .into_owned()
@@ -113,15 +125,12 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
             return;
         }
     };
-    let sites = dashboard_sites();
-    let dir = tempfile::tempdir().unwrap();
-    let store = format!("sqlite:{}", dir.path().join("p.db").display());
-    store_sites(&store, sites).await;
-    let mut daemon = serve(&store, &[]).await;
-    let endpoint: nephrite_runtime::Endpoint = daemon.server.parse().unwrap();
-    let mut client = DataClient::new(nephrite_runtime::dial(&endpoint).await.unwrap());
-    register_template(&mut client, "nf/gw", GATEWAY).await;
-    register_template(&mut client, "topo", &topology("nf/gw", "metro")).await;
+    let PlacementScene {
+        mut daemon,
+        store,
+        sites,
+        ..
+    } = placement_scene(&[]).await;
 
     let tmux = Tmux::start(
         tmux_program,
@@ -132,11 +141,7 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
 
     // The placement, created with the CLI, appears and expands on screen.
     let created = Instant::now();
-    let parent = ok(cli(
-        &daemon.server,
-        &["deployment", "create", "--template", "topo"],
-    ));
-    let parent = parent.trim().to_owned();
+    let parent = create_placement(&daemon.server);
     eprintln!("CLI create returned: {:?}", created.elapsed());
     let screen = tmux.until("the placement", |s| s.contains(&parent)).await;
     eprintln!("CLI create → on screen: {:?}", created.elapsed());
@@ -166,6 +171,7 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
         parent_row.contains("prepared") && parent_row.contains(&sites.to_string()),
         "{parent_row}"
     );
+    tmux.save_screenshot("tui-deployments.svg");
     // Each child is a row with its template and site.
     assert!(
         screen
@@ -194,6 +200,7 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
         screen.contains("workers: '8'"),
         "the merged package:\n{screen}"
     );
+    tmux.save_screenshot("tui-deployment.svg");
 
     // A change made with the CLI while it is open.
     let child = screen

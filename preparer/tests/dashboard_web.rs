@@ -7,9 +7,8 @@ mod support;
 
 use std::time::Instant;
 
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use serde_json::json;
-use support::binary::{cli, ok, serve};
+use support::binary::{cli, create_placement, ok, placement_scene};
 use support::webdriver::Browser;
 use support::*;
 
@@ -27,17 +26,10 @@ async fn a_placement_expands_live_on_the_web_dashboard() {
             return;
         }
     };
-    let sites = dashboard_sites();
-    let dir = tempfile::tempdir().unwrap();
-    let store = format!("sqlite:{}", dir.path().join("p.db").display());
-    store_sites(&store, sites).await;
     let web_port = nephrite_test_services::free_loopback_port().expect("port");
     let web = format!("127.0.0.1:{web_port}");
-    let daemon = serve(&store, &["--web", &web]).await;
-    let endpoint: nephrite_runtime::Endpoint = daemon.server.parse().unwrap();
-    let mut client = DataClient::new(nephrite_runtime::dial(&endpoint).await.unwrap());
-    register_template(&mut client, "nf/gw", GATEWAY).await;
-    register_template(&mut client, "topo", &topology("nf/gw", "metro")).await;
+    let scene = placement_scene(&["--web", &web]).await;
+    let (daemon, sites) = (&scene.daemon, scene.sites);
 
     let browser = Browser::start(&chromedriver, &chromium).await;
     let page = format!("http://{web}");
@@ -55,11 +47,7 @@ async fn a_placement_expands_live_on_the_web_dashboard() {
 
     // The placement, created with the CLI, appears pending and turns prepared.
     let created = Instant::now();
-    let parent = ok(cli(
-        &daemon.server,
-        &["deployment", "create", "--template", "topo"],
-    ));
-    let parent = parent.trim().to_owned();
+    let parent = create_placement(&daemon.server);
     let state = format!(
         "var row = document.querySelector('tr[data-id=\"{parent}\"]'); return row ? row.cells[3].textContent : ''"
     );
@@ -192,6 +180,52 @@ async fn a_placement_expands_live_on_the_web_dashboard() {
         .await;
     eprintln!("CLI delete → on the page: {:?}", deleted.elapsed());
     browser.quit().await;
+}
+
+#[tokio::test]
+async fn the_web_dashboard_speaks_the_apis_tls() {
+    use rcgen::{CertificateParams, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let cert_path = dir.path().join("server.pem");
+    let key_path = dir.path().join("server.key");
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let web_port = nephrite_test_services::free_loopback_port().expect("port");
+    let store = format!("sqlite:{}", dir.path().join("p.db").display());
+    let _daemon = support::binary::serve_tls(
+        &store,
+        &cert_path,
+        &key_path,
+        &["--web", &format!("127.0.0.1:{web_port}")],
+    )
+    .await;
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let page = wait_for("the web page over TLS", || {
+        let trusting = trusting.clone();
+        async move {
+            let response = trusting
+                .get(format!("https://localhost:{web_port}/"))
+                .send()
+                .await
+                .ok()?;
+            response.text().await.ok()
+        }
+    })
+    .await;
+    assert!(page.contains("<nav aria-label=\"Views\">"), "{page}");
+    // Plain HTTP is not served; an untrusted certificate is refused.
+    let plain = reqwest::get(format!("http://127.0.0.1:{web_port}/")).await;
+    assert!(plain.is_err(), "plaintext answered: {plain:?}");
+    let untrusting = reqwest::get(format!("https://localhost:{web_port}/")).await;
+    assert!(untrusting.is_err(), "an unknown certificate was accepted");
 }
 
 /// With `PREPARER_SCREENSHOTS=DIR`, saves the window as `DIR/name`.

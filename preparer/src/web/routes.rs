@@ -110,7 +110,10 @@ async fn deployments_page(State(shared): State<Arc<Shared>>, Query(params): Para
     let live = shared.read(|board| pages::deployments(board, &filter, offset));
     let query = pages::filter_query(&filter);
     let sep = if query.is_empty() { "" } else { "&" };
-    let events = format!("/events/deployments?{query}{sep}offset={offset}");
+    let events = format!(
+        "/events/deployments?{query}{sep}offset={offset}&have={}",
+        fingerprint(&live)
+    );
     let above = format!("{}{refused}", pages::filter_form(&filter));
     Html(pages::page(
         "Deployments",
@@ -125,7 +128,7 @@ async fn deployments_page(State(shared): State<Arc<Shared>>, Query(params): Para
 async fn catalog_page(State(shared): State<Arc<Shared>>, kind: CatalogKind) -> Response {
     let live = shared.read(|board| pages::catalog(board, kind));
     let (title, name) = catalog_names(kind);
-    let events = format!("/events/catalog/{name}");
+    let events = format!("/events/catalog/{name}?have={}", fingerprint(&live));
     Html(pages::page(title, View::Catalog(kind), &events, "", &live)).into_response()
 }
 
@@ -175,7 +178,11 @@ impl DeploymentView {
 async fn deployment_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
     let mut view = DeploymentView::new(id.clone());
     let live = view.render(&shared).await;
-    let events = format!("/events/deployment/{}", pages::encode(&id));
+    let events = format!(
+        "/events/deployment/{}?have={}",
+        pages::encode(&id),
+        fingerprint(&live)
+    );
     Html(pages::page(
         &format!("Deployment {id}"),
         View::Deployments,
@@ -233,9 +240,28 @@ fn answer(result: Result<(), String>, then: &str, verb: &str, id: &str) -> Respo
     }
 }
 
-/// The `live` events of one page: its fragment now, then again after every change to the
-/// board that alters it, until the client leaves or the daemon stops.
-fn live<R, F>(shared: Arc<Shared>, render: R) -> Sse<impl Stream<Item = Result<Event, Infallible>>>
+/// A fingerprint of a page's fragment: the page passes it to its event stream (`have=`),
+/// which then sends the fragment only once it differs from what the page already shows (a
+/// needless swap would move the reader's focus and selection).
+fn fingerprint(html: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    html.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn have(params: &HashMap<String, String>) -> Option<u64> {
+    params.get("have").and_then(|h| h.parse().ok())
+}
+
+/// The `live` events of one page: its fragment when it differs from what the page shows
+/// (`have`), then again after every change to the board that alters it, until the client
+/// leaves or the daemon stops.
+fn live<R, F>(
+    shared: Arc<Shared>,
+    have: Option<u64>,
+    render: R,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>>
 where
     R: FnMut(Arc<Shared>) -> F + Send + 'static,
     F: Future<Output = String> + Send,
@@ -244,7 +270,7 @@ where
     let state = (shared, render, changed, String::new(), true);
     let stream = futures::stream::unfold(
         state,
-        |(shared, mut render, mut changed, last, first)| async move {
+        move |(shared, mut render, mut changed, last, first)| async move {
             let mut last = last;
             let mut first = first;
             loop {
@@ -258,7 +284,14 @@ where
                 }
                 first = false;
                 let html = render(Arc::clone(&shared)).await;
-                if html != last {
+                let shown = if last.is_empty() {
+                    have == Some(fingerprint(&html))
+                } else {
+                    html == last
+                };
+                if shown {
+                    last = html;
+                } else {
                     let event = Event::default()
                         .event("live")
                         .data(html.replace('\n', "&#10;"));
@@ -274,29 +307,37 @@ where
 async fn deployments_events(State(shared): State<Arc<Shared>>, Query(params): Params) -> Response {
     let (filter, offset) = filter_of(&params);
     let filter = Arc::new(filter.unwrap_or_default());
-    live(shared, move |shared| {
+    live(shared, have(&params), move |shared| {
         let filter = Arc::clone(&filter);
         async move { shared.read(|board| pages::deployments(board, &filter, offset)) }
     })
     .into_response()
 }
 
-async fn catalog_events(State(shared): State<Arc<Shared>>, Path(kind): Path<String>) -> Response {
+async fn catalog_events(
+    State(shared): State<Arc<Shared>>,
+    Path(kind): Path<String>,
+    Query(params): Params,
+) -> Response {
     let kind = match kind.as_str() {
         "templates" => CatalogKind::Templates,
         "sites" => CatalogKind::Sites,
         "plugins" => CatalogKind::Plugins,
         _ => return (StatusCode::NOT_FOUND, "no such catalog").into_response(),
     };
-    live(shared, move |shared| async move {
+    live(shared, have(&params), move |shared| async move {
         shared.read(|board| pages::catalog(board, kind))
     })
     .into_response()
 }
 
-async fn deployment_events(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+async fn deployment_events(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(params): Params,
+) -> Response {
     let view = Arc::new(tokio::sync::Mutex::new(DeploymentView::new(id)));
-    live(shared, move |shared| {
+    live(shared, have(&params), move |shared| {
         let view = Arc::clone(&view);
         async move { view.lock().await.render(&shared).await }
     })

@@ -52,7 +52,7 @@ impl Browser {
             "--disable-component-update",
             "--disable-sync",
             "--disable-dev-shm-usage",
-            "--window-size=1280,900",
+            "--window-size=1200,700",
             &format!("--user-data-dir={}", profile.path().display()),
         ];
         let capabilities = json!({"capabilities": {"alwaysMatch": {
@@ -75,6 +75,14 @@ impl Browser {
     }
 
     async fn call(&self, method: &str, path: &str, body: Value) -> Value {
+        match self.try_call(method, path, body).await {
+            Ok(value) => value,
+            Err(value) => panic!("WebDriver {method} {path}: {value}"),
+        }
+    }
+
+    /// A WebDriver call: its value, or the error value.
+    async fn try_call(&self, method: &str, path: &str, body: Value) -> Result<Value, Value> {
         let url = format!("{}{path}", self.base);
         let request = match method {
             "GET" => self.http.get(url),
@@ -89,11 +97,10 @@ impl Browser {
             .await
             .expect("JSON");
         let value = answer["value"].clone();
-        assert!(
-            value.get("error").is_none(),
-            "WebDriver {method} {path}: {value}"
-        );
-        value
+        if value.get("error").is_some() {
+            return Err(value);
+        }
+        Ok(value)
     }
 
     async fn session_call(&self, method: &str, path: &str, body: Value) -> Value {
@@ -149,11 +156,19 @@ impl Browser {
         .await;
     }
 
-    /// Clicks an element.
+    /// Clicks an element; when the live page replaced it between finding and clicking, finds
+    /// it again.
     pub async fn click(&self, css: &str) {
-        let element = self.find(css).await;
-        self.session_call("POST", &format!("/element/{element}/click"), json!({}))
-            .await;
+        for _ in 0..10 {
+            let element = self.find(css).await;
+            let path = format!("/session/{}/element/{element}/click", self.session);
+            match self.try_call("POST", &path, json!({})).await {
+                Ok(_) => return,
+                Err(error) if error["error"] == "stale element reference" => continue,
+                Err(error) => panic!("WebDriver click {css}: {error}"),
+            }
+        }
+        panic!("{css} kept being replaced before it could be clicked");
     }
 
     /// A screenshot of the window, PNG.
