@@ -48,7 +48,7 @@ mod unavailable;
 
 pub use etcd::Etcd;
 pub use mariadb::MariaDb;
-pub use openstack::{OpenStack, install_venvs, new_project_id};
+pub use openstack::{Keystone, OpenStack, install_venvs, new_project_id};
 pub use port::{free_loopback_port, free_port_on};
 pub use postgres::{Postgres, SqlError};
 pub use privilege::{require_root, running_as_root};

@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 use crate::server_process::log_tail;
 use crate::{MariaDb, RabbitMq, Unavailable};
 
+mod keystone;
 mod neutron;
 mod octavia;
 mod venv;
 
+pub use keystone::Keystone;
 use neutron::Neutron;
 use octavia::Octavia;
 pub use venv::install_venvs;
@@ -184,7 +186,10 @@ pub fn new_project_id() -> String {
 }
 
 /// The value of a start-up thread, a panic in it turned into a failure of `what`.
-fn joined<T>(result: thread::Result<Result<T, Unavailable>>, what: &str) -> Result<T, Unavailable> {
+pub(crate) fn joined<T>(
+    result: thread::Result<Result<T, Unavailable>>,
+    what: &str,
+) -> Result<T, Unavailable> {
     result.unwrap_or_else(|_| Err(Unavailable::failed(what, "its start-up thread panicked")))
 }
 

@@ -1,4 +1,4 @@
-//! The Python environments Octavia and Neutron run from: installed from PyPI once, then kept
+//! The Python environments Octavia, Neutron and Keystone run from: installed from PyPI once, then kept
 //! under the workspace's `target/` directory.
 //!
 //! Debian packages neither service, and an unpinned `pip install` pulls newer libraries
@@ -45,6 +45,13 @@ pub(crate) const NEUTRON: Spec = Spec {
     requirements: &["neutron==29.0.0", "PyMySQL", "gunicorn"],
 };
 
+/// Keystone 30 (identity, for authentication tests) with the MariaDB driver and gunicorn.
+pub(crate) const KEYSTONE: Spec = Spec {
+    name: "keystone",
+    constraints: include_str!("../../openstack/keystone-constraints.txt"),
+    requirements: &["keystone==30.0.0", "PyMySQL", "gunicorn"],
+};
+
 /// Written into an environment once `pip install` succeeded.
 const COMPLETE_MARKER: &str = ".nephrite-venv-complete";
 
@@ -73,7 +80,7 @@ impl Venv {
     }
 }
 
-/// Install (or find already installed) the Octavia and Neutron environments under the
+/// Install (or find already installed) the Octavia, Neutron and Keystone environments under the
 /// workspace's `target/openstack-venvs/`, and return their directories.
 ///
 /// `cargo xtask test` calls this before the test run so the tests do not pay for it; a test
@@ -82,7 +89,7 @@ impl Venv {
 /// Err is [`Unavailable`]: no `python3` with the `venv` module, or `pip` failed (offline,
 /// PyPI unreachable), with pip's output.
 pub fn install_venvs() -> Result<Vec<PathBuf>, Unavailable> {
-    let installs: Vec<_> = [OCTAVIA, NEUTRON]
+    let installs: Vec<_> = [OCTAVIA, NEUTRON, KEYSTONE]
         .into_iter()
         .map(|spec| std::thread::spawn(move || ensure(spec)))
         .collect();

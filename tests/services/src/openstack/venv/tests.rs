@@ -36,7 +36,13 @@ fn the_key_changes_with_the_constraints_or_the_requirements_and_only_then() {
 fn the_constraints_pin_the_releases_the_services_are_known_to_work_with() {
     assert!(OCTAVIA.constraints.lines().any(|l| l == "octavia==19.0.0"));
     assert!(NEUTRON.constraints.lines().any(|l| l == "neutron==29.0.0"));
-    for spec in [OCTAVIA, NEUTRON] {
+    assert!(
+        KEYSTONE
+            .constraints
+            .lines()
+            .any(|l| l == "keystone==30.0.0")
+    );
+    for spec in [OCTAVIA, NEUTRON, KEYSTONE] {
         assert!(
             spec.constraints.lines().any(|l| l.starts_with("PyMySQL==")),
             "{}",
