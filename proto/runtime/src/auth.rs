@@ -1,6 +1,6 @@
 //! Who may call what: callers prove an identity with a client certificate (mutual TLS) or a
 //! bearer token, and a small policy file gives identities roles and roles the methods they may
-//! call. One tower layer ([`layer`]) checks every request before any service sees it and hands
+//! call. One tower layer checks every request before any service sees it and hands
 //! the caller's identity to the handlers as a request extension ([`CallerIdentity`]).
 //!
 //! Always open: `grpc.health.v1.Health` (probes carry no credentials). Open to every

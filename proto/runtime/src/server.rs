@@ -1,6 +1,6 @@
 //! The gRPC server every daemon runs: its services plus health, reflection,
-//! daemon info, request telemetry, optional TLS, `/metrics`, and graceful
-//! shutdown with a grace period.
+//! daemon info, request telemetry, authentication and call limits, optional TLS,
+//! `/metrics`, and graceful shutdown with a grace period.
 
 use std::convert::Infallible;
 use std::future::Future;
