@@ -137,15 +137,7 @@ fn two_agents_share_addresses_ports_and_deletions() {
 }
 
 fn root(test: &str) -> bool {
-    match nephrite_test_services::require_root(
-        "creates network namespaces, veths and VXLAN devices",
-    ) {
-        Ok(()) => true,
-        Err(e) => {
-            e.skip(test);
-            false
-        }
-    }
+    support::root(test, "creates network namespaces, veths and VXLAN devices")
 }
 
 fn ip(args: &[&str]) {

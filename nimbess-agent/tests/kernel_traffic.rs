@@ -10,13 +10,7 @@ use nimbess_agent::naming::{bridge_name, host_veth_name};
 use support::{AgentProcess, Netns, first_ip, link_exists, ping, unique};
 
 fn root(test: &str) -> bool {
-    match nephrite_test_services::require_root("creates network namespaces, veths and bridges") {
-        Ok(()) => true,
-        Err(e) => {
-            e.skip(test);
-            false
-        }
-    }
+    support::root(test, "creates network namespaces, veths and bridges")
 }
 
 fn config(nets: &[(&str, &str)]) -> String {

@@ -12,13 +12,7 @@ use std::time::{Duration, Instant};
 use support::{AgentProcess, Netns, first_ip, ping, unique};
 
 fn root(test: &str) -> bool {
-    match nephrite_test_services::require_root("creates network namespaces, veths and bridges") {
-        Ok(()) => true,
-        Err(e) => {
-            e.skip(test);
-            false
-        }
-    }
+    support::root(test, "creates network namespaces, veths and bridges")
 }
 
 fn config(network: &str, subnet: &str) -> String {

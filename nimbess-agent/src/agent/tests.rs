@@ -6,6 +6,21 @@ fn spec(name: &str, subnet: &str) -> NetworkSpec {
     NetworkSpec::l2(name, subnet.parse().expect("cidr"))
 }
 
+/// A stand-in for a netns (the sim driver needs an existing path only).
+fn fake_netns(dir: &std::path::Path, name: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, b"").expect("fake netns");
+    path.display().to_string()
+}
+
+/// An agent on the sim driver with its state in `dir`.
+async fn sim_agent(dir: &std::path::Path, networks: &[NetworkSpec]) -> Agent {
+    let store = StateStore::open(dir).expect("store");
+    Agent::start(store, networks, Driver::Sim(SimDriver::new()))
+        .await
+        .expect("start")
+}
+
 fn req(container: &str, network: &str, netns: &str) -> CniRequest {
     CniRequest {
         cni_version: "1.1.0".into(),
@@ -159,14 +174,7 @@ async fn reload_applies_acl_to_every_port_pipeline_of_the_network() {
     let netns = dir.path().join("ns");
     std::fs::write(&netns, b"").expect("fake netns");
     let netns = netns.display().to_string();
-    let store = StateStore::open(dir.path()).expect("store");
-    let agent = Agent::start(
-        store,
-        &[spec("blue", "10.5.0.0/24")],
-        Driver::Sim(SimDriver::new()),
-    )
-    .await
-    .expect("start");
+    let agent = sim_agent(dir.path(), &[spec("blue", "10.5.0.0/24")]).await;
     agent.add(&req("a", "blue", &netns)).await.expect("a");
     agent.add(&req("b", "blue", &netns)).await.expect("b");
     let mut with_acl = spec("blue", "10.5.0.0/24");
@@ -201,11 +209,7 @@ fn the_fabric_adds_networks_and_the_config_wins_on_a_shared_name() {
 #[tokio::test]
 async fn dead_ports_are_freed_at_start_before_an_add_and_on_demand() {
     let dir = tempfile::tempdir().expect("tmp");
-    let ns = |name: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, b"").expect("fake netns");
-        path.display().to_string()
-    };
+    let ns = |name: &str| fake_netns(dir.path(), name);
     let (ns_a, ns_b, ns_c) = (ns("a"), ns("b"), ns("c"));
     let nets = [spec("blue", "10.5.0.0/24"), spec("red", "10.6.0.0/24")];
     let store = StateStore::open(&dir.path().join("state")).expect("store");
@@ -260,20 +264,9 @@ async fn dead_ports_are_freed_at_start_before_an_add_and_on_demand() {
 #[tokio::test]
 async fn a_repeat_add_in_another_netns_plugs_the_port_there() {
     let dir = tempfile::tempdir().expect("tmp");
-    let ns = |name: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, b"").expect("fake netns");
-        path.display().to_string()
-    };
+    let ns = |name: &str| fake_netns(dir.path(), name);
     let (first, second) = (ns("first"), ns("second"));
-    let store = StateStore::open(dir.path()).expect("store");
-    let agent = Agent::start(
-        store,
-        &[spec("blue", "10.5.0.0/24")],
-        Driver::Sim(SimDriver::new()),
-    )
-    .await
-    .expect("start");
+    let agent = sim_agent(dir.path(), &[spec("blue", "10.5.0.0/24")]).await;
     let r1 = agent.add(&req("a", "blue", &first)).await.expect("first");
     assert_eq!(r1.interfaces[0].sandbox.as_deref(), Some(first.as_str()));
     let r2 = agent.add(&req("a", "blue", &second)).await.expect("second");
@@ -292,14 +285,7 @@ async fn a_repeat_add_in_another_netns_plugs_the_port_there() {
 #[tokio::test]
 async fn an_add_into_the_agents_own_namespace_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
-    let store = StateStore::open(dir.path()).expect("store");
-    let agent = Agent::start(
-        store,
-        &[spec("blue", "10.5.0.0/24")],
-        Driver::Sim(SimDriver::new()),
-    )
-    .await
-    .expect("start");
+    let agent = sim_agent(dir.path(), &[spec("blue", "10.5.0.0/24")]).await;
     let own = format!("/proc/{}/ns/net", std::process::id());
     for netns in ["/proc/self/ns/net", "/proc/1/ns/net", own.as_str()] {
         let e = agent

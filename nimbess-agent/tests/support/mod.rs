@@ -17,6 +17,18 @@ pub const PLUGIN: &str = env!("CARGO_BIN_EXE_nimbess-cni");
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// True when the test may create namespaces and links (root); otherwise
+/// the skip is reported loudly (`why`: what the test needs root for).
+pub fn root(test: &str, why: &str) -> bool {
+    match nephrite_test_services::require_root(why) {
+        Ok(()) => true,
+        Err(e) => {
+            e.skip(test);
+            false
+        }
+    }
+}
+
 /// A name unique to this process and call (≤ 12 bytes).
 pub fn unique(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
