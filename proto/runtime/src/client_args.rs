@@ -157,7 +157,10 @@ impl BearerToken {
         if modified.is_some() && modified != current.0 {
             match read_token(&self.path) {
                 Ok(fresh) => *current = fresh,
-                Err(error) => tracing::warn!(%error, "keeping the previous token"),
+                Err(error) => {
+                    tracing::warn!(%error, "keeping the previous token");
+                    current.0 = modified;
+                }
             }
         }
         current.1.clone()

@@ -180,7 +180,7 @@ where
                 Either::Left(self.inner.call(request))
             }
             Err(status) => {
-                tracing::info!(path = %request.uri().path(), code = ?status.code(), reason = %status.message(), "request refused");
+                tracing::debug!(path = %request.uri().path(), code = ?status.code(), reason = %status.message(), "request refused");
                 Either::Right(std::future::ready(Ok(status.into_http())))
             }
         }
