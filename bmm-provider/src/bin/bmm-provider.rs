@@ -103,6 +103,27 @@ enum Command {
         #[command(flatten)]
         serve: nephrite_runtime::ServeArgs,
     },
+    /// The OpenShift Machine API Machine controller on BMM (`machine.openshift.io/v1beta1`
+    /// Machines with an `NvidiaBMMMachineProviderSpec`).
+    MachineApi {
+        /// Watch only this namespace (all when absent; OpenShift uses
+        /// `openshift-machine-api`).
+        #[arg(long, env = "BMM_WATCH_NAMESPACE")]
+        namespace: Option<String>,
+        /// Poll interval while an instance is provisioning or deleting.
+        #[arg(long, env = "BMM_POLL_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+        poll_interval: Duration,
+        /// Re-check of running Machines (an instance that failed or vanished).
+        #[arg(long, env = "BMM_RESYNC", default_value = "5m", value_parser = humantime::parse_duration)]
+        resync: Duration,
+        #[command(flatten)]
+        backoff: BackoffFlags,
+        #[command(flatten)]
+        election: ElectionFlags,
+        /// Health, metrics, TLS, log format and the shutdown grace period.
+        #[command(flatten)]
+        serve: nephrite_runtime::ServeArgs,
+    },
     /// Provision the NvidiaBMMClusters and NvidiaBMMMachines of a file, without a management
     /// cluster; waits until every machine is Ready.
     Apply {
@@ -355,6 +376,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let lease = election.lease(&client, "bmm-provider");
             serve_role(client, config, controller::Role::Provider, &serve, lease).await?;
         }
+        Command::MachineApi {
+            namespace,
+            poll_interval,
+            resync,
+            backoff,
+            election,
+            serve,
+        } => {
+            let client = kube::Client::try_default().await?;
+            let config = controller::ControllerConfig {
+                namespace,
+                poll: poll_interval,
+                resync,
+                error_backoff: backoff.error_backoff,
+                error_backoff_max: backoff.error_backoff_max,
+                ..Default::default()
+            };
+            let lease = election.lease(&client, "bmm-machine-api");
+            serve_role(client, config, controller::Role::MachineApi, &serve, lease).await?;
+        }
         Command::Ccm {
             kubeconfig,
             credentials,
@@ -462,7 +503,9 @@ async fn main() -> ExitCode {
     // `serve` logs as its --log-format says (default text, `RUST_LOG` or info); the CLI
     // commands log warnings as text.
     let (format, default_filter) = match &cli.command {
-        Command::Serve { serve, .. } | Command::Ccm { serve, .. } => (serve.log_format, None),
+        Command::Serve { serve, .. }
+        | Command::Ccm { serve, .. }
+        | Command::MachineApi { serve, .. } => (serve.log_format, None),
         _ => (LogFormat::Text, Some("warn")),
     };
     let filter = std::env::var("RUST_LOG").ok();

@@ -18,6 +18,7 @@ mod backoff;
 mod cluster;
 mod credentials;
 mod machine;
+mod machine_api;
 mod node;
 mod pacing;
 mod provisioning;
@@ -41,6 +42,7 @@ use crate::observe::ReconcileError;
 pub use cluster::run_cluster_controller;
 pub use credentials::RejectedTokens;
 pub use machine::run_machine_controller;
+pub use machine_api::{machine_resource, run_machine_api_controller};
 pub use node::run_node_controller;
 
 use pacing::Next;
@@ -73,6 +75,8 @@ pub enum Role {
     Provider,
     /// `ccm`: the node controller alone, in the workload cluster.
     CloudControllerManager,
+    /// `machine-api`: the OpenShift Machine API Machine controller.
+    MachineApi,
 }
 
 /// Runs the controllers of `role` until one of them stops.
@@ -80,6 +84,7 @@ pub async fn run_role(client: Client, config: ControllerConfig, role: Role) {
     match role {
         Role::Provider => run_controllers(client, config).await,
         Role::CloudControllerManager => run_node_controller(client, config).await,
+        Role::MachineApi => run_machine_api_controller(client, config).await,
     }
 }
 

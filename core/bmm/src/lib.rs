@@ -8,6 +8,8 @@
 //! - [`cloud`]: what the provider observed in the BMM platform, independent of the REST client.
 //! - [`decide`]: the reconcile decisions, `(spec, observed cloud, observed Kubernetes) →
 //!   actions + status`, run by both the controllers and standalone mode.
+//! - [`machine_api`]: the OpenShift Machine API providerSpec and the Machine controller's
+//!   next step.
 //! - [`validation`]: checks `apply -f` runs on documents before anything is created.
 //!
 //! Nothing here performs IO or reads a clock: times and fresh ids are arguments.
@@ -17,6 +19,7 @@ pub mod cloud;
 pub mod conditions;
 pub mod crd;
 pub mod decide;
+pub mod machine_api;
 pub mod provider_id;
 pub mod validation;
 
