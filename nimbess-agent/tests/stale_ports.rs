@@ -56,18 +56,24 @@ fn has_eth0(ns: &str) -> bool {
         .success()
 }
 
-#[test]
-fn an_add_after_the_only_pod_vanished_while_the_agent_was_down_succeeds_and_reuses_its_address() {
-    let test = "an_add_after_the_only_pod_vanished_while_the_agent_was_down_succeeds_and_reuses_its_address";
+/// A pod of `kind` network vanishes while the agent is down, next to a pod
+/// that lives on; after the restart an ADD succeeds with the freed address
+/// and the pods talk.
+fn a_pod_vanishes_while_the_agent_is_down(test: &str, kind: &str, subnet: &str) {
     if !root(test) {
         return;
     }
     let net = unique("st");
-    let mut agent = AgentProcess::start(&config(&net, "10.210.0.0/24"), "kernel", &[&net]);
-    let (ctr_a, ctr_b, ctr_c) = (unique("ca"), unique("cb"), unique("cc"));
-    let a = Netns::new("sa");
+    let yaml = format!(
+        "driver: kernel\nnetworks:\n  - name: {net}\n    subnet: {subnet}\n    kind: {kind}\n"
+    );
+    let mut agent = AgentProcess::start(&yaml, "kernel", &[&net]);
+    let (ctr_x, ctr_a, ctr_b) = (unique("cx"), unique("ca"), unique("cb"));
+    let (x, a) = (Netns::new("sx"), Netns::new("sa"));
+    let (code, rx) = agent.cni("ADD", &net, &ctr_x, &x.path());
+    assert_eq!(code, 0, "{rx}\n{}", agent.log());
     let (code, ra) = agent.cni("ADD", &net, &ctr_a, &a.path());
-    assert_eq!(code, 0, "{ra}\n{}", agent.log());
+    assert_eq!(code, 0, "{ra}");
 
     // the agent is down while the runtime gives up on its DEL and removes the netns
     agent.kill9();
@@ -82,12 +88,23 @@ fn an_add_after_the_only_pod_vanished_while_the_agent_was_down_succeeds_and_reus
         first_ip(&ra),
         "the dead port's address was freed at start"
     );
-    assert_eq!(containers(&agent), [ctr_b]);
-    let c = Netns::new("sc");
-    let (code, rc) = agent.cni("ADD", &net, &ctr_c, &c.path());
-    assert_eq!(code, 0, "{rc}");
-    assert_eq!(ping(&c.path(), first_ip(&rb), 2), 2, "b and c talk");
+    assert_eq!(containers(&agent), sorted([ctr_b, ctr_x]));
+    assert_eq!(ping(&b.path(), first_ip(&rx), 2), 2, "b and x talk");
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+}
+
+#[test]
+fn an_add_after_a_pod_vanished_while_the_agent_was_down_succeeds_and_reuses_its_address() {
+    a_pod_vanishes_while_the_agent_is_down(
+        "an_add_after_a_pod_vanished_while_the_agent_was_down_succeeds_and_reuses_its_address",
+        "l2",
+        "10.210.0.0/24",
+    );
+}
+
+#[test]
+fn the_same_on_a_routed_network() {
+    a_pod_vanishes_while_the_agent_is_down("the_same_on_a_routed_network", "l3", "10.214.0.0/24");
 }
 
 #[test]
