@@ -39,6 +39,7 @@ use tokio::sync::watch;
 pub mod balance;
 pub mod daemon;
 mod drain;
+mod limits;
 mod metrics;
 mod proxy;
 mod server;
@@ -48,6 +49,7 @@ mod upstream;
 
 use balance::{Balancer, Ejection, HealthRegistry};
 use drain::Drain;
+use limits::ClientLimit;
 use metrics::{Listener, PoolCounters, RouterMetrics};
 use upstream::{MemberConnections, Upstreams};
 
@@ -58,12 +60,31 @@ pub(crate) type RequestBody =
 pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Router settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RouterConfig {
     /// Passive ejection.
     pub ejection: Ejection,
     /// The certificate for TLS hosts without their own (PEM chain, PEM key).
     pub default_certificate: Option<(String, String)>,
+    /// A plain-HTTP connection is closed when a request head is not complete this long after
+    /// its first byte, or when no request starts this long after the last answer.
+    pub head_timeout: Duration,
+    /// At most this many connections open at once per client address (`None`: no limit).
+    pub max_connections_per_client: Option<usize>,
+}
+
+/// The default [`RouterConfig::head_timeout`].
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            ejection: Ejection::default(),
+            default_certificate: None,
+            head_timeout: DEFAULT_HEAD_TIMEOUT,
+            max_connections_per_client: None,
+        }
+    }
 }
 
 /// A pool of one table version: its balancer and its counters.
@@ -91,6 +112,8 @@ pub struct Router {
     default_key: Option<Arc<CertifiedKey>>,
     metrics: RouterMetrics,
     drain: Drain,
+    head_timeout: Duration,
+    clients: ClientLimit,
 }
 
 fn connector() -> HttpConnector {
@@ -120,6 +143,8 @@ impl Router {
             default_key,
             metrics,
             drain: Drain::default(),
+            head_timeout: config.head_timeout,
+            clients: ClientLimit::new(config.max_connections_per_client),
         }))
     }
 
@@ -223,12 +248,21 @@ impl Router {
                     continue;
                 }
             };
+            let slot = match self.clients.acquire(client.ip()) {
+                Some(slot) => Some(slot),
+                None if self.clients.is_limited() => {
+                    tracing::debug!(%client, "connection over the per-client cap closed");
+                    continue;
+                }
+                None => None,
+            };
             let _ = stream.set_nodelay(true);
             let open = self.metrics.connection(kind);
             let served = serve(self.clone(), stream, client);
             tokio::spawn(async move {
                 served.await;
                 drop(open);
+                drop(slot);
             });
         }
     }

@@ -5,10 +5,13 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use nephrite_kuryr_l7::router::RouterConfig;
 use proptest::prelude::*;
 use support::*;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
 
 fn unescape(line: &str) -> Vec<u8> {
     let mut out = Vec::new();
@@ -37,6 +40,10 @@ fn unescape(line: &str) -> Vec<u8> {
 }
 
 async fn start() -> (tempfile::TempDir, SocketAddr) {
+    start_with(RouterConfig::default()).await
+}
+
+async fn start_with(config: RouterConfig) -> (tempfile::TempDir, SocketAddr) {
     let web = echo("web").await;
     let dir = tempfile::tempdir().unwrap();
     let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i, namespace: ns}\nspec:\n  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n";
@@ -45,8 +52,153 @@ async fn start() -> (tempfile::TempDir, SocketAddr) {
         format!("{}{ingress}", service_yaml("ns", "web", &[web])),
     )
     .unwrap();
-    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    let (_router, http, _) = router(dir.path(), config).await;
     (dir, http)
+}
+
+/// Reads until the router closes the connection (or `limit` passes): when it closed, from now.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut buffer = [0u8; 4096];
+    while start.elapsed() < limit {
+        match tokio::time::timeout(limit, stream.read(&mut buffer)).await {
+            Ok(Ok(0) | Err(_)) => return Some(start.elapsed()),
+            Ok(Ok(_)) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+const HEAD_TIMEOUT: Duration = Duration::from_millis(400);
+
+fn short_timeouts() -> RouterConfig {
+    RouterConfig {
+        head_timeout: HEAD_TIMEOUT,
+        ..RouterConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_head_dripped_byte_by_byte_is_cut_at_the_timeout_from_its_first_byte() {
+    let (_dir, http) = start_with(short_timeouts()).await;
+    let mut stream = TcpStream::connect(http).await.unwrap();
+    let start = Instant::now();
+    stream.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+    // One header byte every 50 ms: each read alone is well within the timeout.
+    let mut closed = false;
+    for byte in b"X-Slow: ".iter().cycle().take(60) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if stream.write_all(&[*byte]).await.is_err() {
+            closed = true;
+            break;
+        }
+    }
+    if !closed {
+        closed = closed_within(&mut stream, Duration::from_secs(1))
+            .await
+            .is_some();
+    }
+    let elapsed = start.elapsed();
+    assert!(
+        closed,
+        "the dripping connection is still open after {elapsed:?}"
+    );
+    assert!(elapsed >= HEAD_TIMEOUT, "closed after {elapsed:?}");
+    assert!(elapsed < HEAD_TIMEOUT * 4, "closed only after {elapsed:?}");
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_before_and_between_requests() {
+    let (_dir, http) = start_with(short_timeouts()).await;
+    let mut silent = TcpStream::connect(http).await.unwrap();
+    let closed = closed_within(&mut silent, Duration::from_secs(2)).await;
+    assert!(
+        closed.is_some_and(|after| after >= HEAD_TIMEOUT),
+        "{closed:?}"
+    );
+
+    let mut kept = TcpStream::connect(http).await.unwrap();
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 4096];
+    let n = kept.read(&mut answer).await.unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    let closed = closed_within(&mut kept, Duration::from_secs(2)).await;
+    assert!(closed.is_some(), "an idle keep-alive connection stays open");
+}
+
+#[tokio::test]
+async fn connections_over_the_per_client_cap_are_closed_and_a_freed_slot_serves_again() {
+    let (_dir, http) = start_with(RouterConfig {
+        max_connections_per_client: Some(2),
+        ..RouterConfig::default()
+    })
+    .await;
+    let request = b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(http).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        let mut answer = [0u8; 4096];
+        let n = stream.read(&mut answer).await.unwrap();
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+        open.push(stream);
+    }
+    let mut third = TcpStream::connect(http).await.unwrap();
+    let _ = third.write_all(request).await;
+    let closed = closed_within(&mut third, Duration::from_secs(2)).await;
+    assert!(
+        closed.is_some(),
+        "a third connection from the same address is served"
+    );
+    drop(open.pop());
+    // The freed slot is given back once the router saw the close.
+    let mut status = 0;
+    for _ in 0..50 {
+        status = raw(http, request).await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_routes_and_forwards_by_its_authority() {
+    let (_dir, http) = start().await;
+    let mut stream = TcpStream::connect(http).await.unwrap();
+    stream
+        .write_all(b"GET http://shop.example.com/x HTTP/1.1\r\nHost: other.example\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("host=") {
+        let n = stream.read(&mut buffer).await.unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("host=shop.example.com"), "{text}");
+    assert!(text.contains("xfh=shop.example.com"), "{text}");
+}
+
+#[tokio::test]
+async fn an_h2c_upgrade_is_not_forwarded_to_the_member() {
+    let member = h2c_member().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i, namespace: ns}\nspec:\n  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: h2c, port: {number: 80}}}}\n";
+    std::fs::write(
+        dir.path().join("all.yaml"),
+        format!("{}{ingress}", service_yaml("ns", "h2c", &[member])),
+    )
+    .unwrap();
+    let (_router, http, _) = router(dir.path(), RouterConfig::default()).await;
+    assert_eq!(raw(http, H2C_UPGRADE).await, 200);
 }
 
 #[tokio::test]

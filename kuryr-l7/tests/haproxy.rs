@@ -336,3 +336,38 @@ async fn a_restart_takes_over_from_a_haproxy_its_predecessor_left_running() {
     second.stop().await;
     assert!(!runs(own), "stopping the new haproxy stops it");
 }
+
+#[tokio::test]
+async fn haproxy_refuses_h2c_upgrades_and_serves_the_request_as_http_1_1() {
+    let Some(haproxy) =
+        haproxy_or_skip("haproxy_refuses_h2c_upgrades_and_serves_the_request_as_http_1_1")
+    else {
+        return;
+    };
+    let member = h2c_member().await;
+    let work = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "{}apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i, namespace: ns}}\nspec:\n  rules:\n  - http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: h2c, port: {{number: 80}}}}}}}}\n",
+        service_yaml("ns", "h2c", &[member])
+    );
+    let mut objects = Vec::new();
+    let mut errors = Vec::new();
+    read_file(Path::new("h2c.yaml"), &yaml, &mut objects, &mut errors);
+    let settings = HaproxySettings {
+        binary: haproxy,
+        listen: dead_address(),
+        listen_tls: None,
+        dir: work.path().to_owned(),
+        default_certificate: None,
+    };
+    let http = settings.listen;
+    let driver = Haproxy::start(
+        settings,
+        &Snapshot::build(&objects, errors, &Options::default()),
+    )
+    .await
+    .unwrap();
+    // The member would switch to h2c (101) if the upgrade reached it.
+    assert_eq!(raw(http, H2C_UPGRADE).await, 200);
+    driver.stop().await;
+}

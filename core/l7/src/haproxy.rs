@@ -129,6 +129,17 @@ fn passthrough_backend(name: &str) -> String {
     format!("{name}_tcp")
 }
 
+/// HAProxy 2.6 forwards an HTTP/1.1 `Upgrade: h2c` to the member, whose `101` would turn the
+/// connection into an HTTP/2 tunnel past every rule (h2c smuggling). The upgrade is refused by
+/// dropping it: the request goes on as plain HTTP/1.1, as on the embedded router.
+pub const H2C_REFUSAL: &str =
+    "    # An h2c upgrade is refused: the request goes on as plain HTTP/1.1.
+    acl h2c_upgrade req.hdr(upgrade) -m sub -i h2c
+    http-request del-header connection if h2c_upgrade
+    http-request del-header upgrade if h2c_upgrade
+    http-request del-header http2-settings
+";
+
 /// The header lines and the policy decision of an HTTP frontend for `listener`.
 fn routing(
     out: &mut String,
@@ -186,6 +197,7 @@ fn routing(
             }
         }
     }
+    out.push_str(H2C_REFUSAL);
     out.push_str(
         "    # Rules match the path with dot-segments removed; the original target is forwarded.
     http-request set-var(txn.l7_target) pathq

@@ -73,6 +73,14 @@ pub struct RouterArgs {
     /// Seconds an ejected member stays out.
     #[arg(long, env = "KURYR_L7_EJECT_SECONDS", default_value_t = 10)]
     pub eject_seconds: u64,
+    /// Close a plain-HTTP connection whose request head is not complete this long after its
+    /// first byte, or that starts no request this long after the last answer.
+    #[arg(long, env = "KURYR_L7_HEAD_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub head_timeout: Duration,
+    /// At most this many connections open at once from one client address (both listeners);
+    /// more are closed as they are accepted. Default: no limit.
+    #[arg(long, env = "KURYR_L7_MAX_CONNECTIONS_PER_CLIENT")]
+    pub max_connections_per_client: Option<usize>,
     /// PEM certificate for TLS hosts without their own.
     #[arg(long, env = "KURYR_L7_DEFAULT_CERT", requires = "default_key")]
     pub default_cert: Option<PathBuf>,
@@ -240,6 +248,8 @@ pub async fn run(args: RouterArgs) -> Result<(), RouterStartError> {
             args.default_cert.as_deref(),
             args.default_key.as_deref(),
         )?,
+        head_timeout: args.head_timeout,
+        max_connections_per_client: args.max_connections_per_client,
     };
     let router = match (&args.source, &args.rules) {
         (Some(SourceSpec::Dir(dir)), _) => from_directory(&args, dir, config)?,

@@ -10,8 +10,9 @@
 //!
 //! Keep-alive follows HTTP/1.1 (and `Connection: keep-alive` on HTTP/1.0); the connection
 //! closes after a refused head, after an answer whose request body was not read whole, and
-//! after an answer that can only end with the connection. A connection that sends no complete
-//! head for [`HEAD_TIMEOUT`] is closed.
+//! after an answer that can only end with the connection. A connection is closed when a request
+//! head is not complete within the router's head timeout of its first byte (however slowly the
+//! bytes keep coming), or when no request starts within that time of the last answer.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -41,22 +42,21 @@ use forward::{ClientBody, Forward};
 use request::{BodyFraming, HeaderSpan, Refusal, RequestHead};
 use response::{HeadContext, write_head};
 
-/// A connection sending no complete request head for this long is closed.
-pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The HTTP/2 connection preface.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves one plain-HTTP client connection to its end.
 pub(crate) async fn serve(router: Arc<Router>, stream: TcpStream, client: SocketAddr) {
     let mut connection = Connection::new(stream);
-    let mut timer = HeadTimer::new();
+    let mut timer = HeadTimer::new(router.head_timeout);
+    let mut deadline = None;
     loop {
         let buffered = &connection.buffer[..];
         if buffered.len() >= PREFACE.len() || !PREFACE.starts_with(buffered) {
             break;
         }
-        if !fill_within_timeout(&mut connection, &mut timer).await {
+        timer.start_head(&connection, &mut deadline);
+        if !fill_within_timeout(&mut connection, &mut timer, deadline).await {
             return;
         }
     }
@@ -73,7 +73,7 @@ pub(crate) async fn serve(router: Arc<Router>, stream: TcpStream, client: Socket
     let mut out = Vec::with_capacity(4096);
     let mut member_head = Vec::with_capacity(1024);
     loop {
-        let head = match read_head(&mut connection, &mut spans, &mut timer).await {
+        let head = match read_head(&mut connection, &mut spans, &mut timer, deadline.take()).await {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(refusal) => {
@@ -103,26 +103,42 @@ pub(crate) async fn serve(router: Arc<Router>, stream: TcpStream, client: Socket
 /// life, moved only when it fires before the current deadline (not once per request).
 struct HeadTimer {
     sleep: Pin<Box<Sleep>>,
+    timeout: Duration,
 }
 
 impl HeadTimer {
-    fn new() -> Self {
+    fn new(timeout: Duration) -> Self {
         HeadTimer {
-            sleep: Box::pin(tokio::time::sleep(HEAD_TIMEOUT)),
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+            timeout,
+        }
+    }
+
+    /// Once a head's first bytes are in, its deadline is fixed: that many bytes later or not,
+    /// the head must be complete by then.
+    fn start_head(&self, connection: &Connection, deadline: &mut Option<Instant>) {
+        if deadline.is_none() && !connection.buffer.is_empty() {
+            *deadline = Some(Instant::now() + self.timeout);
         }
     }
 }
 
-/// Reads more into the connection's buffer, waiting at most [`HEAD_TIMEOUT`]: false at end of
-/// stream, on error or on time-out.
-async fn fill_within_timeout(connection: &mut Connection, timer: &mut HeadTimer) -> bool {
-    let mut deadline = None;
+/// Reads more into the connection's buffer, waiting at most until `head_deadline` (a head
+/// under way) or the timer's timeout from now (waiting for a request): false at end of stream,
+/// on error or on time-out.
+async fn fill_within_timeout(
+    connection: &mut Connection,
+    timer: &mut HeadTimer,
+    head_deadline: Option<Instant>,
+) -> bool {
+    let mut deadline = head_deadline;
+    let timeout = timer.timeout;
     let filled = std::future::poll_fn(|cx| {
         if let Poll::Ready(result) = connection.poll_fill(cx) {
             return Poll::Ready(Some(result));
         }
-        // Waiting starts now (no clock read when the bytes are already there).
-        let deadline = *deadline.get_or_insert_with(|| Instant::now() + HEAD_TIMEOUT);
+        // Idle waiting starts now (no clock read when the bytes are already there).
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
         loop {
             match timer.sleep.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -135,12 +151,13 @@ async fn fill_within_timeout(connection: &mut Connection, timer: &mut HeadTimer)
     matches!(filled, Some(Ok(n)) if n > 0)
 }
 
-/// Reads the next request head: `Ok(None)` when the client closes (or times out) between
-/// requests.
+/// Reads the next request head (`deadline`: of a head whose first bytes came earlier):
+/// `Ok(None)` when the client closes (or times out).
 async fn read_head(
     connection: &mut Connection,
     spans: &mut Vec<HeaderSpan>,
     timer: &mut HeadTimer,
+    mut deadline: Option<Instant>,
 ) -> Result<Option<RequestHead>, Refusal> {
     loop {
         if !connection.buffer.is_empty()
@@ -148,7 +165,8 @@ async fn read_head(
         {
             return Ok(Some(head));
         }
-        if !fill_within_timeout(connection, timer).await {
+        timer.start_head(connection, &mut deadline);
+        if !fill_within_timeout(connection, timer, deadline).await {
             return Ok(None);
         }
     }

@@ -277,3 +277,36 @@ pub async fn wait_for_answer(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A member that switches to h2c when asked (`101` to `Upgrade: h2c`, as a smuggling-prone
+/// backend would) and answers `200` otherwise: what reaches it tells whether a proxy let the
+/// upgrade through.
+pub async fn h2c_member() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let answer: &[u8] = if text.contains("\r\nupgrade: h2c") {
+                    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+                };
+                let _ = stream.write_all(answer).await;
+            });
+        }
+    });
+    address
+}
+
+/// An HTTP/1.1 request asking to upgrade to h2c (as `curl --http2` sends over plain HTTP).
+pub const H2C_UPGRADE: &[u8] = b"GET / HTTP/1.1\r\nHost: h2c.example.com\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n";

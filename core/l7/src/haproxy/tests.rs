@@ -449,3 +449,18 @@ fn redirect_to_url_is_a_redirect_location_decided_like_a_prefix() {
         "redirect location 'https://new.example.com/' code 308 if { var(txn.l7_redirect) -m int 1 }\n"
     ), "{text}");
 }
+
+#[test]
+fn both_http_frontends_drop_an_h2c_upgrade_before_routing() {
+    let rendered = render(&tls_config(), &tls_settings(true)).config;
+    for frontend in ["frontend http\n", "frontend https\n"] {
+        let start = rendered.find(frontend).unwrap();
+        let section = &rendered[start..];
+        let section = &section[..section[1..]
+            .find("\nfrontend ")
+            .map_or(section.len(), |i| i + 1)];
+        let refusal = section.find(H2C_REFUSAL).expect(frontend);
+        let routing = section.find("set-var(txn.l7_target)").unwrap();
+        assert!(refusal < routing, "{section}");
+    }
+}

@@ -82,7 +82,7 @@ fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 /// Writes the HTTP/1.1 request head for `method target` with the client's `headers` into
-/// `out`: hop-by-hop headers dropped, `Host` kept (or added from [`Forwarding::host`]),
+/// `out`: hop-by-hop headers dropped, `Host` set to [`Forwarding::host`] (added when absent),
 /// `X-Forwarded-For` appended, `X-Forwarded-Proto`/`-Host` replaced, and the framing header
 /// for `framing`. The member keeps the connection open (HTTP/1.1 default).
 pub(crate) fn write_request_head(
@@ -157,7 +157,13 @@ pub(crate) fn write_request_head_from<'h, I>(
         {
             continue;
         }
-        has_host |= lower("host");
+        if lower("host") {
+            // An absolute-form target's authority is the host (RFC 9112 3.2.2): it replaces
+            // the client's Host, so the member sees the host the request was routed by.
+            has_host = true;
+            push_header(out, name, forwarding.host.map_or(value, str::as_bytes));
+            continue;
+        }
         push_header(out, name, value);
     }
     if let Some(host) = forwarding.host {
