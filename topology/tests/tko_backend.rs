@@ -12,7 +12,7 @@ use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_preparer::daemon::{ServeCommand, start};
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
-use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs};
+use nephrite_runtime::{DaemonIdentity, GrpcServer};
 use nephrite_topology::RolloutPolicy;
 use tonic::transport::Channel;
 

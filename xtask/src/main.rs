@@ -3,7 +3,7 @@
 //! - `test`: the Debian packages the tests use (installed when root), format check, clippy, the
 //!   layering and licence checks, a warning-free `cargo doc`, doc tests and the whole test suite
 //!   (nextest when installed, `cargo test` otherwise).
-//! - `demo`: the daemons working together, end to end (see [`demo`]).
+//! - `demo`: the daemons working together, end to end (`nephrite_e2e::demo`).
 //! - `lint`: format check, clippy, the layering and licence checks only.
 //! - `layering`, `licences`: one check each.
 //! - `bench <domain>`: a domain's benchmarks (outside `test`: they take minutes and print
@@ -11,7 +11,6 @@
 //! - `crds`, `clusterctl`: generated artefacts users install (see [`artefacts`]).
 
 mod artefacts;
-mod demo;
 mod layering;
 mod licences;
 mod packages;
@@ -68,7 +67,7 @@ fn main() -> ExitCode {
             .and_then(|()| lint())
             .and_then(|()| docs())
             .and_then(|()| test_suite()),
-        Some("demo") => demo::run(&args[1..]),
+        Some("demo") => demo(&args[1..]),
         Some("lint") => lint(),
         Some("layering") => layering_step(),
         Some("licences") => licences_step(),
@@ -100,6 +99,30 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask demo [--keep] [--no-build]`: builds the daemons (unless `--no-build`) and runs
+/// `nephrite_e2e::demo`.
+fn demo(args: &[String]) -> anyhow::Result<()> {
+    let mut keep = false;
+    let mut build = true;
+    for arg in args {
+        match arg.as_str() {
+            "--keep" => keep = true,
+            "--no-build" => build = false,
+            other => bail!("unknown demo flag `{other}` (expected --keep or --no-build)"),
+        }
+    }
+    let build = build.then(|| {
+        let mut command = cargo_command();
+        command.args(["build", "--bins"]);
+        for package in nephrite_e2e::demo::PACKAGES {
+            command.args(["--package", package]);
+        }
+        command.current_dir(workspace_root());
+        command
+    });
+    nephrite_e2e::demo::run(nephrite_e2e::demo::Options { keep, build })
 }
 
 fn lint() -> anyhow::Result<()> {

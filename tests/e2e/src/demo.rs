@@ -14,25 +14,16 @@
 //! named) after a failure. `--keep` leaves everything running until Ctrl-C and says how to poke
 //! at each daemon.
 
-mod bmm;
-mod http;
-mod interrupt;
-mod lab;
-mod pods;
-mod progress;
-mod router;
-mod tko;
-
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use lab::Lab;
-use progress::Progress;
+use crate::lab::Lab;
+use crate::progress::Progress;
+use crate::{bmm, interrupt, pods, router, tko};
 
 /// The packages whose binaries the demo runs.
-const PACKAGES: &[&str] = &[
+pub const PACKAGES: &[&str] = &[
     "nephrite-bmm-provider",
     "nephrite-preparer",
     "nephrite-ntc",
@@ -41,26 +32,12 @@ const PACKAGES: &[&str] = &[
 ];
 
 /// How the demo runs.
-struct Options {
+pub struct Options {
     /// Leave everything running until Ctrl-C.
-    keep: bool,
-    /// Use the binaries already in `target/debug` (the demo's own test builds them once).
-    no_build: bool,
-}
-
-fn options(args: &[String]) -> anyhow::Result<Options> {
-    let mut options = Options {
-        keep: false,
-        no_build: false,
-    };
-    for arg in args {
-        match arg.as_str() {
-            "--keep" => options.keep = true,
-            "--no-build" => options.no_build = true,
-            other => bail!("unknown demo flag `{other}` (expected --keep or --no-build)"),
-        }
-    }
-    Ok(options)
+    pub keep: bool,
+    /// The command that builds [`PACKAGES`]' binaries into [`crate::bin_dir`] (dev profile),
+    /// run as the first step; `None` runs what is there.
+    pub build: Option<Command>,
 }
 
 /// What every step gave, for the summary.
@@ -71,15 +48,13 @@ struct Outcome {
     routed: router::Routed,
 }
 
-/// Runs the demo; `args` are the flags after `demo`.
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let options = options(args)?;
+/// Runs the demo to its summary (and, with `keep`, on until Ctrl-C), then cleans up.
+pub fn run(options: Options) -> anyhow::Result<()> {
     interrupt::install()?;
-    let root = super::workspace_root();
-    let bin = target_dir(&root).join("debug");
+    let root = crate::workspace_root();
     let progress = Progress::new();
-    let as_root = super::packages::is_root();
-    let mut lab = Lab::new(bin)?;
+    let as_root = nephrite_test_services::running_as_root();
+    let mut lab = Lab::new(crate::bin_dir())?;
     progress.println(&format!(
         "Nephrite demo: state and logs in {}{}",
         lab.dir().display(),
@@ -89,9 +64,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             " (not root: the sim data plane, no pings)"
         }
     ));
+    let Options { keep, build } = options;
     let result = (|| -> anyhow::Result<Outcome> {
-        if !options.no_build {
-            build(&lab, &progress, &root)?;
+        if let Some(command) = build {
+            run_build(&lab, &progress, command)?;
         }
         let provisioned = bmm::provision(&mut lab, &progress)?;
         let deployed = tko::deploy(&mut lab, &progress, &root)?;
@@ -107,7 +83,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     match result {
         Ok(outcome) => {
             print_summary(&outcome);
-            if options.keep {
+            if keep {
                 print_pokes(&lab, &outcome);
                 while !interrupt::interrupted() {
                     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -143,18 +119,12 @@ fn report_leftovers(left: Vec<String>) -> anyhow::Result<()> {
     bail!("the demo could not clean up: {}", left.join("; "))
 }
 
-/// Builds the binaries the demo runs, in the dev profile.
-fn build(lab: &Lab, progress: &Progress, root: &Path) -> anyhow::Result<()> {
+/// Builds the binaries the demo runs.
+fn run_build(lab: &Lab, progress: &Progress, mut command: Command) -> anyhow::Result<()> {
     let step = progress.step("build the daemons (dev profile)");
     let log = lab.log("build");
     let out = std::fs::File::create(&log)?;
-    let mut command = super::cargo_command();
-    command.args(["build", "--bins"]);
-    for package in PACKAGES {
-        command.args(["--package", package]);
-    }
     let mut child = command
-        .current_dir(root)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
@@ -269,9 +239,4 @@ fn print_pokes(lab: &Lab, outcome: &Outcome) {
         "  (ntc serves its plugin on {}; the rules service is on {})",
         d.ntc, outcome.routed.controller
     );
-}
-
-/// The cargo target directory (`CARGO_TARGET_DIR`, else `target/` under the workspace).
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }

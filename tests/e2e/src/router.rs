@@ -7,11 +7,11 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::http;
-use super::interrupt;
-use super::lab::{Lab, free_addr};
-use super::pods::Pod;
-use super::progress::Progress;
+use crate::http;
+use crate::interrupt;
+use crate::lab::{Lab, free_addr};
+use crate::pods::Pod;
+use crate::progress::Progress;
 
 /// The namespace of the demo's Services and Ingress.
 const NAMESPACE: &str = "free5gc";
@@ -65,15 +65,23 @@ fn objects(endpoints: &[(String, SocketAddr)]) -> String {
     yaml
 }
 
-/// Starts an endpoint per pod, the controller and the router, then calls every endpoint through
-/// the router by host and by path.
-pub fn route(lab: &mut Lab, progress: &Progress, pods: &[Pod]) -> anyhow::Result<Routed> {
-    let step = progress.step("kuryr-l7: controller and router");
-    let mut endpoints = Vec::new();
-    for pod in pods {
-        endpoints.push((pod.deployed.clone(), http::serve_endpoint(&pod.deployed)?));
-    }
-    lab.write("l7/free5gc.yaml", &objects(&endpoints))?;
+/// An HTTP endpoint on loopback for each of `names`, answering with its name.
+pub fn serve_endpoints<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> anyhow::Result<Vec<(String, SocketAddr)>> {
+    names
+        .into_iter()
+        .map(|name| Ok((name.to_owned(), http::serve_endpoint(name)?)))
+        .collect()
+}
+
+/// Starts the controller on a directory with the objects for `endpoints` and a router following
+/// it; returns (controller, router) once the router answers for the first endpoint.
+pub fn start(
+    lab: &mut Lab,
+    endpoints: &[(String, SocketAddr)],
+) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+    lab.write("l7/free5gc.yaml", &objects(endpoints))?;
     let source = format!("dir:{}", lab.dir().join("l7").display());
     let controller = free_addr()?;
     lab.spawn(
@@ -100,9 +108,20 @@ pub fn route(lab: &mut Lab, progress: &Progress, pods: &[Pod]) -> anyhow::Result
             &format!("http://{controller}"),
         ],
     )?;
+    wait_serving(lab, router, endpoints)?;
+    Ok((controller, router))
+}
+
+/// Waits until the router answers 200 for the first of `endpoints`.
+pub fn wait_serving(
+    lab: &mut Lab,
+    router: SocketAddr,
+    endpoints: &[(String, SocketAddr)],
+) -> anyhow::Result<()> {
     lab.wait_listening("kuryr-l7 router", router)?;
-    // The router listens once it has the first rules; wait until the first Ingress answers.
-    let (first, _) = &endpoints[0];
+    let Some((first, _)) = endpoints.first() else {
+        return Ok(());
+    };
     interrupt::wait_for(
         "the router to serve the Ingress",
         Duration::from_secs(30),
@@ -111,29 +130,47 @@ pub fn route(lab: &mut Lab, progress: &Progress, pods: &[Pod]) -> anyhow::Result
             let (status, _) = http::get(router, &format!("{first}.free5gc.demo"), "/")?;
             Ok((status == 200).then_some(()))
         },
-    )?;
-    step.done(&format!(
-        "{} Services behind one Ingress; rules on {controller}, HTTP on {router}",
-        endpoints.len()
-    ));
+    )
+}
 
-    let step = progress.step("kuryr-l7: HTTP through the router");
+/// Calls every endpoint through the router, by host and by path: (answered 200 by the right
+/// endpoint, sent), each answer passed to `news`.
+pub fn call_all(
+    router: SocketAddr,
+    endpoints: &[(String, SocketAddr)],
+    mut news: impl FnMut(&str),
+) -> anyhow::Result<(usize, usize)> {
     let mut ok = 0;
     let mut sent = 0;
-    for (name, _) in &endpoints {
+    for (name, _) in endpoints {
         for (host, path) in [
             (format!("{name}.free5gc.demo"), "/healthz".to_owned()),
             ("mgmt.free5gc.demo".to_owned(), format!("/{name}/status")),
         ] {
             sent += 1;
             let (status, body) = http::get(router, &host, &path)?;
-            let right = status == 200 && body.starts_with(&format!("{name} management"));
-            if right {
+            if status == 200 && body.starts_with(&format!("{name} management")) {
                 ok += 1;
             }
-            step.message(&format!("{host}{path} → {status} {}", body.trim()));
+            news(&format!("{host}{path} → {status} {}", body.trim()));
         }
     }
+    Ok((ok, sent))
+}
+
+/// Starts an endpoint per pod, the controller and the router, then calls every endpoint through
+/// the router by host and by path.
+pub fn route(lab: &mut Lab, progress: &Progress, pods: &[Pod]) -> anyhow::Result<Routed> {
+    let step = progress.step("kuryr-l7: controller and router");
+    let endpoints = serve_endpoints(pods.iter().map(|p| p.deployed.as_str()))?;
+    let (controller, router) = start(lab, &endpoints)?;
+    step.done(&format!(
+        "{} Services behind one Ingress; rules on {controller}, HTTP on {router}",
+        endpoints.len()
+    ));
+
+    let step = progress.step("kuryr-l7: HTTP through the router");
+    let (ok, sent) = call_all(router, &endpoints, |news| step.message(news))?;
     step.done(&format!("{ok}/{sent} answered 200 by the right NF"));
     Ok(Routed {
         controller,

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::interrupt;
-use super::lab::{Lab, free_addr};
-use super::progress::Progress;
+use crate::interrupt;
+use crate::lab::{Lab, free_addr};
+use crate::progress::Progress;
 
 /// A workload cluster of the demo: its name becomes a preparer Site, its labels the Site's
 /// metadata that the NFTopology's cluster selectors match.

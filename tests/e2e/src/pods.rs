@@ -9,10 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use super::bmm::CLUSTERS;
-use super::lab::{Lab, Plugged};
-use super::progress::Progress;
-use super::tko::Child;
+use crate::bmm::CLUSTERS;
+use crate::lab::{Lab, Plugged};
+use crate::progress::Progress;
+use crate::tko::Child;
 
 /// The interfaces (name, network instance) of each NF instance of the free5GC example, as
 /// `topology/examples/free5gc/topology.yaml` declares them.
@@ -97,7 +97,7 @@ pub fn plug(
             &lab.dir().join("nimbess/state").display().to_string(),
         ],
     )?;
-    super::interrupt::wait_for("the agent's socket", Duration::from_secs(30), || {
+    crate::interrupt::wait_for("the agent's socket", Duration::from_secs(30), || {
         lab.check_daemons()?;
         Ok(socket.exists().then_some(()))
     })?;

@@ -9,10 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use super::bmm::CLUSTERS;
-use super::interrupt;
-use super::lab::{Lab, free_addr};
-use super::progress::Progress;
+use crate::bmm::CLUSTERS;
+use crate::interrupt;
+use crate::lab::{Lab, free_addr};
+use crate::progress::Progress;
 
 /// The example the demo deploys, relative to the workspace root.
 const EXAMPLE: &str = "topology/examples/free5gc";
@@ -26,6 +26,8 @@ pub struct Child {
     pub nf_type: String,
     /// The site (cluster) it is for.
     pub site: String,
+    /// Whether it is prepared.
+    pub prepared: bool,
     /// Whether it is approved.
     pub approved: bool,
 }
@@ -48,9 +50,20 @@ pub struct Deployed {
     pub connectivities: usize,
 }
 
-/// Runs the preparer and ntc, registers the clusters as sites and deploys the topology.
-pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result<Deployed> {
-    let step = progress.step("preparer: deployment store");
+/// The preparer's CLI against the daemon at `preparer`; its standard output.
+pub fn preparer_cli(lab: &Lab, preparer: SocketAddr, args: &[&str]) -> anyhow::Result<String> {
+    let server = format!("http://{preparer}");
+    lab.run(
+        "preparer-cli",
+        "preparer",
+        args,
+        None,
+        &[("PREPARER_SERVER", &server)],
+    )
+}
+
+/// Starts `preparer serve` (SQLite in the lab's directory, nothing approved by itself).
+pub fn start_preparer(lab: &mut Lab) -> anyhow::Result<SocketAddr> {
     let preparer = free_addr()?;
     let store = format!("sqlite:{}", lab.dir().join("preparer.db").display());
     lab.spawn(
@@ -66,25 +79,21 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
             "false",
             "--interval",
             "500ms",
+            // A crashed preparer's modification leases expire in 5 s, not the default 30 s.
+            "--lease",
+            "5s",
         ],
     )?;
     lab.wait_listening("preparer", preparer)?;
-    step.done(&format!(
-        "Data API on {preparer}, SQLite in the demo's directory"
-    ));
+    Ok(preparer)
+}
 
-    let server = format!("http://{preparer}");
-    let cli = |lab: &Lab, args: &[&str]| -> anyhow::Result<String> {
-        lab.run(
-            "preparer-cli",
-            "preparer",
-            args,
-            None,
-            &[("PREPARER_SERVER", &server)],
-        )
-    };
-
-    let step = progress.step("preparer: clusters as sites");
+/// Registers each of [`CLUSTERS`] as a Site whose metadata are the cluster's labels.
+pub fn register_sites(
+    lab: &Lab,
+    preparer: SocketAddr,
+    mut news: impl FnMut(&str),
+) -> anyhow::Result<()> {
     for cluster in CLUSTERS {
         let site = lab.write(
             &format!("sites/{}.yaml", cluster.name),
@@ -94,27 +103,22 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
                 cluster.name, cluster.site_type, cluster.region
             ),
         )?;
-        cli(
+        let site = site.display().to_string();
+        preparer_cli(
             lab,
-            &[
-                "site",
-                "register",
-                cluster.name,
-                "-f",
-                &site.display().to_string(),
-            ],
+            preparer,
+            &["site", "register", cluster.name, "-f", &site],
         )?;
-        step.message(&format!(
+        news(&format!(
             "{} ({}, {})",
             cluster.name, cluster.site_type, cluster.region
         ));
     }
-    step.done(&format!(
-        "{} sites with the clusters' labels (site-type, region)",
-        CLUSTERS.len()
-    ));
+    Ok(())
+}
 
-    let step = progress.step("ntc: NFTopology plugin");
+/// Starts `ntc serve --backend tko` and waits until it is the preparer's NFTopology plugin.
+pub fn start_ntc(lab: &mut Lab, preparer: SocketAddr) -> anyhow::Result<SocketAddr> {
     let ntc = free_addr()?;
     lab.spawn(
         "ntc",
@@ -124,7 +128,7 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
             "--backend",
             "tko",
             "--data",
-            &server,
+            &format!("http://{preparer}"),
             "--listen",
             &ntc.to_string(),
         ],
@@ -134,31 +138,31 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
         Duration::from_secs(60),
         || {
             lab.check_daemons()?;
-            let plugins: Value =
-                serde_json::from_str(&cli(lab, &["plugin", "list", "-o", "json"])?)?;
+            let plugins: Value = serde_json::from_str(&preparer_cli(
+                lab,
+                preparer,
+                &["plugin", "list", "-o", "json"],
+            )?)?;
             Ok(plugins
                 .as_array()
                 .is_some_and(|list| list.iter().any(|p| p["name"] == "ntc"))
                 .then_some(()))
         },
     )?;
-    step.done(&format!(
-        "registered for topology.nephio.org NFTopology, serving on {ntc}"
-    ));
+    Ok(ntc)
+}
 
-    let step = progress.step("ntc: deploy the free5GC topology");
+/// Registers the NF packages and the topology as templates and creates the topology's
+/// deployment; its id.
+pub fn create_topology(lab: &Lab, preparer: SocketAddr, root: &Path) -> anyhow::Result<String> {
     let example = root.join(EXAMPLE);
     let package = example.join("tko/nf-package.yaml").display().to_string();
     for nf in ["upf", "smf", "amf"] {
-        cli(
+        let template = format!("pkg-example-{nf}-bp");
+        preparer_cli(
             lab,
-            &[
-                "template",
-                "register",
-                &format!("pkg-example-{nf}-bp"),
-                "-f",
-                &package,
-            ],
+            preparer,
+            &["template", "register", &template, "-f", &package],
         )?;
     }
     let topology = format!(
@@ -166,37 +170,103 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
         std::fs::read_to_string(example.join("topology.yaml"))?,
         std::fs::read_to_string(example.join("classes.yaml"))?
     );
-    let topology = lab.write("free5gc-topology.yaml", &topology)?;
-    cli(
+    let topology = lab
+        .write("free5gc-topology.yaml", &topology)?
+        .display()
+        .to_string();
+    preparer_cli(
         lab,
-        &[
-            "template",
-            "register",
-            "free5gc-topology",
-            "-f",
-            &topology.display().to_string(),
-        ],
+        preparer,
+        &["template", "register", "free5gc-topology", "-f", &topology],
     )?;
-    let parent = cli(
+    Ok(preparer_cli(
         lab,
+        preparer,
         &["deployment", "create", "--template", "free5gc-topology"],
     )?
     .trim()
-    .to_owned();
-    let expected = 4; // upf-west on edge01, upf-east on edge02, smf and amf on regional
-    let children = interrupt::wait_for(
+    .to_owned())
+}
+
+/// The children of `parent`.
+pub fn list_children(lab: &Lab, preparer: SocketAddr, parent: &str) -> anyhow::Result<Vec<Child>> {
+    parse_children(&preparer_cli(
+        lab,
+        preparer,
+        &["deployment", "list", "--parent", parent, "-o", "json"],
+    )?)
+}
+
+/// The children of the free5GC topology on [`CLUSTERS`]: upf-west on edge01, upf-east on
+/// edge02, the SMF and the AMF on regional.
+pub const EXPECTED_CHILDREN: usize = 4;
+
+/// Waits until `parent` has [`EXPECTED_CHILDREN`] prepared children (never more).
+pub fn wait_children(
+    lab: &mut Lab,
+    preparer: SocketAddr,
+    parent: &str,
+    mut news: impl FnMut(&str),
+) -> anyhow::Result<Vec<Child>> {
+    interrupt::wait_for(
         "the topology's children to be prepared",
         Duration::from_secs(60),
         || {
             lab.check_daemons()?;
-            let children = parse_children(&cli(
-                lab,
-                &["deployment", "list", "--parent", &parent, "-o", "json"],
-            )?)?;
-            step.message(&format!("{}/{expected} children", children.len()));
-            Ok((children.len() == expected).then_some(children))
+            let children = list_children(lab, preparer, parent)?;
+            if children.len() > EXPECTED_CHILDREN {
+                bail!(
+                    "{} children, {EXPECTED_CHILDREN} expected: {children:?}",
+                    children.len()
+                );
+            }
+            news(&format!("{}/{EXPECTED_CHILDREN} children", children.len()));
+            Ok(
+                (children.len() == EXPECTED_CHILDREN && children.iter().all(|c| c.prepared))
+                    .then_some(children),
+            )
         },
-    )?;
+    )
+}
+
+/// Instances and connectivities of the NFDeployedTopology in `parent`'s package.
+pub fn deployed_topology(
+    lab: &Lab,
+    preparer: SocketAddr,
+    parent: &str,
+) -> anyhow::Result<(usize, usize)> {
+    let deployment: Value = serde_json::from_str(&preparer_cli(
+        lab,
+        preparer,
+        &["deployment", "get", parent, "-o", "json"],
+    )?)?;
+    Ok(count_deployed(&deployment))
+}
+
+/// Runs the preparer and ntc, registers the clusters as sites and deploys the topology.
+pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result<Deployed> {
+    let step = progress.step("preparer: deployment store");
+    let preparer = start_preparer(lab)?;
+    step.done(&format!(
+        "Data API on {preparer}, SQLite in the demo's directory"
+    ));
+
+    let step = progress.step("preparer: clusters as sites");
+    register_sites(lab, preparer, |news| step.message(news))?;
+    step.done(&format!(
+        "{} sites with the clusters' labels (site-type, region)",
+        CLUSTERS.len()
+    ));
+
+    let step = progress.step("ntc: NFTopology plugin");
+    let ntc = start_ntc(lab, preparer)?;
+    step.done(&format!(
+        "registered for topology.nephio.org NFTopology, serving on {ntc}"
+    ));
+
+    let step = progress.step("ntc: deploy the free5GC topology");
+    let parent = create_topology(lab, preparer, root)?;
+    let children = wait_children(lab, preparer, &parent, |news| step.message(news))?;
     if children.iter().any(|c| c.approved) {
         bail!("a child was approved before anyone approved it: {children:?}");
     }
@@ -213,14 +283,11 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
     let step = progress.step("ntc: SMF waits for its UPFs");
     for upf in children.iter().filter(|c| c.nf_type == "upf") {
         step.message(&format!("approving the UPF on {}", upf.site));
-        cli(lab, &["deployment", "approve", &upf.id])?;
+        preparer_cli(lab, preparer, &["deployment", "approve", &upf.id])?;
     }
     let children = interrupt::wait_for("ntc to approve the SMF", Duration::from_secs(30), || {
         lab.check_daemons()?;
-        let children = parse_children(&cli(
-            lab,
-            &["deployment", "list", "--parent", &parent, "-o", "json"],
-        )?)?;
+        let children = list_children(lab, preparer, &parent)?;
         let smf_approved = children.iter().any(|c| c.nf_type == "smf" && c.approved);
         Ok(smf_approved.then_some(children))
     })?;
@@ -232,16 +299,14 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
         .iter()
         .filter(|c| c.nf_type == "amf" && !c.approved)
     {
-        cli(lab, &["deployment", "approve", &amf.id])?;
+        preparer_cli(lab, preparer, &["deployment", "approve", &amf.id])?;
     }
     let (deployed_instances, connectivities) = interrupt::wait_for(
         "the NFDeployedTopology to list every instance",
         Duration::from_secs(30),
         || {
-            let parent: Value =
-                serde_json::from_str(&cli(lab, &["deployment", "get", &parent, "-o", "json"])?)?;
-            let counts = deployed_topology(&parent)?;
-            Ok((counts.0 == expected).then_some(counts))
+            let counts = deployed_topology(lab, preparer, &parent)?;
+            Ok((counts.0 == EXPECTED_CHILDREN).then_some(counts))
         },
     )?;
     step.done(&format!(
@@ -284,6 +349,7 @@ fn parse_children(json: &str) -> anyhow::Result<Vec<Child>> {
                 .to_owned(),
             nf_type: nf_type.to_owned(),
             site: entry["siteId"].as_str().unwrap_or_default().to_owned(),
+            prepared: entry["prepared"] == Value::Bool(true),
             approved: entry["approved"] == Value::Bool(true),
         });
     }
@@ -297,9 +363,9 @@ fn parse_children(json: &str) -> anyhow::Result<Vec<Child>> {
 }
 
 /// Instances and connectivities of the NFDeployedTopology in a `deployment get -o json`.
-fn deployed_topology(deployment: &Value) -> anyhow::Result<(usize, usize)> {
+fn count_deployed(deployment: &Value) -> (usize, usize) {
     let Some(topology) = find_kind(deployment, "NFDeployedTopology") else {
-        return Ok((0, 0));
+        return (0, 0);
     };
     let instances = topology["spec"]["nfInstances"]
         .as_array()
@@ -309,7 +375,7 @@ fn deployed_topology(deployment: &Value) -> anyhow::Result<(usize, usize)> {
         .iter()
         .map(|i| i["connectivities"].as_array().map_or(0, Vec::len))
         .sum();
-    Ok((instances.len(), connectivities))
+    (instances.len(), connectivities)
 }
 
 /// The first object of `kind` anywhere in `value`.

@@ -21,6 +21,12 @@ pub struct Step {
     demo_started: Instant,
 }
 
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Progress {
     /// Spinners on a terminal, plain lines otherwise.
     pub fn new() -> Self {

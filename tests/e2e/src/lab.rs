@@ -7,7 +7,6 @@
 //! its logs.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
@@ -17,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::interrupt;
+use crate::interrupt;
 
 /// How long a daemon gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -25,6 +24,8 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// A daemon the lab started.
 struct Daemon {
     name: String,
+    program: String,
+    args: Vec<String>,
     child: Child,
     log: PathBuf,
 }
@@ -101,8 +102,50 @@ impl Lab {
 
     /// Starts the workspace binary `program` as the daemon `name`, its output in its log.
     pub fn spawn(&mut self, name: &str, program: &str, args: &[&str]) -> anyhow::Result<()> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let (child, log) = self.start(name, program, &args, false)?;
+        self.daemons.push(Daemon {
+            name: name.to_owned(),
+            program: program.to_owned(),
+            args,
+            child,
+            log,
+        });
+        Ok(())
+    }
+
+    /// Kills the daemon `name` with SIGKILL (a crash: no drain, no cleanup of its own) and
+    /// starts it again with the same arguments, its log continued.
+    pub fn crash_and_restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = self
+            .daemons
+            .iter()
+            .position(|d| d.name == name)
+            .with_context(|| format!("no daemon {name} to restart"))?;
+        let mut daemon = self.daemons.remove(index);
+        daemon.child.kill()?;
+        daemon.child.wait()?;
+        let (child, _) = self.start(name, &daemon.program, &daemon.args, true)?;
+        daemon.child = child;
+        self.daemons.push(daemon);
+        Ok(())
+    }
+
+    fn start(
+        &self,
+        name: &str,
+        program: &str,
+        args: &[String],
+        append: bool,
+    ) -> anyhow::Result<(Child, PathBuf)> {
         let log = self.log(name);
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&log)
+            .with_context(|| format!("opening {}", log.display()))?;
         let child = Command::new(self.binary(program))
             .args(args)
             .stdin(Stdio::null())
@@ -113,12 +156,7 @@ impl Lab {
             .process_group(0)
             .spawn()
             .with_context(|| format!("starting {program} (is it built?)"))?;
-        self.daemons.push(Daemon {
-            name: name.to_owned(),
-            child,
-            log,
-        });
-        Ok(())
+        Ok((child, log))
     }
 
     /// Fails naming the daemon and its log when one of the daemons has exited.

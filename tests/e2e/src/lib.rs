@@ -1,0 +1,34 @@
+//! The daemons together, as their binaries run: the stages of the path `cargo xtask demo`
+//! walks (BMM clusters → preparer sites → ntc's topology → nimbess pods → kuryr-l7 routes), and
+//! the lab they run in, shared by the demo and the cross-daemon tests under `tests/`.
+//!
+//! Everything here drives the real binaries from the workspace's `target/debug` over their
+//! command lines and APIs, as an operator would; nothing links a daemon's library.
+
+pub mod bmm;
+pub mod demo;
+pub mod http;
+pub mod interrupt;
+pub mod lab;
+pub mod pods;
+pub mod progress;
+pub mod router;
+pub mod tko;
+
+use std::path::{Path, PathBuf};
+
+/// The workspace's root folder.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Where the daemons' dev-profile binaries are: `$CARGO_TARGET_DIR/debug`, else
+/// `target/debug` under the workspace.
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("debug")
+}
