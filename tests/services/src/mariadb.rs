@@ -36,6 +36,8 @@ const SETTINGS: &[&str] = &[
     "--skip-log-bin",
     "--innodb-flush-log-at-trx-commit=0",
     "--innodb-doublewrite=0",
+    // One tablespace: creating the ~120 tables of a schema is twice as fast.
+    "--innodb-file-per-table=0",
     "--innodb-log-file-size=16M",
     "--innodb-buffer-pool-size=64M",
     "--character-set-server=utf8mb4",
@@ -63,6 +65,7 @@ pub struct MariaDb {
     process: ServerProcess,
     socket: PathBuf,
     client: PathBuf,
+    dump: PathBuf,
     log: PathBuf,
     dir: TempDir,
 }
@@ -77,6 +80,7 @@ impl MariaDb {
         let install_db = program("mariadb-install-db", PACKAGE)?;
         let server = program("mariadbd", PACKAGE)?;
         let client = program("mariadb", PACKAGE)?;
+        let dump = program("mariadb-dump", PACKAGE)?;
         let dir = tempfile::Builder::new()
             .prefix("nephrite-mariadb-")
             .tempdir()
@@ -143,6 +147,7 @@ impl MariaDb {
             process,
             socket,
             client,
+            dump,
             log,
             dir,
         })
@@ -197,6 +202,66 @@ impl MariaDb {
             )));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The whole of `database` (schema and rows) as SQL, through `mariadb-dump`.
+    pub fn dump(&self, database: &str) -> Result<String, SqlError> {
+        let failed = |detail: String| SqlError {
+            database: database.to_owned(),
+            sql: "(mariadb-dump)".to_owned(),
+            detail,
+        };
+        let out = Command::new(&self.dump)
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket.display()))
+            .args(["--user=root", "--skip-comments", "--skip-dump-date"])
+            .args(["--single-transaction", database])
+            .output()
+            .map_err(|e| failed(format!("cannot run {}: {e}", self.dump.display())))?;
+        if !out.status.success() {
+            return Err(failed(format!(
+                "mariadb-dump {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        String::from_utf8(out.stdout).map_err(|e| failed(format!("not UTF-8: {e}")))
+    }
+
+    /// Run the SQL script `script` (e.g. a [`MariaDb::dump`]) on `database`.
+    pub fn load(&self, database: &str, script: &str) -> Result<(), SqlError> {
+        let failed = |detail: String| SqlError {
+            database: database.to_owned(),
+            sql: "(script)".to_owned(),
+            detail,
+        };
+        let mut child = Command::new(&self.client)
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket.display()))
+            .args(["--user=root", "--batch", "--database", database])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| failed(format!("cannot run {}: {e}", self.client.display())))?;
+        let written = child
+            .stdin
+            .take()
+            .map(|mut stdin| std::io::Write::write_all(&mut stdin, script.as_bytes()));
+        let out = child
+            .wait_with_output()
+            .map_err(|e| failed(format!("mariadb: {e}")))?;
+        if let Some(Err(e)) = written {
+            return Err(failed(format!("cannot send the script: {e}")));
+        }
+        if !out.status.success() {
+            return Err(failed(format!(
+                "mariadb {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
     }
 
     /// The server's log file.

@@ -99,15 +99,14 @@ impl OpenStack {
         });
         let (octavia_venv, neutron_venv, mariadb, rabbitmq) =
             (octavia_venv?, neutron_venv?, mariadb?, rabbitmq?);
-        let database = |name: &str| {
+        for name in ["octavia", "neutron"] {
             mariadb
                 .create_database(name)
-                .map_err(|e| Unavailable::failed("MariaDB", e.to_string()))
-        };
-        let (octavia_db, neutron_db) = (database("octavia")?, database("neutron")?);
+                .map_err(|e| Unavailable::failed("MariaDB", e.to_string()))?;
+        }
         let (octavia, neutron) = thread::scope(|s| {
-            let octavia = s.spawn(|| Octavia::start(&octavia_venv, octavia_db, &rabbitmq));
-            let neutron = s.spawn(|| Neutron::start(&neutron_venv, neutron_db));
+            let octavia = s.spawn(|| Octavia::start(&octavia_venv, &mariadb, &rabbitmq));
+            let neutron = s.spawn(|| Neutron::start(&neutron_venv, &mariadb));
             (
                 joined(octavia.join(), "Octavia"),
                 joined(neutron.join(), "Neutron"),
@@ -191,6 +190,44 @@ pub(crate) fn joined<T>(
     what: &str,
 ) -> Result<T, Unavailable> {
     result.unwrap_or_else(|_| Err(Unavailable::failed(what, "its start-up thread panicked")))
+}
+
+/// Migrate `database` with `migrate` (its output in `log`), or load the schema an earlier
+/// migration from the same Python environment left beside it: the migrations cost 5–30 s
+/// (Neutron's are the longest), loading their result 2–4 s. The cache is written once the
+/// migration succeeded, atomically; a cache that fails to load is dropped and the migration
+/// runs.
+pub(crate) fn migrate(
+    what: &str,
+    venv: &venv::Venv,
+    mariadb: &MariaDb,
+    database: &str,
+    migrate: Command,
+    log: &Path,
+) -> Result<(), Unavailable> {
+    let cache = venv.dir().join(format!("nephrite-schema-{database}.sql"));
+    if let Ok(script) = std::fs::read_to_string(&cache) {
+        if mariadb.load(database, &script).is_ok() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&cache);
+        let quoted = crate::mariadb::quote_identifier(database);
+        mariadb
+            .sql(
+                "mysql",
+                &format!("DROP DATABASE {quoted}; CREATE DATABASE {quoted} CHARACTER SET utf8mb4"),
+            )
+            .map_err(|e| Unavailable::failed("MariaDB", e.to_string()))?;
+    }
+    run_to_completion(what, migrate, log)?;
+    if let Ok(script) = mariadb.dump(database) {
+        let staged = cache.with_extension(format!("sql.{}", std::process::id()));
+        if std::fs::write(&staged, script).is_ok() {
+            let _ = std::fs::rename(&staged, &cache);
+        }
+        let _ = std::fs::remove_file(&staged);
+    }
+    Ok(())
 }
 
 /// Run a one-shot command (migrations, `openssl`) to completion, its output in `log`; a

@@ -124,7 +124,12 @@ impl Keystone {
         for (i, step) in steps.iter().enumerate() {
             let mut command = manage(&venv, &config, dir.path());
             command.args(*step);
-            run_to_completion(WHAT, command, &dir.path().join(format!("manage-{i}.log")))?;
+            let log = dir.path().join(format!("manage-{i}.log"));
+            if step[0] == "db_sync" {
+                super::migrate(WHAT, &venv, &mariadb, "keystone", command, &log)?;
+            } else {
+                run_to_completion(WHAT, command, &log)?;
+            }
         }
 
         let mut command = venv.script("gunicorn");

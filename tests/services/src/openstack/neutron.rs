@@ -15,14 +15,17 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::venv::Venv;
-use super::{READY_TIMEOUT, STOP_GRACE, run_to_completion};
-use crate::Unavailable;
+use super::{READY_TIMEOUT, STOP_GRACE};
 use crate::http::http_get;
 use crate::port::free_loopback_port;
 use crate::server_process::ServerProcess;
+use crate::{MariaDb, Unavailable};
 
 /// What error messages call this service.
 const WHAT: &str = "Neutron";
+
+/// Neutron's database in MariaDB.
+const DATABASE: &str = "neutron";
 
 /// How many ports to try when another process takes the chosen one first.
 const PORT_ATTEMPTS: usize = 5;
@@ -39,9 +42,10 @@ pub(crate) struct Neutron {
 }
 
 impl Neutron {
-    /// Write the configuration, migrate the database at `database_url`, start gunicorn and
-    /// wait until `GET /v2.0/networks` answers.
-    pub(crate) fn start(venv: &Venv, database_url: String) -> Result<Neutron, Unavailable> {
+    /// Write the configuration, migrate the database `neutron` of `mariadb`, start gunicorn
+    /// and wait until `GET /v2.0/networks` answers.
+    pub(crate) fn start(venv: &Venv, mariadb: &MariaDb) -> Result<Neutron, Unavailable> {
+        let database_url = mariadb.sqlalchemy_url(DATABASE);
         let dir = tempfile::Builder::new()
             .prefix("nephrite-neutron-")
             .tempdir()
@@ -79,7 +83,8 @@ impl Neutron {
             .arg(&config)
             .args(["upgrade", "heads"])
             .current_dir(dir.path());
-        run_to_completion(WHAT, migrate, &dir.path().join("db-manage.log"))?;
+        let log = dir.path().join("db-manage.log");
+        super::migrate(WHAT, venv, mariadb, DATABASE, migrate, &log)?;
 
         let mut attempt = 0;
         loop {

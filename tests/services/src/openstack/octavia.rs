@@ -18,15 +18,18 @@ use tempfile::TempDir;
 
 use super::venv::Venv;
 use super::{READY_TIMEOUT, STOP_GRACE, run_to_completion};
-use crate::Unavailable;
 use crate::http::http_get;
 use crate::port::free_loopback_port;
 use crate::rabbitmq::RabbitMq;
 use crate::server_process::ServerProcess;
 use crate::tool::program;
+use crate::{MariaDb, Unavailable};
 
 /// What error messages call this service.
 const WHAT: &str = "Octavia";
+
+/// Octavia's database in MariaDB.
+const DATABASE: &str = "octavia";
 
 /// The queue `octavia-worker` consumes; the API's casts are lost until it does.
 const WORKER_QUEUE: &str = "octavia_provisioning_v2";
@@ -56,11 +59,12 @@ pub(crate) struct Settings {
 }
 
 impl Octavia {
-    /// Make a CA, write the configuration, migrate the database at `database_url`, start the
-    /// worker and the API, and wait until the API answers and the worker consumes its queue.
+    /// Make a CA, write the configuration, migrate the database `octavia` of `mariadb`, start
+    /// the worker and the API, and wait until the API answers and the worker consumes its
+    /// queue.
     pub(crate) fn start(
         venv: &Venv,
-        database_url: String,
+        mariadb: &MariaDb,
         rabbitmq: &RabbitMq,
     ) -> Result<Octavia, Unavailable> {
         let dir = tempfile::Builder::new()
@@ -75,7 +79,7 @@ impl Octavia {
         let lock_path = dir.path().join("lock");
         let config = dir.path().join("octavia.conf");
         let mut settings = Settings {
-            database_url,
+            database_url: mariadb.sqlalchemy_url(DATABASE),
             transport_url: rabbitmq.transport_url(),
             port: 0,
             ca_certificate,
@@ -89,7 +93,8 @@ impl Octavia {
             .arg(&config)
             .args(["upgrade", "head"])
             .current_dir(dir.path());
-        run_to_completion(WHAT, migrate, &dir.path().join("db-manage.log"))?;
+        let log = dir.path().join("db-manage.log");
+        super::migrate(WHAT, venv, mariadb, DATABASE, migrate, &log)?;
 
         let mut worker = venv.script("octavia-worker");
         worker
