@@ -26,7 +26,7 @@ enum Command {
     /// Print a bearer token (HS256) for an org, nothing else.
     Token {
         /// The simulator's JWT secret.
-        #[arg(long, env = "BMM_SIM_JWT_SECRET", default_value = "bmm-sim-secret")]
+        #[arg(long, env = "BMM_SIM_JWT_SECRET")]
         secret: String,
         /// The org the token is for.
         #[arg(long, env = "BMM_SIM_ORG")]
@@ -43,8 +43,9 @@ struct ServeFlags {
     #[arg(long, env = "BMM_SIM_LISTEN", default_value = "127.0.0.1:8099")]
     listen: SocketAddr,
     /// HS256 secret of the bearer tokens.
-    #[arg(long, env = "BMM_SIM_JWT_SECRET", default_value = "bmm-sim-secret")]
-    jwt_secret: String,
+    /// HS256 secret of the bearer tokens (a random one, printed at start, when absent).
+    #[arg(long, env = "BMM_SIM_JWT_SECRET")]
+    jwt_secret: Option<String>,
     /// Time for an instance to become Ready (`60s`, `500ms`).
     #[arg(long, env = "BMM_SIM_PROVISION_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
     provision_delay: Duration,
@@ -97,8 +98,16 @@ async fn main() -> anyhow::Result<()> {
         (0.0..=1.0).contains(&f.lost_response_rate),
         "--lost-response-rate must be between 0 and 1"
     );
+    let jwt_secret = match f.jwt_secret {
+        Some(secret) => secret,
+        None => {
+            let secret = nephrite_bmm_provider::sim::auth::random_secret();
+            println!("bmm-sim JWT secret (no --jwt-secret given): {secret}");
+            secret
+        }
+    };
     let sim = Sim::new(SimConfig {
-        jwt_secret: f.jwt_secret,
+        jwt_secret,
         provision_delay: f.provision_delay,
         network_delay: f.network_delay,
         reboot_delay: f.reboot_delay,

@@ -40,6 +40,35 @@ pub enum TokenError {
     },
 }
 
+/// A fresh random secret (two v4 UUIDs from the OS's random source, 244 random bits), for a
+/// simulator started without one.
+pub fn random_secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Decodes the percent-escapes of a path segment (`acm%65` → `acme`), as the router does
+/// before handlers see it; `None` when an escape is malformed or the result is not UTF-8.
+pub fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Signs a token for `org`, valid `ttl` from `now_secs`.
 pub fn issue(secret: &str, org: &str, now_secs: u64, ttl: Duration) -> Result<String, TokenError> {
     let claims = Claims {

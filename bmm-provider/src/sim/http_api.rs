@@ -292,16 +292,29 @@ async fn list(sim: Sim, kind: Kind, org: String, params: HashMap<String, String>
     }
 }
 
-async fn fetch(sim: Sim, kind: Kind, id: String) -> Response {
-    match with_world(&sim, |w| w.get(kind, &id)) {
+/// Runs `f` once the object `id` of `kind` is known not to belong to another org than `org`
+/// (403 otherwise).
+fn with_owned<T>(
+    sim: &Sim,
+    (kind, org, id): (Kind, &str, &str),
+    f: impl FnOnce(&mut World) -> T,
+) -> Result<T, Refusal> {
+    with_world(sim, |w| {
+        w.check_owner(kind, id, org)?;
+        Ok(f(w))
+    })?
+}
+
+async fn fetch(sim: Sim, kind: Kind, org: String, id: String) -> Response {
+    match with_owned(&sim, (kind, &org, &id), |w| w.get(kind, &id)) {
         Ok(Some(v)) => ok(StatusCode::OK, v),
         Ok(None) => refusal(Refusal::not_found()),
         Err(r) => refusal(r),
     }
 }
 
-async fn remove(sim: Sim, kind: Kind, id: String) -> Response {
-    match with_world(&sim, |w| w.delete(kind, &id)) {
+async fn remove(sim: Sim, kind: Kind, org: String, id: String) -> Response {
+    match with_owned(&sim, (kind, &org, &id), |w| w.delete(kind, &id)) {
         Ok(Ok(status)) => StatusCode::from_u16(status)
             .unwrap_or(StatusCode::ACCEPTED)
             .into_response(),
@@ -333,13 +346,13 @@ macro_rules! kind_routes {
             .route(
                 &api(concat!($path, "/{", $id, "}")),
                 get(
-                    |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>| async move {
-                        fetch(s, $kind, id).await
+                    |State(s): State<Sim>, Path((org, id)): Path<(String, String)>| async move {
+                        fetch(s, $kind, org, id).await
                     },
                 )
                 .delete(
-                    |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>| async move {
-                        remove(s, $kind, id).await
+                    |State(s): State<Sim>, Path((org, id)): Path<(String, String)>| async move {
+                        remove(s, $kind, org, id).await
                     },
                 ),
             )
@@ -361,8 +374,9 @@ pub fn router(sim: Sim) -> Router {
     r = r.route(
         &api("instance/{instanceId}"),
         axum::routing::patch(
-            |State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, b: Bytes| async move {
+            |State(s): State<Sim>, Path((org, id)): Path<(String, String)>, b: Bytes| async move {
                 update(&s, "instance/{instanceId}", &b, |w, body| {
+                    w.check_owner(Kind::Instance, &id, &org)?;
                     w.update_instance(&id, body)
                 })
             },
@@ -377,14 +391,14 @@ pub fn router(sim: Sim) -> Router {
         )
         .route(
             &api("vpc/{vpcId}"),
-            get(|State(s): State<Sim>, Path((_o, id)): Path<(String, String)>| async move { fetch(s, Kind::Vpc, id).await })
-                .delete(|State(s): State<Sim>, Path((_o, id)): Path<(String, String)>| async move { remove(s, Kind::Vpc, id).await })
-                .patch(|State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, b: Bytes| async move {
+            get(|State(s): State<Sim>, Path((org, id)): Path<(String, String)>| async move { fetch(s, Kind::Vpc, org, id).await })
+                .delete(|State(s): State<Sim>, Path((org, id)): Path<(String, String)>| async move { remove(s, Kind::Vpc, org, id).await })
+                .patch(|State(s): State<Sim>, Path((org, id)): Path<(String, String)>, b: Bytes| async move {
                     let body = match body_for("patch", "vpc/{vpcId}", &b) {
                         Ok(b) => b,
                         Err(r) => return refusal(r),
                     };
-                    match with_world(&s, |w| w.update_vpc(&id, &body)) {
+                    match with_owned(&s, (Kind::Vpc, &org, &id), |w| w.update_vpc(&id, &body)) {
                         Ok(Ok(v)) => ok(StatusCode::OK, v),
                         Ok(Err(e)) => refusal(e),
                         Err(r) => refusal(r),
@@ -430,8 +444,8 @@ pub fn router(sim: Sim) -> Router {
         )
         .route(
             &api("instance/{instanceId}/status-history"),
-            get(|State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, Query(q): Params| async move {
-                match with_world(&s, |w| w.get(Kind::Instance, &id)) {
+            get(|State(s): State<Sim>, Path((org, id)): Path<(String, String)>, Query(q): Params| async move {
+                match with_owned(&s, (Kind::Instance, &org, &id), |w| w.get(Kind::Instance, &id)) {
                     Ok(Some(i)) => page(i["statusHistory"].as_array().cloned().unwrap_or_default(), &q),
                     Ok(None) => refusal(Refusal::not_found()),
                     Err(r) => refusal(r),
@@ -440,8 +454,8 @@ pub fn router(sim: Sim) -> Router {
         )
         .route(
             &api("instance/{instanceId}/interface"),
-            get(|State(s): State<Sim>, Path((_o, id)): Path<(String, String)>, Query(q): Params| async move {
-                match with_world(&s, |w| w.get(Kind::Instance, &id)) {
+            get(|State(s): State<Sim>, Path((org, id)): Path<(String, String)>, Query(q): Params| async move {
+                match with_owned(&s, (Kind::Instance, &org, &id), |w| w.get(Kind::Instance, &id)) {
                     Ok(Some(i)) => page(i["interfaces"].as_array().cloned().unwrap_or_default(), &q),
                     Ok(None) => refusal(Refusal::not_found()),
                     Err(r) => refusal(r),
@@ -467,12 +481,9 @@ pub fn router(sim: Sim) -> Router {
                 }
             }),
         );
-    let guarded = r.layer(middleware::from_fn_with_state(sim.clone(), guard));
-    guarded
-        .route(
-            "/metrics",
-            get(|State(s): State<Sim>| async move { s.metrics.encode() }),
-        )
+    // Every path but /metrics is authorised before it is routed: an unserved operation is a
+    // 401 without a valid token, as on the platform.
+    let guarded = r
         .fallback(|| async {
             error(
                 404,
@@ -480,6 +491,12 @@ pub fn router(sim: Sim) -> Router {
                 Value::Null,
             )
         })
+        .layer(middleware::from_fn_with_state(sim.clone(), guard));
+    guarded
+        .route(
+            "/metrics",
+            get(|State(s): State<Sim>| async move { s.metrics.encode() }),
+        )
         .with_state(sim)
 }
 
@@ -631,13 +648,16 @@ async fn guarded(sim: &Sim, request: Request, next: Next) -> Response {
         sim.metrics.faults.inc();
         return injected(sim, [429u16, 502, 503, 504][fastrand::usize(0..4)]);
     }
-    let org = request
+    // The org as the handlers see it: percent-decoded (`acm%65` is `acme`).
+    let Some(org) = request
         .uri()
         .path()
         .split('/')
         .nth(3)
-        .unwrap_or_default()
-        .to_string();
+        .map_or(Some(String::new()), super::auth::percent_decode)
+    else {
+        return error(400, "Invalid org in path", Value::Null);
+    };
     let header = request
         .headers()
         .get(http::header::AUTHORIZATION)

@@ -26,7 +26,7 @@ pub use world::{Delays, INSTANCE_TYPE_ID, Kind, SITE_ID, World};
 /// How the simulator behaves.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// HS256 secret of the bearer tokens.
+    /// HS256 secret of the bearer tokens (random by default: no well-known secret).
     pub jwt_secret: String,
     /// Time for an instance to become Ready (and to go after a delete).
     pub provision_delay: Duration,
@@ -51,7 +51,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            jwt_secret: "bmm-sim-secret".into(),
+            jwt_secret: auth::random_secret(),
             provision_delay: Duration::from_secs(5),
             network_delay: Duration::from_secs(1),
             reboot_delay: Duration::from_secs(2),

@@ -416,6 +416,26 @@ impl World {
         Ok(202)
     }
 
+    /// Refuses (403) an object of `kind` that belongs to another org's tenant; a missing one
+    /// passes (the operation answers 404 itself).
+    pub fn check_owner(&mut self, kind: Kind, id: &str, org: &str) -> Result<(), Refusal> {
+        let tenant = self.tenant(org)["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match self.record(kind, id) {
+            Some(r) if str_field(&r.body, "tenantId") != Some(tenant.as_str()) => Err(Refusal {
+                status: 403,
+                message: format!(
+                    "User is not allowed to perform this action: {} {id} does not belong to org {org:?}",
+                    kind.label()
+                ),
+                data: Value::Null,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The machines, as the API returns them.
     pub fn machines(&self) -> Vec<Value> {
         self.machines.iter().cloned().map(Value::Object).collect()
