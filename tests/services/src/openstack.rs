@@ -230,6 +230,36 @@ pub(crate) fn migrate(
     Ok(())
 }
 
+/// gunicorn (one worker) serving the WSGI application `wsgi_app` (e.g. `neutron.wsgi.api`) on
+/// 127.0.0.1:`port`, from `dir`. Importing an OpenStack WSGI app parses `sys.argv` with
+/// oslo.config, which would choke on gunicorn's arguments, so gunicorn loads a module written
+/// into `dir` that clears `sys.argv` first. The caller adds the configuration's variable.
+pub(crate) fn gunicorn(
+    what: &str,
+    venv: &venv::Venv,
+    dir: &Path,
+    wsgi_app: &str,
+    port: u16,
+) -> Result<Command, Unavailable> {
+    const MODULE: &str = "nephrite_wsgi_app";
+    let module = dir.join(format!("{MODULE}.py"));
+    std::fs::write(
+        &module,
+        format!(
+            "import sys\nsys.argv = sys.argv[:1]\nfrom {wsgi_app} import application  # noqa\n"
+        ),
+    )
+    .map_err(|e| Unavailable::failed(what, format!("cannot write {}: {e}", module.display())))?;
+    let mut command = venv.script("gunicorn");
+    command
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .args(["--workers", "1", "--timeout", "120", "--chdir"])
+        .arg(dir)
+        .arg(format!("{MODULE}:application"))
+        .current_dir(dir);
+    Ok(command)
+}
+
 /// Run a one-shot command (migrations, `openssl`) to completion, its output in `log`; a
 /// failure is `what` failing, with the log's tail.
 pub(crate) fn run_to_completion(

@@ -6,7 +6,7 @@
 //! `keystone-manage` migrates a MariaDB database, creates the fernet and credential keys in the
 //! temporary directory and bootstraps an `admin` user and project (domain `Default`) with the
 //! identity endpoint in region `RegionOne`; the WSGI app `keystone.wsgi.api` runs under
-//! gunicorn, loaded through a module that clears `sys.argv` as for Neutron.
+//! [`gunicorn`](super::gunicorn) as Neutron's is.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
@@ -27,9 +27,6 @@ const WHAT: &str = "Keystone";
 
 /// The bootstrapped administrator's password.
 const ADMIN_PASSWORD: &str = "nephrite-admin";
-
-/// The module gunicorn loads.
-const APP_MODULE: &str = "nephrite_keystone_api";
 
 /// A running Keystone on its own MariaDB; both stopped on drop.
 ///
@@ -80,14 +77,6 @@ impl Keystone {
         std::fs::write(&config, self::config(&database, dir.path())).map_err(|e| {
             Unavailable::failed(WHAT, format!("cannot write {}: {e}", config.display()))
         })?;
-        let module = dir.path().join(format!("{APP_MODULE}.py"));
-        std::fs::write(
-            &module,
-            "import sys\nsys.argv = sys.argv[:1]\nfrom keystone.wsgi.api import application  # noqa\n",
-        )
-        .map_err(|e| {
-            Unavailable::failed(WHAT, format!("cannot write {}: {e}", module.display()))
-        })?;
 
         let (user, group) = (id("-un")?, id("-gn")?);
         let url = format!("http://127.0.0.1:{port}/v3");
@@ -132,14 +121,8 @@ impl Keystone {
             }
         }
 
-        let mut command = venv.script("gunicorn");
-        command
-            .args(["--bind", &format!("127.0.0.1:{port}")])
-            .args(["--workers", "1", "--timeout", "120", "--chdir"])
-            .arg(dir.path())
-            .arg(format!("{APP_MODULE}:application"))
-            .env("OS_KEYSTONE_CONFIG_FILES", &config)
-            .current_dir(dir.path());
+        let mut command = super::gunicorn(WHAT, &venv, dir.path(), "keystone.wsgi.api", port)?;
+        command.env("OS_KEYSTONE_CONFIG_FILES", &config);
         let mut server = ServerProcess::spawn(
             WHAT,
             command,

@@ -2,9 +2,7 @@
 //! router plugin, no agents.
 //!
 //! Neutron 29 has no eventlet `neutron-server` any more; the API is a WSGI app configured
-//! through `OS_NEUTRON_CONFIG_FILES`. Importing it parses `sys.argv` with oslo.config, which
-//! would choke on gunicorn's arguments, so gunicorn loads a two-line module that clears
-//! `sys.argv` first. `transport_url = fake://` and no agents: ports stay `DOWN`, routers are
+//! through `OS_NEUTRON_CONFIG_FILES`, served by [`gunicorn`](super::gunicorn). `transport_url = fake://` and no agents: ports stay `DOWN`, routers are
 //! `ACTIVE`, and the floating-IP reachability check (`ExternalGatewayForFloatingIPNotFound`) is
 //! Neutron's own. `auth_strategy = noauth`: every create body must carry `project_id`.
 
@@ -29,9 +27,6 @@ const DATABASE: &str = "neutron";
 
 /// How many ports to try when another process takes the chosen one first.
 const PORT_ATTEMPTS: usize = 5;
-
-/// The module gunicorn loads: clears `sys.argv` before Neutron's WSGI app parses it.
-const APP_MODULE: &str = "nephrite_neutron_api";
 
 /// A running Neutron API; stopped and the directory removed on drop.
 #[derive(Debug)]
@@ -64,14 +59,6 @@ impl Neutron {
                 ),
             )
         })?;
-        let module = dir.path().join(format!("{APP_MODULE}.py"));
-        std::fs::write(
-            &module,
-            "import sys\nsys.argv = sys.argv[:1]\nfrom neutron.wsgi.api import application  # noqa\n",
-        )
-        .map_err(|e| {
-            Unavailable::failed(WHAT, format!("cannot write {}: {e}", module.display()))
-        })?;
         let config = dir.path().join("neutron.conf");
         let text = self::config(&database_url, &paste, &dir.path().join("lock"));
         std::fs::write(&config, text).map_err(|e| {
@@ -92,14 +79,8 @@ impl Neutron {
             let port = free_loopback_port().map_err(|e| {
                 Unavailable::failed(WHAT, format!("no free port on 127.0.0.1: {e}"))
             })?;
-            let mut command = venv.script("gunicorn");
-            command
-                .args(["--bind", &format!("127.0.0.1:{port}")])
-                .args(["--workers", "1", "--timeout", "120", "--chdir"])
-                .arg(dir.path())
-                .arg(format!("{APP_MODULE}:application"))
-                .env("OS_NEUTRON_CONFIG_FILES", &config)
-                .current_dir(dir.path());
+            let mut command = super::gunicorn(WHAT, venv, dir.path(), "neutron.wsgi.api", port)?;
+            command.env("OS_NEUTRON_CONFIG_FILES", &config);
             // QUIT: gunicorn's quick shutdown (TERM waits for requests up to 30 s).
             let mut server = ServerProcess::spawn(
                 WHAT,
