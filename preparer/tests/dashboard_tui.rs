@@ -129,7 +129,7 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
         mut daemon,
         store,
         sites,
-        ..
+        dir: _dir,
     } = placement_scene(&[]).await;
 
     let tmux = Tmux::start(
@@ -228,6 +228,21 @@ async fn a_placement_expands_live_on_the_terminal_dashboard() {
     let port = daemon.server.rsplit(':').next().unwrap().parse().unwrap();
     let _restarted = serve_on(&store, port, &[]).await;
     tmux.until("live again", |s| s.contains("● live")).await;
+
+    // Delete the first of the nine from the dashboard: asked, then done.
+    tmux.keys(&["Home", "x"]);
+    let screen = tmux
+        .until("the question", |s| s.contains("and its descendants? y / n"))
+        .await;
+    let question = screen
+        .lines()
+        .find_map(|l| l.strip_prefix("Delete "))
+        .expect("the question names the deployment");
+    let victim = question.split_whitespace().next().unwrap().to_owned();
+    tmux.keys(&["y"]);
+    tmux.until("the delete", |s| s.contains(&format!("deleted {victim}")))
+        .await;
+    tmux.until("eight rows", |s| s.contains(" 8 shown")).await;
 
     tmux.keys(&["q"]);
 }

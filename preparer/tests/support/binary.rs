@@ -112,7 +112,8 @@ pub struct PlacementScene {
     pub store: String,
     /// How many sites the placement covers.
     pub sites: usize,
-    _dir: tempfile::TempDir,
+    /// Where the store lives (removed on drop).
+    pub dir: tempfile::TempDir,
 }
 
 /// Starts a [`PlacementScene`] with `extra` flags for `preparer serve`.
@@ -133,7 +134,7 @@ pub async fn placement_scene(extra: &[&str]) -> PlacementScene {
         daemon,
         store,
         sites,
-        _dir: dir,
+        dir,
     }
 }
 

@@ -57,6 +57,8 @@ impl Browser {
         ];
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            // confirm() dialogs (approve, delete) are answered yes.
+            "unhandledPromptBehavior": "accept",
             "goog:chromeOptions": {"binary": chromium, "args": args},
         }}});
         let mut browser = Browser {
@@ -188,6 +190,7 @@ impl Browser {
             let truthy = match &value {
                 Value::Null | Value::Bool(false) => false,
                 Value::String(s) => !s.is_empty(),
+                Value::Number(n) => n.as_f64() != Some(0.0),
                 _ => true,
             };
             if truthy {

@@ -14,6 +14,9 @@
   if (url && window.EventSource) {
     var events = new EventSource(url);
     events.addEventListener("open", function () { state("live", false); });
+    // A browser allows six HTTP/1.1 connections to a server: a page left behind (kept in the
+    // back-forward cache) must give its stream's connection back.
+    window.addEventListener("pagehide", function () { events.close(); });
     events.addEventListener("error", function () { state("connection lost, reconnecting…", true); });
     events.addEventListener("live", function (event) {
       var focused = document.activeElement;
