@@ -47,6 +47,9 @@ fn octavia_and_neutron_clients_against_the_real_apis() -> anyhow::Result<()> {
         failures_are_typed(&clients, cloud)
             .await
             .context("failures")?;
+        a_tree_in_one_call(&clients, &router)
+            .await
+            .context("a load balancer tree in one call")?;
         clients
             .octavia
             .delete_load_balancer(&router.lb_id, true)
@@ -354,6 +357,42 @@ async fn l7_tree_on_the_router(c: &Clients, router: &RouterLb) -> anyhow::Result
     if let Err(e) = in_use {
         ensure!(e.status() == Some(409), "{e}");
     }
+    Ok(())
+}
+
+/// Octavia's single-call create: listener, default pool and members with the load balancer.
+async fn a_tree_in_one_call(c: &Clients, router: &RouterLb) -> anyhow::Result<()> {
+    let lb = c
+        .octavia
+        .create_load_balancer_tree(json!({
+            "name": "tree",
+            "vip_subnet_id": router.service_subnet,
+            "listeners": [{
+                "name": "tree:80",
+                "protocol": "HTTP",
+                "protocol_port": 80,
+                "default_pool": {
+                    "name": "tree/web",
+                    "protocol": "HTTP",
+                    "lb_algorithm": "ROUND_ROBIN",
+                    "members": [
+                        {"address": "10.0.0.21", "protocol_port": 8080},
+                        {"address": "10.0.0.22", "protocol_port": 8080},
+                    ],
+                },
+            }],
+        }))
+        .await?;
+    ensure!(lb.provisioning_status == ProvisioningStatus::Active);
+    ensure!(lb.listeners.len() == 1 && lb.pools.len() == 1, "{lb:?}");
+    let members = c.octavia.members(&lb.pools[0].id).await?;
+    ensure!(members.len() == 2, "{members:?}");
+    ensure!(
+        members
+            .iter()
+            .all(|m| m.provisioning_status == ProvisioningStatus::Active)
+    );
+    c.octavia.delete_load_balancer(&lb.id, true).await?;
     Ok(())
 }
 
