@@ -371,3 +371,51 @@ async fn a_node_is_never_deleted_when_the_api_fails_or_times_out() {
     assert!(nodes.get_opt("flaky").await.expect("get").is_some());
     lifecycle.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_name_their_secret_back_off_and_delete_nothing() {
+    let env = Env::start(fast_config()).await;
+    env.put_credentials("not-a-token").await;
+    let site = env.h.sim.site_id();
+    register(
+        &env.client,
+        "w-9",
+        Some(&format!(
+            "nvidia-bmm://{site}/9b2f0000-0000-4000-8000-000000000009"
+        )),
+        false,
+    )
+    .await;
+    let config = ControllerConfig {
+        error_backoff: Duration::from_millis(100),
+        error_backoff_max: Duration::from_secs(1),
+        ..node_config(&env)
+    };
+    let ccm = tokio::spawn(run_node_controller(env.client.clone(), config));
+    let events = eventually(Duration::from_secs(10), || async {
+        let e = events_for(&env.client, "w-9").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "InstanceLookupFailed"
+                && note.contains(&format!("Secret {NS}/bmm-credentials"))
+                && note.contains("401")),
+        "{events:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    assert!(nodes.get_opt("w-9").await.expect("get").is_some());
+    // Backing off: a handful of lookups in 1.5 s, not one per poll.
+    let lookups = env
+        .h
+        .sim
+        .requests_by_path()
+        .into_iter()
+        .find(|(r, _)| r == "GET instance/{id}")
+        .map_or(0, |(_, n)| n);
+    assert!((1..=6).contains(&lookups), "{lookups}");
+    ccm.abort();
+}

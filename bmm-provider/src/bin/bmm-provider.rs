@@ -180,6 +180,17 @@ struct BackoffFlags {
 }
 
 /// The `--zone SITE=ZONE` values as a map; empty entries (an empty `BMM_ZONES`) are skipped.
+impl BackoffFlags {
+    /// The controller configuration with these waits, the rest default.
+    fn config(&self) -> controller::ControllerConfig {
+        controller::ControllerConfig {
+            error_backoff: self.error_backoff,
+            error_backoff_max: self.error_backoff_max,
+            ..Default::default()
+        }
+    }
+}
+
 fn parse_zones(values: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
     values
         .iter()
@@ -369,9 +380,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 poll: poll_interval,
                 dependency_poll: dependency_poll_interval,
                 node_lifecycle,
-                error_backoff: backoff.error_backoff,
-                error_backoff_max: backoff.error_backoff_max,
-                ..Default::default()
+                ..backoff.config()
             };
             let lease = election.lease(&client, "bmm-provider");
             serve_role(client, config, controller::Role::Provider, &serve, lease).await?;
@@ -389,9 +398,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 namespace,
                 poll: poll_interval,
                 resync,
-                error_backoff: backoff.error_backoff,
-                error_backoff_max: backoff.error_backoff_max,
-                ..Default::default()
+                ..backoff.config()
             };
             let lease = election.lease(&client, "bmm-machine-api");
             serve_role(client, config, controller::Role::MachineApi, &serve, lease).await?;

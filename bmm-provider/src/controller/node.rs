@@ -381,12 +381,15 @@ async fn reconcile_ours(
     target: &NodeTarget,
     ctx: &Ctx,
 ) -> Result<Action, ControllerError> {
-    let client = match &ctx.config.node_credentials {
-        Some(client) => client.clone(),
+    let (client, source) = match &ctx.config.node_credentials {
+        Some(client) => (
+            client.clone(),
+            "BMM_ENDPOINT/BMM_ORG/BMM_TOKEN_FILE".to_string(),
+        ),
         None => {
             let namespace = ctx.config.namespace.as_deref().unwrap_or("default");
             match credentials::read(&ctx.client, &ctx.config, &ctx.clients, namespace, None).await {
-                Ok(c) => c.client,
+                Ok(c) => (c.client, format!("Secret {}", c.secret)),
                 Err(message) => {
                     let event = NodeEvent {
                         reason: "CredentialsInvalid",
@@ -398,7 +401,11 @@ async fn reconcile_ours(
             }
         }
     };
-    let observed = observe(&client, ctx, view, target).await;
+    let observed = match observe(&client, ctx, view, target).await {
+        // Say which credentials failed, so a wrong or expired token points at its Secret.
+        Observed::Unavailable(why) => Observed::Unavailable(format!("with {source}: {why}")),
+        observed => observed,
+    };
     let decision = decide_cloud_node(view, &observed.lookup(&ctx.config));
     if let Some(event) = &decision.event {
         record(ctx, node, event).await;
