@@ -545,6 +545,8 @@ impl Octavia {
                     return Err(answer.into_error());
                 }
                 self.settled(lb_id).await?;
+                // Octavia may still say "immutable" a moment after the status turned ACTIVE.
+                tokio::time::sleep(self.settle.poll).await;
                 continue;
             }
             break answer.success()?;
