@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use nephrite_pipeline::NetworkSpec;
+use nephrite_pipeline::{Masquerade, NetworkSpec};
 use serde::{Deserialize, Serialize};
 
 /// Which data plane renders the pipelines.
@@ -25,6 +25,11 @@ pub struct AgentConfig {
     /// The networks the agent serves.
     #[serde(default)]
     pub networks: Vec<NetworkSpec>,
+    /// Masquerade of pod traffic leaving the pod networks (kernel driver):
+    /// on unless `enabled: false`; `except` lists destinations reached
+    /// with the pods' own addresses.
+    #[serde(default)]
+    pub masquerade: Masquerade,
 }
 
 /// Why the config could not be used.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use nephrite_pipeline::{DEFAULT_SERVICE_CIDR, EgressPolicy, Ipv4Cidr, Masquerade};
+use nephrite_pipeline::{DEFAULT_SERVICE_CIDR, EgressPolicy, Ipv4Cidr};
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, init_tracing};
 
 use crate::agent::Agent;
@@ -95,6 +95,7 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
     let driver = match kind {
         DriverKind::Kernel => {
             let mut kernel = KernelDriver::new()?;
+            kernel.set_egress(command.service_cidr, config.masquerade.clone());
             if let Some(f) = &joined {
                 kernel.set_underlay(f.underlay());
             }
@@ -142,7 +143,7 @@ async fn join_fabric(args: &FabricArgs) -> anyhow::Result<Option<Fabric>> {
 
 /// The pod networks must stay clear of the Service CIDR.
 fn check_service_cidr(config: &AgentConfig, service_cidr: Ipv4Cidr) -> anyhow::Result<()> {
-    EgressPolicy::new(&config.networks, service_cidr, Masquerade::default())?;
+    EgressPolicy::new(&config.networks, service_cidr, config.masquerade.clone())?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use nephrite_pipeline::{
-    Ipam, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id, port_mtu,
+    Ipam, Ipv4Cidr, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id, port_mtu,
 };
 use tokio::sync::Mutex;
 
@@ -200,7 +200,12 @@ impl Agent {
                 Some(format!("the netns was {}", existing.netns))
             };
             let Some(why) = stale else {
-                return Ok(result_of(&existing, &spec, st.fabric.is_some()));
+                return Ok(result_of(
+                    &existing,
+                    &spec,
+                    st.fabric.is_some(),
+                    st.driver.routes_default(&spec),
+                ));
             };
             tracing::info!(port = %existing.id, netns = %req.netns, why, "repeat ADD: plugging the port again");
             st.delete(&req.container_id, &req.ifname)
@@ -271,7 +276,12 @@ impl Agent {
         let port = st.model.port(&id).ok_or_else(|| {
             CniError::new(ErrorCode::DriverFailure, format!("port {id} vanished"))
         })?;
-        Ok(result_of(port, &spec, st.fabric.is_some()))
+        Ok(result_of(
+            port,
+            &spec,
+            st.fabric.is_some(),
+            st.driver.routes_default(&spec),
+        ))
     }
 
     /// CNI DEL: idempotent; releases by (container, ifname) from the state.
@@ -383,8 +393,27 @@ fn unknown_network(name: &str) -> CniError {
     )
 }
 
-/// The CNI result of a port (`in_fabric`: its network spans hosts).
-pub fn result_of(port: &Port, spec: &NetworkSpec, in_fabric: bool) -> CniResult {
+/// The CNI result of a port (`in_fabric`: its network spans hosts;
+/// `default_route`: the pod routes everything else through the gateway).
+pub fn result_of(
+    port: &Port,
+    spec: &NetworkSpec,
+    in_fabric: bool,
+    default_route: bool,
+) -> CniResult {
+    let mut routes = vec![Route {
+        dst: spec.subnet.with_addr(spec.subnet.network()),
+        gw: None,
+    }];
+    if default_route && let Some(gateway) = spec.gateway() {
+        routes.push(Route {
+            dst: Ipv4Cidr {
+                addr: std::net::Ipv4Addr::UNSPECIFIED,
+                prefix: 0,
+            },
+            gw: Some(gateway),
+        });
+    }
     CniResult {
         interfaces: vec![Interface {
             name: port.ifname.clone(),
@@ -397,10 +426,7 @@ pub fn result_of(port: &Port, spec: &NetworkSpec, in_fabric: bool) -> CniResult 
             gateway: spec.gateway(),
             interface: Some(0),
         }],
-        routes: vec![Route {
-            dst: spec.subnet.with_addr(spec.subnet.network()),
-            gw: None,
-        }],
+        routes,
         dns: crate::cni::Dns::default(),
     }
 }

@@ -152,6 +152,15 @@ impl Driver {
         }
     }
 
+    /// True when pods of `spec` get a default route through the network's
+    /// gateway (the kernel driver with an egress; the simulation has none).
+    pub fn routes_default(&self, spec: &NetworkSpec) -> bool {
+        match self {
+            Driver::Kernel(k) => k.routes_default(spec),
+            Driver::Sim(_) => false,
+        }
+    }
+
     /// The driver's name.
     pub fn name(&self) -> &'static str {
         match self {

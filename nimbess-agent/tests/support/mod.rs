@@ -202,6 +202,13 @@ impl Drop for AgentProcess {
                 .stderr(Stdio::null())
                 .status();
         }
+        if self.driver == "kernel" && self.prefix.is_empty() {
+            // the pods' egress table an agent in the test's own namespace made
+            let _ = Command::new("nft")
+                .args(["delete", "table", "ip", "nimbess"])
+                .stderr(Stdio::null())
+                .status();
+        }
         if self.driver == "kernel" {
             for net in &self.networks {
                 let _ = Command::new("ip")

@@ -19,31 +19,31 @@ use crate::driver::DriverError;
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNL_MSG_BATCH_BEGIN: u16 = 16;
 const NFNL_MSG_BATCH_END: u16 = 17;
-const NFT_MSG_NEWTABLE: u16 = 0;
-const NFT_MSG_DELTABLE: u16 = 2;
-const NFT_MSG_NEWCHAIN: u16 = 3;
-const NFT_MSG_NEWRULE: u16 = 6;
+pub(super) const NFT_MSG_NEWTABLE: u16 = 0;
+pub(super) const NFT_MSG_DELTABLE: u16 = 2;
+pub(super) const NFT_MSG_NEWCHAIN: u16 = 3;
+pub(super) const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_GETRULE: u16 = 7;
 const NFPROTO_NETDEV: u8 = 5;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
-const NLM_F_CREATE: u16 = 0x400;
-const NLM_F_APPEND: u16 = 0x800;
+pub(super) const NLM_F_CREATE: u16 = 0x400;
+pub(super) const NLM_F_APPEND: u16 = 0x800;
 const NLM_F_DUMP: u16 = 0x300;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
-const NLA_F_NESTED: u16 = 0x8000;
-const NF_DROP: u32 = 0;
-const NF_ACCEPT: u32 = 1;
-const NFT_REG_VERDICT: u32 = 0;
-const NFT_REG_1: u32 = 1;
+pub(super) const NLA_F_NESTED: u16 = 0x8000;
+pub(super) const NF_DROP: u32 = 0;
+pub(super) const NF_ACCEPT: u32 = 1;
+pub(super) const NFT_REG_VERDICT: u32 = 0;
+pub(super) const NFT_REG_1: u32 = 1;
 
 /// Netlink attributes being written.
 #[derive(Default)]
-struct Attrs(Vec<u8>);
+pub(super) struct Attrs(pub(super) Vec<u8>);
 
 impl Attrs {
-    fn put(&mut self, kind: u16, value: &[u8]) -> &mut Self {
+    pub(super) fn put(&mut self, kind: u16, value: &[u8]) -> &mut Self {
         let len = 4 + value.len();
         self.0.extend_from_slice(&(len as u16).to_ne_bytes());
         self.0.extend_from_slice(&kind.to_ne_bytes());
@@ -53,15 +53,15 @@ impl Attrs {
         }
         self
     }
-    fn str(&mut self, kind: u16, value: &str) -> &mut Self {
+    pub(super) fn str(&mut self, kind: u16, value: &str) -> &mut Self {
         let mut bytes = value.as_bytes().to_vec();
         bytes.push(0);
         self.put(kind, &bytes)
     }
-    fn be32(&mut self, kind: u16, value: u32) -> &mut Self {
+    pub(super) fn be32(&mut self, kind: u16, value: u32) -> &mut Self {
         self.put(kind, &value.to_be_bytes())
     }
-    fn nest(&mut self, kind: u16, build: impl FnOnce(&mut Attrs)) -> &mut Self {
+    pub(super) fn nest(&mut self, kind: u16, build: impl FnOnce(&mut Attrs)) -> &mut Self {
         let mut inner = Attrs::default();
         build(&mut inner);
         self.put(kind | NLA_F_NESTED, &inner.0)
@@ -69,7 +69,7 @@ impl Attrs {
 }
 
 /// One expression of a rule.
-fn expr(list: &mut Attrs, name: &str, data: impl FnOnce(&mut Attrs)) {
+pub(super) fn expr(list: &mut Attrs, name: &str, data: impl FnOnce(&mut Attrs)) {
     list.nest(1, |e| {
         e.str(1, name);
         e.nest(2, data);
@@ -85,7 +85,7 @@ fn load_payload(list: &mut Attrs, base: u32, offset: u32, len: u32) {
     });
 }
 
-fn compare(list: &mut Attrs, value: &[u8]) {
+pub(super) fn compare(list: &mut Attrs, value: &[u8]) {
     expr(list, "cmp", |d| {
         d.be32(1, NFT_REG_1).be32(2, 0).nest(3, |v| {
             v.put(1, value);
@@ -93,7 +93,7 @@ fn compare(list: &mut Attrs, value: &[u8]) {
     });
 }
 
-fn match_prefix(list: &mut Attrs, offset: u32, prefix: nephrite_pipeline::Ipv4Cidr) {
+pub(super) fn match_prefix(list: &mut Attrs, offset: u32, prefix: nephrite_pipeline::Ipv4Cidr) {
     load_payload(list, 1, offset, 4);
     expr(list, "bitwise", |d| {
         d.be32(1, NFT_REG_1).be32(2, NFT_REG_1).be32(3, 4);
@@ -152,14 +152,14 @@ fn rule_expressions(rule: &AclRule) -> Attrs {
     list
 }
 
-struct Batch {
+pub(super) struct Batch {
     buf: Vec<u8>,
     seq: u32,
     acked: Vec<u32>,
 }
 
 impl Batch {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let mut b = Batch {
             buf: Vec::new(),
             seq: 1,
@@ -193,10 +193,15 @@ impl Batch {
     }
 
     fn nft(&mut self, msg: u16, flags: u16, attrs: &Attrs) {
+        self.nft_in(NFPROTO_NETDEV, msg, flags, attrs);
+    }
+
+    /// A nf_tables message for a table of `family`.
+    pub(super) fn nft_in(&mut self, family: u8, msg: u16, flags: u16, attrs: &Attrs) {
         self.message(
             (NFNL_SUBSYS_NFTABLES << 8) | msg,
             NLM_F_REQUEST | NLM_F_ACK | flags,
-            NFPROTO_NETDEV,
+            family,
             0,
             attrs,
         );
@@ -250,7 +255,7 @@ fn messages(data: &[u8]) -> Vec<(u16, u32, &[u8])> {
     out
 }
 
-fn send_batch(batch: Batch, what: &str) -> Result<(), DriverError> {
+pub(super) fn send_batch(batch: Batch, what: &str) -> Result<(), DriverError> {
     let socket = open()?;
     let (buf, mut waiting) = batch.finish();
     socket

@@ -154,14 +154,40 @@ impl KernelDriver {
         refs
     }
 
-    pub(super) fn desired_fdb(model: &Model) -> BTreeMap<(Mac, PortId), usize> {
+    /// The static FDB entries the model asks for, with how many holders
+    /// each has: the switch copies holding it, plus the host's gateway for
+    /// every local port of an L2 network when pods have a way out (the
+    /// bridge must know where to send its answers to a pod).
+    pub(super) fn desired_fdb(&self, model: &Model) -> BTreeMap<(Mac, PortId), usize> {
         let mut refs = BTreeMap::new();
         for e in fib_entries(&model.rendered().modules) {
             if let FibKey::Mac(mac) = e.key {
                 *refs.entry((mac, e.egress_port)).or_default() += 1;
             }
         }
+        for port in model.ports().values().filter(|p| !p.is_remote()) {
+            let routed_default = model
+                .networks()
+                .get(&port.network)
+                .is_some_and(|n| self.routes_default(&n.spec));
+            if let (true, Some(mac)) = (routed_default, port.mac()) {
+                *refs.entry((mac, port.id.clone())).or_default() += 1;
+            }
+        }
         refs
+    }
+
+    /// The gateway's FDB entry towards a new local port (see [`Self::desired_fdb`]).
+    pub(super) async fn gateway_fdb(
+        &mut self,
+        mac: Mac,
+        port: &PortId,
+        spec: &nephrite_pipeline::NetworkSpec,
+    ) -> Result<(), DriverError> {
+        if self.routes_default(spec) && take(&mut self.fdb_refs, (mac, port.clone())) {
+            self.fdb(mac, port, true).await?;
+        }
+        Ok(())
     }
 }
 

@@ -104,7 +104,7 @@ impl KernelDriver {
             }
         }
         let fdb = self.fdb_dump().await?;
-        let desired = Self::desired_fdb(model);
+        let desired = self.desired_fdb(model);
         let mut wanted = BTreeSet::new();
         for (mac, egress) in desired.keys() {
             let Some(index) = veths.get(egress) else {

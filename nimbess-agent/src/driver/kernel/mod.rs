@@ -15,8 +15,9 @@
 //!
 //! A frame to a MAC in no FIB reaches no pod: the bridge neither learns nor
 //! floods unknown unicast, and the drop shows in the bridge's counters.
-//! Bridges carry no address, so pods of different networks stay isolated
-//! whatever `net.ipv4.ip_forward` says (the agent never touches it).
+//! With an egress ([`KernelDriver::set_egress`]) each L2 bridge holds its
+//! network's gateway and the [`egress`] table keeps pod networks apart
+//! through the host and masquerades what leaves them.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -24,7 +25,8 @@ use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    Mac, Model, NetworkKind, NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
+    EgressPolicy, Ipv4Cidr, Mac, Masquerade, Model, NetworkKind, NetworkSpec, Port, PortId,
+    RenderFacts, RenderPlan,
 };
 use netlink_packet_route::link::{
     AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage,
@@ -35,6 +37,7 @@ use super::DriverError;
 use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name, vxlan_name};
 
 pub mod acl;
+pub mod egress;
 mod fib;
 mod inspect;
 pub mod netns;
@@ -148,6 +151,8 @@ pub struct KernelDriver {
     remote: BTreeMap<PortId, overlay::RemotePort>,
     /// (network, remote underlay) → how many of its ports are on the network.
     flood: BTreeMap<(String, Ipv4Addr), usize>,
+    /// The pods' way out (`None`: pods reach their own network only).
+    egress: Option<(Ipv4Cidr, Masquerade)>,
 }
 
 impl KernelDriver {
@@ -170,7 +175,70 @@ impl KernelDriver {
             underlay: None,
             remote: BTreeMap::new(),
             flood: BTreeMap::new(),
+            egress: None,
         })
+    }
+
+    /// Give pods a way out: a gateway address on each L2 network's bridge
+    /// (the host reaches its pods through it), a default route in each pod,
+    /// forwarding, and the [`egress`] table for `service_cidr` and
+    /// `masquerade`.
+    pub fn set_egress(&mut self, service_cidr: Ipv4Cidr, masquerade: Masquerade) {
+        self.egress = Some((service_cidr, masquerade));
+    }
+
+    /// True when pods of `spec` get a default route through the gateway.
+    pub fn routes_default(&self, spec: &NetworkSpec) -> bool {
+        self.egress.is_some() && spec.kind == NetworkKind::L2
+    }
+
+    /// Render the egress table for `networks` (nothing without [`KernelDriver::set_egress`]).
+    async fn render_egress<'a>(
+        &self,
+        networks: impl Iterator<Item = &'a NetworkSpec>,
+    ) -> Result<(), DriverError> {
+        let Some((service_cidr, masquerade)) = &self.egress else {
+            return Ok(());
+        };
+        let specs: Vec<NetworkSpec> = networks.cloned().collect();
+        let policy = EgressPolicy::new(&specs, *service_cidr, masquerade.clone())
+            .map_err(|e| DriverError::State(e.to_string()))?;
+        let bridges: Vec<String> = specs
+            .iter()
+            .filter(|s| s.kind == NetworkKind::L2)
+            .map(|s| bridge_name(&s.name))
+            .collect();
+        egress::render(Some(&policy), &bridges)?;
+        egress::enable_forwarding()
+    }
+
+    /// The network's gateway on its bridge, with a MAC every host of a
+    /// fabric gives that bridge (an ARP answer from any host is right).
+    async fn ensure_gateway(&self, spec: &NetworkSpec, bridge: u32) -> Result<(), DriverError> {
+        if self.egress.is_none() {
+            return Ok(());
+        }
+        let Some(gateway) = spec.gateway() else {
+            return Ok(());
+        };
+        let h = crate::naming::fnv1a(&spec.name).to_be_bytes();
+        let mac = vec![0x0a, 0x58, h[0], h[1], h[2], h[3]];
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(bridge).address(mac).build())
+            .execute()
+            .await
+            .map_err(nl(format!("set the gateway MAC of network {}", spec.name)))?;
+        self.handle
+            .address()
+            .add(bridge, std::net::IpAddr::V4(gateway), spec.subnet.prefix)
+            .replace()
+            .execute()
+            .await
+            .map_err(nl(format!(
+                "gateway {gateway}/{} on the bridge of network {}",
+                spec.subnet.prefix, spec.name
+            )))
     }
 
     /// Join a fabric: L2 networks get a VXLAN device from `underlay`, ports
@@ -329,9 +397,12 @@ impl KernelDriver {
         for net in model.networks().values() {
             if let Some(bridge) = self.ensure_network(&net.spec).await? {
                 self.ensure_miss_sink(&net.spec, bridge).await?;
+                self.ensure_gateway(&net.spec, bridge).await?;
                 bridges.insert(net.spec.name.clone(), bridge);
             }
         }
+        self.render_egress(model.networks().values().map(|n| &n.spec))
+            .await?;
         let mut out = Vec::new();
         for port in model.ports().values().filter(|p| !p.is_remote()) {
             let host = host_veth_name(&port.id);
@@ -370,7 +441,7 @@ impl KernelDriver {
                 }
             }
         }
-        let refs = Self::desired_fdb(model);
+        let refs = self.desired_fdb(model);
         for (mac, egress) in refs.keys() {
             if self.is_remote(egress)
                 || model
@@ -400,7 +471,15 @@ impl KernelDriver {
         networks: &BTreeMap<String, NetworkSpec>,
     ) -> Result<Vec<(PortId, RenderFacts)>, DriverError> {
         for spec in plan.networks_added.iter().chain(&plan.networks_changed) {
-            self.ensure_network(spec).await?;
+            if let Some(bridge) = self.ensure_network(spec).await? {
+                self.ensure_gateway(spec, bridge).await?;
+            }
+        }
+        let networks_moved = !plan.networks_added.is_empty()
+            || !plan.networks_changed.is_empty()
+            || !plan.networks_removed.is_empty();
+        if networks_moved {
+            self.render_egress(networks.values()).await?;
         }
         let mut facts = Vec::new();
         for port in &plan.ports_added {
@@ -417,6 +496,7 @@ impl KernelDriver {
             let rendered = self.create_port(port, spec).await?;
             self.rendered
                 .insert(port.id.clone(), (port.network.clone(), rendered.mac));
+            self.gateway_fdb(rendered.mac, &port.id, spec).await?;
             facts.push((port.id.clone(), rendered));
         }
         for change in plan.acl_changed.iter().filter(|c| !self.is_remote(&c.port)) {
@@ -438,6 +518,8 @@ impl KernelDriver {
             let host = host_veth_name(&port.id);
             acl::remove(&host)?;
             self.delete_link(&host).await?;
+            // the gateway's entry went with the veth
+            self.fdb_refs.retain(|(_, egress), _| egress != &port.id);
             let routed = networks
                 .get(&port.network)
                 .is_some_and(|n| n.kind == NetworkKind::L3);

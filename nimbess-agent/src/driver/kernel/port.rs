@@ -2,13 +2,13 @@
 //! namespace, addressed and routed there; and CNI CHECK of it.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{NetworkKind, NetworkSpec, Port, RenderFacts};
 use netlink_packet_route::link::{InfoData, InfoVeth};
-use rtnetlink::{Handle, LinkUnspec, LinkVeth};
+use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder};
 
 use super::netns::in_netns;
 use super::{KernelDriver, find_link, nl, no_ipv6_autoconf, routed};
@@ -75,6 +75,7 @@ impl KernelDriver {
 
         let ifname = port.ifname.clone();
         let address = port.address;
+        let default_gateway = spec.gateway().filter(|_| self.routes_default(spec));
         let mac = in_netns(
             Path::new(&port.netns),
             Box::new(move |h: Handle| {
@@ -97,6 +98,18 @@ impl KernelDriver {
                             .execute()
                             .await
                             .map_err(nl(format!("set {ifname} up")))?;
+                        if let Some(gateway) = default_gateway {
+                            let default = RouteMessageBuilder::<Ipv4Addr>::new()
+                                .gateway(gateway)
+                                .output_interface(inner.index)
+                                .build();
+                            h.route()
+                                .add(default)
+                                .replace()
+                                .execute()
+                                .await
+                                .map_err(nl(format!("default route via {gateway} on {ifname}")))?;
+                        }
                     }
                     if let Some(lo) = find_link(&h, "lo").await? {
                         h.link()

@@ -1,0 +1,149 @@
+//! The pods' way out, rendered from [`EgressPolicy`] as one nftables table
+//! (`ip nimbess`, replaced atomically like the ACL tables): a `forward`
+//! chain that drops what one network's bridge would route into another's
+//! (pod networks stay isolated through the host's gateways), and a
+//! `postrouting` NAT chain that masquerades the pod subnets towards every
+//! destination but the policy's exclusions.
+
+use nephrite_pipeline::EgressPolicy;
+
+use super::acl::{
+    Attrs, Batch, NF_ACCEPT, NF_DROP, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE,
+    NFT_MSG_NEWTABLE, NFT_REG_1, NFT_REG_VERDICT, NLA_F_NESTED, NLM_F_APPEND, NLM_F_CREATE, expr,
+    match_prefix, send_batch,
+};
+use crate::driver::DriverError;
+
+/// The table's name.
+pub const TABLE: &str = "nimbess";
+const NFPROTO_IPV4: u8 = 2;
+const NF_INET_FORWARD: u32 = 2;
+const NF_INET_POST_ROUTING: u32 = 4;
+/// The source-NAT priority (`srcnat`).
+const NF_IP_PRI_NAT_SRC: u32 = 100;
+const NFT_META_IIFNAME: u32 = 6;
+const NFT_META_OIFNAME: u32 = 7;
+const NFT_CMP_EQ: u32 = 0;
+const NFT_CMP_NEQ: u32 = 1;
+/// Interface names as nf_tables compares them: NUL-padded to IFNAMSIZ.
+const IFNAMSIZ: usize = 16;
+/// What every bridge of a pod network is named after ([`crate::naming::bridge_name`]).
+const BRIDGE_PREFIX: &str = "nb";
+
+fn load_meta(list: &mut Attrs, key: u32) {
+    expr(list, "meta", |d| {
+        d.be32(2, key).be32(1, NFT_REG_1);
+    });
+}
+
+fn cmp(list: &mut Attrs, op: u32, value: &[u8]) {
+    expr(list, "cmp", |d| {
+        d.be32(1, NFT_REG_1).be32(2, op).nest(3, |v| {
+            v.put(1, value);
+        });
+    });
+}
+
+fn ifname(name: &str) -> Vec<u8> {
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.resize(IFNAMSIZ, 0);
+    bytes
+}
+
+fn verdict(list: &mut Attrs, code: u32) {
+    expr(list, "immediate", |d| {
+        d.be32(1, NFT_REG_VERDICT).nest(2, |data| {
+            data.nest(2, |v| {
+                v.be32(1, code);
+            });
+        });
+    });
+}
+
+fn chain(batch: &mut Batch, name: &str, kind: &str, hook: u32, priority: u32) {
+    let mut c = Attrs::default();
+    c.str(1, TABLE).str(3, name).str(7, kind);
+    c.nest(4, |h| {
+        h.be32(1, hook).be32(2, priority);
+    });
+    c.be32(5, NF_ACCEPT);
+    batch.nft_in(NFPROTO_IPV4, NFT_MSG_NEWCHAIN, NLM_F_CREATE, &c);
+}
+
+fn rule(batch: &mut Batch, chain: &str, exprs: &Attrs) {
+    let mut r = Attrs::default();
+    r.str(1, TABLE).str(2, chain);
+    r.put(4 | NLA_F_NESTED, &exprs.0);
+    batch.nft_in(
+        NFPROTO_IPV4,
+        NFT_MSG_NEWRULE,
+        NLM_F_CREATE | NLM_F_APPEND,
+        &r,
+    );
+}
+
+/// Replace the table with what `policy` says for the pod networks whose
+/// bridges are `bridges` (`None`: remove the table).
+///
+/// # Errors
+/// The kernel refused the batch.
+pub fn render(policy: Option<&EgressPolicy>, bridges: &[String]) -> Result<(), DriverError> {
+    let mut batch = Batch::new();
+    let mut table = Attrs::default();
+    table.str(1, TABLE);
+    batch.nft_in(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &table);
+    batch.nft_in(NFPROTO_IPV4, NFT_MSG_DELTABLE, 0, &table);
+    if let Some(policy) = policy {
+        batch.nft_in(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &table);
+        chain(&mut batch, "forward", "filter", NF_INET_FORWARD, 0);
+        for bridge in bridges {
+            // iifname <bridge> oifname "nb*" oifname != <bridge> drop
+            let mut e = Attrs::default();
+            load_meta(&mut e, NFT_META_IIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, &ifname(bridge));
+            load_meta(&mut e, NFT_META_OIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, BRIDGE_PREFIX.as_bytes());
+            cmp(&mut e, NFT_CMP_NEQ, &ifname(bridge));
+            verdict(&mut e, NF_DROP);
+            rule(&mut batch, "forward", &e);
+        }
+        if policy.masquerades() {
+            chain(
+                &mut batch,
+                "postrouting",
+                "nat",
+                NF_INET_POST_ROUTING,
+                NF_IP_PRI_NAT_SRC,
+            );
+            let exclusions = policy.masquerade_exclusions();
+            for subnet in policy.pod_subnets() {
+                for excluded in &exclusions {
+                    // ip saddr <subnet> ip daddr <excluded> accept (no NAT)
+                    let mut e = Attrs::default();
+                    match_prefix(&mut e, 12, subnet);
+                    match_prefix(&mut e, 16, *excluded);
+                    verdict(&mut e, NF_ACCEPT);
+                    rule(&mut batch, "postrouting", &e);
+                }
+                // ip saddr <subnet> masquerade
+                let mut e = Attrs::default();
+                match_prefix(&mut e, 12, subnet);
+                expr(&mut e, "masq", |_| {});
+                rule(&mut batch, "postrouting", &e);
+            }
+        }
+    }
+    send_batch(batch, "the pods' egress table")
+}
+
+/// Turn IPv4 forwarding on: pods reach beyond their networks through the host.
+///
+/// # Errors
+/// The sysctl cannot be written.
+pub fn enable_forwarding() -> Result<(), DriverError> {
+    const PATH: &str = "/proc/sys/net/ipv4/ip_forward";
+    std::fs::write(PATH, b"1").map_err(|source| DriverError::Os {
+        what: format!("write 1 to {PATH}"),
+        source,
+    })
+}
