@@ -25,6 +25,7 @@ mod module;
 mod network;
 mod plan;
 mod print;
+mod service;
 
 pub use addr::{Ipv4Cidr, Mac};
 pub use build::{Rendered, egress_gate};
@@ -46,6 +47,11 @@ pub use network::{
 };
 pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
 pub use print::{pipeline_dot, pipeline_text};
+pub use service::{
+    Affinity, Backend, Endpoint, EndpointPort, LoadBalancer, LoadBalancerDiff, LoadBalancerKey,
+    Protocol, Service, ServicePort, ServiceWarning, TargetPort, diff_load_balancers,
+    load_balancers,
+};
 
 /// What went wrong in the model, naming the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,266 @@
+//! The northbound Load-Balancer network function: a Kubernetes Service and
+//! its endpoints become one load-balancer module per Service port (virtual
+//! IP, port and protocol → weighted ready backends), the form the pipelines
+//! place and the data planes render. The translation is pure and
+//! deterministic (endpoint order does not matter), and an update is the
+//! difference between two translations.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+mod tests;
+
+/// A transport protocol of a Service port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+/// Where a Service port sends traffic on an endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TargetPort {
+    /// A port number.
+    Number(u16),
+    /// The name of an endpoint port (each endpoint may map it to its own number).
+    Name(String),
+}
+
+/// Session affinity of a Service.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Affinity {
+    /// Every connection picks a backend anew.
+    #[default]
+    None,
+    /// A client address keeps its backend.
+    ClientIp,
+}
+
+/// A port of a Service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServicePort {
+    /// Its name (required when a Service has several ports).
+    pub name: Option<String>,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The port on the virtual IP.
+    pub port: u16,
+    /// The port on the endpoints.
+    pub target_port: TargetPort,
+    /// The port on every node (`NodePort` Services).
+    pub node_port: Option<u16>,
+}
+
+/// A Service as the load balancer needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Service {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The virtual IP (`None`: a headless Service, not load-balanced).
+    pub cluster_ip: Option<Ipv4Addr>,
+    /// Its ports.
+    pub ports: Vec<ServicePort>,
+    /// Session affinity.
+    pub affinity: Affinity,
+}
+
+/// A port of an endpoint (EndpointSlice `ports`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointPort {
+    /// The name a Service's `targetPort` may refer to.
+    pub name: Option<String>,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The number.
+    pub port: u16,
+}
+
+/// An endpoint of a Service (from its EndpointSlices).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The pod's address.
+    pub address: Ipv4Addr,
+    /// Ready for traffic (`conditions.ready`).
+    pub ready: bool,
+    /// The ports of its slice.
+    pub ports: Vec<EndpointPort>,
+}
+
+/// A backend of a load-balancer module.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Backend {
+    /// The address.
+    pub address: Ipv4Addr,
+    /// The port.
+    pub port: u16,
+    /// Its share: connections go to backends in proportion to weights.
+    pub weight: u32,
+}
+
+/// The key of a load-balancer module: which Service port it renders.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LoadBalancerKey {
+    /// Namespace of the Service.
+    pub namespace: String,
+    /// Name of the Service.
+    pub service: String,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The port on the virtual IP.
+    pub port: u16,
+}
+
+/// A load-balancer module: a virtual IP, port and protocol spread over
+/// weighted ready backends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadBalancer {
+    /// The virtual IP.
+    pub vip: Ipv4Addr,
+    /// Also on every node at this port.
+    pub node_port: Option<u16>,
+    /// Session affinity.
+    pub affinity: Affinity,
+    /// Ready backends, sorted, each once.
+    pub backends: Vec<Backend>,
+}
+
+/// Why part of a Service could not be translated (that part is skipped,
+/// the rest applied).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceWarning {
+    /// A named targetPort that an endpoint does not have.
+    #[error(
+        "service {namespace}/{service} port {port}: targetPort {target:?} is not a port of endpoint {endpoint}"
+    )]
+    UnknownTargetPort {
+        /// Namespace.
+        namespace: String,
+        /// Service.
+        service: String,
+        /// The Service port.
+        port: u16,
+        /// The targetPort name.
+        target: String,
+        /// The endpoint without it.
+        endpoint: Ipv4Addr,
+    },
+}
+
+/// The load-balancer modules of `service` over `endpoints`, and what could
+/// not be translated. A headless Service has none; a not-ready endpoint is
+/// never a backend; an endpoint listed twice counts once.
+pub fn load_balancers(
+    service: &Service,
+    endpoints: &[Endpoint],
+) -> (BTreeMap<LoadBalancerKey, LoadBalancer>, Vec<ServiceWarning>) {
+    let mut modules = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let Some(vip) = service.cluster_ip else {
+        return (modules, warnings);
+    };
+    for sp in &service.ports {
+        let mut backends: Vec<Backend> = Vec::new();
+        for ep in endpoints.iter().filter(|e| e.ready) {
+            let port = match &sp.target_port {
+                TargetPort::Number(n) => Some(*n),
+                TargetPort::Name(name) => ep
+                    .ports
+                    .iter()
+                    .find(|p| p.protocol == sp.protocol && p.name.as_deref() == Some(name))
+                    .map(|p| p.port),
+            };
+            match port {
+                Some(port) => backends.push(Backend {
+                    address: ep.address,
+                    port,
+                    weight: 1,
+                }),
+                None => warnings.push(ServiceWarning::UnknownTargetPort {
+                    namespace: service.namespace.clone(),
+                    service: service.name.clone(),
+                    port: sp.port,
+                    target: match &sp.target_port {
+                        TargetPort::Name(n) => n.clone(),
+                        TargetPort::Number(n) => n.to_string(),
+                    },
+                    endpoint: ep.address,
+                }),
+            }
+        }
+        backends.sort();
+        backends.dedup();
+        modules.insert(
+            LoadBalancerKey {
+                namespace: service.namespace.clone(),
+                service: service.name.clone(),
+                protocol: sp.protocol,
+                port: sp.port,
+            },
+            LoadBalancer {
+                vip,
+                node_port: sp.node_port,
+                affinity: service.affinity,
+                backends,
+            },
+        );
+    }
+    warnings.sort_by_key(ToString::to_string);
+    warnings.dedup();
+    (modules, warnings)
+}
+
+/// What changes between two sets of load-balancer modules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadBalancerDiff {
+    /// Modules new or changed, as they are now.
+    pub put: BTreeMap<LoadBalancerKey, LoadBalancer>,
+    /// Modules gone.
+    pub removed: Vec<LoadBalancerKey>,
+}
+
+impl LoadBalancerDiff {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.put.is_empty() && self.removed.is_empty()
+    }
+
+    /// Apply to `modules`.
+    pub fn apply(&self, modules: &mut BTreeMap<LoadBalancerKey, LoadBalancer>) {
+        for key in &self.removed {
+            modules.remove(key);
+        }
+        for (key, lb) in &self.put {
+            modules.insert(key.clone(), lb.clone());
+        }
+    }
+}
+
+/// The difference from `old` to `new`: only what changed.
+pub fn diff_load_balancers(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+) -> LoadBalancerDiff {
+    LoadBalancerDiff {
+        put: new
+            .iter()
+            .filter(|(k, lb)| old.get(*k) != Some(*lb))
+            .map(|(k, lb)| (k.clone(), lb.clone()))
+            .collect(),
+        removed: old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect(),
+    }
+}
