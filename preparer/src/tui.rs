@@ -1,5 +1,5 @@
 //! `preparer dashboard`: the terminal dashboard. It follows the daemon through the
-//! [`Feed`](crate::dashboard::Feed) (list, then `Watch`), draws at most once per batch of
+//! [`Feed`] (list, then `Watch`), draws at most once per batch of
 //! updates, and runs approve / delete / package fetches on their own tasks so the screen never
 //! waits on the network.
 
