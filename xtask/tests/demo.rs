@@ -50,16 +50,6 @@ fn binaries_built() -> bool {
     false
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
-}
-
 /// A demo started with its own `TMPDIR`, its stdout lines arriving on a channel.
 struct Demo {
     child: Child,
@@ -205,7 +195,7 @@ fn the_demo_walks_the_whole_path_and_ctrl_c_at_any_step_leaves_nothing() {
     ] {
         assert!(output.contains(line), "no {line:?} in:\n{output}");
     }
-    if is_root() {
+    if nephrite_test_services::running_as_root() {
         assert!(
             output.contains("3 packets transmitted, 3 received, 0% packet loss"),
             "{output}"
