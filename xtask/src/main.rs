@@ -9,8 +9,10 @@
 //! - `bench <domain>`: a domain's benchmarks (outside `test`: they take minutes and print
 //!   figures and ratios rather than pass or fail).
 //! - `crds`, `clusterctl`: generated artefacts users install (see [`artefacts`]).
+//! - `images`: an OCI image per daemon, built with podman from scratch (see [`images`]).
 
 mod artefacts;
+mod images;
 mod layering;
 mod licences;
 mod packages;
@@ -33,6 +35,9 @@ tasks:
                   use the wire (nephrite_proto) only in their edge modules
   licences        check that every dependency's licence is compatible with Apache-2.0
   packages        install the Debian packages the tests use (as root)
+  images [--dev] [--no-build]
+                  build an OCI image per daemon with podman (nephrite/<daemon>:<version>,
+                  from scratch, release binaries unless --dev) and run each one's --version
   bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7, bmm
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
@@ -68,6 +73,9 @@ fn main() -> ExitCode {
             .and_then(|()| docs())
             .and_then(|()| test_suite()),
         Some("demo") => demo(&args[1..]),
+        Some("images") => step("images", || {
+            images::run(&images::Options::parse(&args[1..])?)
+        }),
         Some("lint") => lint(),
         Some("layering") => layering_step(),
         Some("licences") => licences_step(),
@@ -322,7 +330,7 @@ pub(crate) fn cargo_command() -> Command {
     command
 }
 
-fn ensure_success(what: &str, status: std::process::ExitStatus) -> anyhow::Result<()> {
+pub(crate) fn ensure_success(what: &str, status: std::process::ExitStatus) -> anyhow::Result<()> {
     if status.success() {
         Ok(())
     } else {

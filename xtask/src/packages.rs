@@ -18,8 +18,51 @@ use nephrite_test_services::DEBIAN_PACKAGES;
 /// Installs the missing packages when running as root (listing them otherwise), then the
 /// OpenStack API servers' Python environments.
 pub fn ensure() -> anyhow::Result<()> {
+    disk();
     debian()?;
     python()
+}
+
+/// Below this much free space a cold build of the workspace, its test binaries and the Python
+/// environments may not fit (a full debug build of every test is ~15 GB).
+const DISK_WARNING_BYTES: u64 = 20 << 30;
+
+/// Says how much space the workspace's file system has left, loudly when it is little: a full
+/// disk surfaces later as a compiler, linker or pip failure whose log may be empty (nothing can
+/// be written), which reads like a different problem.
+fn disk() {
+    match free_bytes() {
+        Some(free) if free < DISK_WARNING_BYTES => eprintln!(
+            "xtask: WARNING: only {:.1} GiB free on the file system of {}; a cold build and its \
+             test environments need ~20 GiB, and a full disk shows up as failures with empty logs",
+            gib(free),
+            crate::workspace_root().display()
+        ),
+        Some(free) => eprintln!("xtask: {:.1} GiB free for the build", gib(free)),
+        None => eprintln!("xtask: cannot tell the free disk space (`df` failed)"),
+    }
+}
+
+/// Free bytes on the workspace's file system, from `df` (POSIX output format).
+pub(crate) fn free_bytes() -> Option<u64> {
+    let output = Command::new("df")
+        .args(["-P", "-k"])
+        .arg(crate::workspace_root())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    let kib: u64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
 }
 
 /// The Octavia and Neutron venvs under `target/`, built once per constraints file (pip, from
@@ -33,7 +76,11 @@ fn python() -> anyhow::Result<()> {
             Ok(())
         }
         Err(unavailable) if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            bail!("the OpenStack Python environments: {unavailable}")
+            let free = free_bytes().map_or_else(
+                || "unknown".to_owned(),
+                |free| format!("{:.1} GiB", gib(free)),
+            );
+            bail!("the OpenStack Python environments: {unavailable} (free disk: {free})")
         }
         Err(unavailable) => {
             eprintln!(

@@ -34,6 +34,10 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "chromium-driver",
     // `ping`, which `cargo xtask demo` (and its test) runs between two pods
     "iputils-ping",
+    // `cargo xtask images` (and its test): podman with runc, busybox for nimbess-agent's image
+    "podman",
+    "runc",
+    "busybox-static",
 ];
 
 /// Directories searched after PATH, because a test's PATH often lacks the sbin directories.
