@@ -14,21 +14,6 @@ use crate::lab::{Lab, Plugged};
 use crate::progress::Progress;
 use crate::tko::Child;
 
-/// The interfaces (name, network instance) of each NF instance of the free5GC example, as
-/// `topology/examples/free5gc/topology.yaml` declares them.
-const INTERFACES: &[(&str, &[(&str, &str)])] = &[
-    (
-        "upf-west",
-        &[("n3", "n3-west"), ("n4", "n4"), ("n6", "n6-internet")],
-    ),
-    (
-        "upf-east",
-        &[("n3", "n3-east"), ("n4", "n4"), ("n6", "n6-internet")],
-    ),
-    ("smf", &[("n4", "n4"), ("n11", "n11")]),
-    ("amf", &[("n2", "n2"), ("n11", "n11")]),
-];
-
 /// A pod of an NF instance.
 pub struct Pod {
     /// The deployed instance, `<instance>-<site>`.
@@ -70,9 +55,9 @@ pub fn plug(
 ) -> anyhow::Result<Pods> {
     let driver = if root { "kernel" } else { "sim" };
     let step = progress.step("nimbess: CNI agent");
-    let networks: BTreeSet<&str> = INTERFACES
+    let networks: BTreeSet<&str> = children
         .iter()
-        .flat_map(|(_, ifaces)| ifaces.iter().map(|(_, network)| *network))
+        .flat_map(|child| child.interfaces.iter().map(|(_, network)| network.as_str()))
         .collect();
     let mut config = format!("driver: {driver}\nnetworks:\n");
     for (i, network) in networks.iter().enumerate() {
@@ -116,9 +101,9 @@ pub fn plug(
     for (index, child) in children.iter().enumerate() {
         let instance = instance(child);
         let deployed = format!("{instance}-{}", child.site);
-        let Some((_, interfaces)) = INTERFACES.iter().find(|(name, _)| *name == instance) else {
-            bail!("no interfaces known for NF instance {instance}");
-        };
+        if child.interfaces.is_empty() {
+            bail!("child {} ({instance}) asks for no interfaces", child.id);
+        }
         let (netns_name, netns) = if root {
             let name = format!("nephrite-demo-{}-{index}", std::process::id());
             let path = lab.add_netns(&name)?;
@@ -131,7 +116,7 @@ pub fn plug(
             )
         };
         let mut plugged = Vec::new();
-        for (ifname, network) in *interfaces {
+        for (ifname, network) in &child.interfaces {
             step.message(&format!("{deployed}: {ifname} on {network}"));
             let conf = format!(
                 "{{\"cniVersion\":\"1.0.0\",\"name\":\"{network}\",\"type\":\"nimbess-cni\",\
@@ -157,13 +142,9 @@ pub fn plug(
                 config: conf,
                 container,
                 netns: netns.clone(),
-                ifname: (*ifname).to_owned(),
+                ifname: ifname.clone(),
             });
-            plugged.push((
-                (*ifname).to_owned(),
-                (*network).to_owned(),
-                first_address(&result)?,
-            ));
+            plugged.push((ifname.clone(), network.clone(), first_address(&result)?));
         }
         pods.push(Pod {
             deployed,

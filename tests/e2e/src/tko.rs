@@ -30,6 +30,9 @@ pub struct Child {
     pub prepared: bool,
     /// Whether it is approved.
     pub approved: bool,
+    /// Its interfaces (name, network instance), from the `Interface` resources ntc put in its
+    /// package; empty until [`child_interfaces`] read them.
+    pub interfaces: Vec<(String, String)>,
 }
 
 /// What the topology step gave.
@@ -229,6 +232,37 @@ pub fn wait_children(
     )
 }
 
+/// The interfaces (name, network instance) ntc asked for in child `id`'s package: its
+/// `req.nephio.org` `Interface` resources.
+pub fn child_interfaces(
+    lab: &Lab,
+    preparer: SocketAddr,
+    id: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let deployment: Value = serde_json::from_str(&preparer_cli(
+        lab,
+        preparer,
+        &["deployment", "get", id, "-o", "json"],
+    )?)
+    .with_context(|| format!("reading deployment get {id} -o json"))?;
+    let mut objects = Vec::new();
+    find_all_kind(&deployment, "Interface", &mut objects);
+    let interfaces: Vec<(String, String)> = objects
+        .into_iter()
+        .filter_map(|object| {
+            let name = object["metadata"]["name"].as_str()?;
+            let network = object["spec"]["networkInstance"]["name"].as_str()?;
+            Some((name.to_owned(), network.to_owned()))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if interfaces.is_empty() {
+        bail!("child deployment {id} has no Interface resources with a network instance");
+    }
+    Ok(interfaces)
+}
+
 /// Instances and connectivities of the NFDeployedTopology in `parent`'s package.
 pub fn deployed_topology(
     lab: &Lab,
@@ -316,11 +350,14 @@ pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result
     ));
     let children = children
         .into_iter()
-        .map(|c| Child {
-            approved: true,
-            ..c
+        .map(|c| {
+            Ok(Child {
+                approved: true,
+                interfaces: child_interfaces(lab, preparer, &c.id)?,
+                ..c
+            })
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     Ok(Deployed {
         preparer,
         ntc,
@@ -351,6 +388,7 @@ fn parse_children(json: &str) -> anyhow::Result<Vec<Child>> {
             site: entry["siteId"].as_str().unwrap_or_default().to_owned(),
             prepared: entry["prepared"] == Value::Bool(true),
             approved: entry["approved"] == Value::Bool(true),
+            interfaces: Vec::new(),
         });
     }
     if children
@@ -379,6 +417,18 @@ fn count_deployed(deployment: &Value) -> (usize, usize) {
 }
 
 /// The first object of `kind` anywhere in `value`.
+/// Every object of `kind` anywhere in `value`.
+fn find_all_kind<'a>(value: &'a Value, kind: &str, found: &mut Vec<&'a Value>) {
+    match value {
+        Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some(kind) => {
+            found.push(value);
+        }
+        Value::Object(map) => map.values().for_each(|v| find_all_kind(v, kind, found)),
+        Value::Array(items) => items.iter().for_each(|v| find_all_kind(v, kind, found)),
+        _ => {}
+    }
+}
+
 fn find_kind<'a>(value: &'a Value, kind: &str) -> Option<&'a Value> {
     match value {
         Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some(kind) => Some(value),
