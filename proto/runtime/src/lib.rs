@@ -28,7 +28,8 @@
 //!
 //! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
 //! [`ClientArgs`] carries a client's credentials (`--ca`, `--cert`, `--key`, `--token-file`).
-//! [`init_tracing`] sets up logging from `--log-format` and a filter string.
+//! [`init_tracing`] sets up logging from `--log-format` and a filter string; [`report::exit`]
+//! ends a binary's `main` with one readable error line instead of a backtrace.
 //! With the `leader-election` feature, [`leader`] elects one replica of a
 //! Kubernetes-mode daemon through a Lease; with `kube-watch`, [`watch_backoff`]
 //! is the pause a kube-runtime `Controller` takes after its watches fail.
@@ -45,6 +46,7 @@ mod health;
 pub mod leader;
 mod listen;
 mod metrics;
+pub mod report;
 mod request_telemetry;
 mod server;
 mod shutdown;
