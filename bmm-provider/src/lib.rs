@@ -7,6 +7,7 @@
 //! - [`openapi`]: the embedded OpenAPI description and JSON-schema validation against it.
 //! - [`observe`]: fills the pure decisions' observations from the API and performs their actions.
 //! - [`standalone`]: `bmm-provider apply -f / status / delete` with a local state file.
+//! - [`sites`]: `apply --register-sites`: provisioned clusters as the preparer's Sites.
 //! - [`controller`]: `bmm-provider serve`: the Cluster API and node-lifecycle controllers.
 //! - [`machine_api`]: the OpenShift Machine API actuator.
 //! - [`clusterctl`]: the clusterctl provider artefacts (`bmm-provider clusterctl --out DIR`).
@@ -20,6 +21,7 @@ pub mod daemon;
 pub mod machine_api;
 pub mod metrics;
 pub mod observe;
+pub mod sites;
 pub mod standalone;
 
 pub mod openapi;

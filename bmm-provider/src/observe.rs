@@ -62,6 +62,10 @@ pub struct ClusterRecord {
     /// The control-plane endpoint, once known.
     #[serde(default)]
     pub control_plane_endpoint: Option<ApiEndpoint>,
+    /// The cluster's `metadata.labels` (standalone mode: what `apply --register-sites` gives
+    /// the preparer as the site's metadata).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// One machine as the executor keeps it.

@@ -202,6 +202,7 @@ pub fn read_documents(
                     status: Default::default(),
                     finalizer: false,
                     control_plane_endpoint: None,
+                    labels: c.metadata.labels.clone().unwrap_or_default(),
                 });
             }
             "NvidiaBMMMachine" => {
@@ -357,7 +358,10 @@ pub fn merge_documents(
             .iter_mut()
             .find(|k| k.name == c.name && k.namespace == c.namespace)
         {
-            Some(k) => k.spec = c.spec,
+            Some(k) => {
+                k.spec = c.spec;
+                k.labels = c.labels;
+            }
             None => state.clusters.push(c),
         }
     }

@@ -14,8 +14,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
 use nephrite_bmm::decide::cloud_node::{SHUTDOWN_TAINT, UNINITIALIZED_TAINT};
 use nephrite_bmm::decide::{INSTANCE_TYPE_LABEL, REGION_LABEL, ZONE_LABEL};
+use nephrite_bmm_provider::client::ClientConfig;
 use nephrite_bmm_provider::client::RetryPolicy;
-use nephrite_bmm_provider::controller::{ControllerConfig, run_node_controller};
+use nephrite_bmm_provider::controller::{ControllerConfig, NodeCredentials, run_node_controller};
 use nephrite_bmm_provider::metrics::ReconcileLabels;
 use nephrite_bmm_provider::sim::{Kind, SimConfig};
 use serde_json::json;
@@ -59,7 +60,7 @@ fn taint_keys(node: &Node) -> Vec<String> {
 /// `--token-file` give it) and short waits.
 fn ccm_config(env: &Env) -> ControllerConfig {
     ControllerConfig {
-        node_credentials: Some(env.h.client()),
+        node_credentials: Some(NodeCredentials::fixed(env.h.client())),
         zones: [("sim-site".to_string(), "sim-zone-a".to_string())].into(),
         resync: Duration::from_millis(200),
         dependency_poll: Duration::from_millis(200),
@@ -417,5 +418,60 @@ async fn wrong_credentials_name_their_secret_back_off_and_delete_nothing() {
         .find(|(r, _)| r == "GET instance/{id}")
         .map_or(0, |(_, n)| n);
     assert!((1..=6).contains(&lookups), "{lookups}");
+    ccm.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_token_file_is_used_without_a_restart() {
+    let env = Env::start(fast_config()).await;
+    let instance = ready_instance(&env.h.client(), "w-r", "10.44.0.0").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "expired-or-wrong\n").expect("write");
+    // As `ccm --endpoint --org --token-file` builds it.
+    let credentials = NodeCredentials::token_file(
+        ClientConfig::new(&env.h.url, support::ORG, support::token()),
+        &token_file,
+        None,
+    )
+    .expect("token file");
+    register(&env.client, "w-r", None, true).await;
+    let config = ControllerConfig {
+        node_credentials: Some(credentials),
+        ..ccm_config(&env)
+    };
+    let ccm = tokio::spawn(run_node_controller(env.client.clone(), config));
+    let events = eventually(Duration::from_secs(10), || async {
+        let e = events_for(&env.client, "w-r").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, note)| note.contains(&format!("token file {}", token_file.display()))),
+        "{events:?}"
+    );
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let node = nodes.get("w-r").await.expect("node");
+    assert!(taint_keys(&node).contains(&UNINITIALIZED_TAINT.to_string()));
+
+    // The token is rotated by replacing the file, as a mounted Secret is updated.
+    let next = dir.path().join("token.new");
+    std::fs::write(&next, format!("{}\n", support::token().expose())).expect("write");
+    std::fs::rename(&next, &token_file).expect("rename");
+    let node = eventually(Duration::from_secs(10), || async {
+        nodes
+            .get("w-r")
+            .await
+            .ok()
+            .filter(|n| !taint_keys(n).contains(&UNINITIALIZED_TAINT.to_string()))
+    })
+    .await;
+    let site = env.h.sim.site_id();
+    assert_eq!(
+        node.spec.and_then(|s| s.provider_id),
+        Some(format!("nvidia-bmm://{site}/{}", instance.id))
+    );
     ccm.abort();
 }

@@ -27,6 +27,7 @@ async fn provisioned_cluster(h: &Harness) -> ClusterRecord {
         status: Default::default(),
         finalizer: true,
         control_plane_endpoint: None,
+        labels: Default::default(),
     };
     for _ in 0..200 {
         reconcile_cluster(&client, &mut record, false, None)

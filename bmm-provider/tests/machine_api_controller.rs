@@ -7,11 +7,13 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use nephrite_bmm::machine_api::{INSTANCE_STATE_ANNOTATION, MACHINE_FINALIZER};
+use nephrite_bmm::machine_api::{
+    INSTANCE_STATE_ANNOTATION, MACHINE_FINALIZER, NODE_MACHINE_ANNOTATION,
+};
 use nephrite_bmm_provider::client::BmmClient;
 use nephrite_bmm_provider::client::types::*;
 use nephrite_bmm_provider::controller::{machine_resource, run_machine_api_controller};
@@ -136,14 +138,49 @@ async fn scale(client: &kube::Client, set: &DynamicObject, replicas: usize) {
     }
 }
 
-async fn running(api: &Api<DynamicObject>, name: &str) -> DynamicObject {
-    eventually(Duration::from_secs(15), || async {
+/// Waits until the Machine's instance is Ready (`Provisioned`: no Node yet), then plays the
+/// host joining the cluster (its kubelet registers a Node, the CCM sets the provider ID) and
+/// waits until the Machine is linked to that Node and `Running`.
+async fn running(client: &kube::Client, api: &Api<DynamicObject>, name: &str) -> DynamicObject {
+    let provisioned = eventually(Duration::from_secs(15), || async {
+        api.get(name).await.ok().filter(|m| {
+            m.data.pointer("/status/providerStatus/instanceState") == Some(&json!("Ready"))
+        })
+    })
+    .await;
+    assert_eq!(provisioned.data["status"]["phase"], "Provisioned");
+    assert!(provisioned.data.pointer("/status/nodeRef").is_none());
+    let provider_id = provisioned.data["spec"]["providerID"].clone();
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": format!("node-{name}")},
+        "spec": {"providerID": provider_id},
+    }))
+    .expect("node");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create Node");
+    let m = eventually(Duration::from_secs(15), || async {
         api.get(name)
             .await
             .ok()
             .filter(|m| m.data.pointer("/status/phase") == Some(&json!("Running")))
     })
-    .await
+    .await;
+    assert_eq!(
+        m.data["status"]["nodeRef"],
+        json!({"kind": "Node", "name": node.name_any(), "uid": node.metadata.uid})
+    );
+    let node = nodes.get(&node.name_any()).await.expect("Node");
+    assert_eq!(
+        node.annotations()
+            .get(NODE_MACHINE_ANNOTATION)
+            .map(String::as_str),
+        Some(format!("{NS}/{name}").as_str())
+    );
+    m
 }
 
 async fn start() -> (Env, Value) {
@@ -181,7 +218,7 @@ async fn a_machine_set_of_three_creates_three_instances_and_scaled_to_one_delete
     let api = machines(&env.client);
     let site = spec["siteId"].as_str().expect("site");
     for i in 0..3 {
-        let m = running(&api, &format!("workers-{i}")).await;
+        let m = running(&env.client, &api, &format!("workers-{i}")).await;
         let instance = m.data["status"]["providerStatus"]["instanceId"]
             .as_str()
             .expect("instance id")
@@ -247,7 +284,7 @@ async fn a_crash_between_the_create_and_the_status_write_adopts() {
         env.client.clone(),
         env.config.clone(),
     ));
-    let m = running(&api, "solo").await;
+    let m = running(&env.client, &api, "solo").await;
     assert_eq!(
         env.h.sim.created(Kind::Instance),
         1,
@@ -371,10 +408,13 @@ async fn the_openshift_manifests_are_accepted() {
             &GroupVersionKind::gvk(group, version, &kind),
             &format!("{}s", kind.to_lowercase()),
         );
-        let ns = doc["metadata"]["namespace"].as_str().expect("namespace");
         let object: DynamicObject = serde_json::from_value(doc.clone()).expect("object");
-        Api::<DynamicObject>::namespaced_with(env.client.clone(), ns, &resource)
-            .create(&PostParams::default(), &object)
+        // ClusterRole(Binding)s are cluster-scoped; the rest live in a namespace.
+        let api = match doc["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(env.client.clone(), ns, &resource),
+            None => Api::<DynamicObject>::all_with(env.client.clone(), &resource),
+        };
+        api.create(&PostParams::default(), &object)
             .await
             .unwrap_or_else(|e| panic!("{kind} refused: {e}"));
     }

@@ -332,3 +332,22 @@ async fn deleted_right_after_create_with_a_rotated_token_leaks_nothing() {
     assert!(instances <= 3, "no instance created twice");
     h.assert_contract_held();
 }
+
+#[test]
+fn every_binary_answers_version() {
+    for binary in [
+        env!("CARGO_BIN_EXE_bmm-provider"),
+        env!("CARGO_BIN_EXE_bmm-sim"),
+    ] {
+        let out = Command::new(binary).arg("--version").output().expect("run");
+        assert!(out.status.success(), "{binary}");
+        let name = Path::new(binary)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("{name} {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}

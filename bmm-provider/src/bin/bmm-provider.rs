@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use nephrite_bmm_provider::client::{BmmClient, ClientConfig, Token};
+use nephrite_bmm_provider::client::{ClientConfig, Token};
 use nephrite_bmm_provider::standalone::{self, Pace, State};
 use nephrite_bmm_provider::{controller, daemon};
 use nephrite_runtime::leader::{LeaseLock, LeaseTiming};
@@ -14,6 +14,7 @@ use nephrite_runtime::{DaemonIdentity, GrpcServer, LogFormat};
 #[derive(Parser)]
 #[command(
     name = "bmm-provider",
+    version,
     about = "Cluster API infrastructure provider for NVIDIA Bare Metal Manager"
 )]
 struct Cli {
@@ -79,7 +80,7 @@ enum Command {
         /// The org.
         #[arg(long, env = "BMM_ORG")]
         org: Option<String>,
-        /// A file holding the bearer token (read at start).
+        /// A file holding the bearer token (re-read when it changes).
         #[arg(long, env = "BMM_TOKEN_FILE")]
         token_file: Option<PathBuf>,
         /// `SITE=ZONE`: the `topology.kubernetes.io/zone` of Nodes in the site named SITE
@@ -134,6 +135,8 @@ enum Command {
         connection: Connection,
         #[command(flatten)]
         pace: PaceFlags,
+        #[command(flatten)]
+        sites: SiteFlags,
     },
     /// Show what the state file records.
     Status {
@@ -179,7 +182,6 @@ struct BackoffFlags {
     error_backoff_max: Duration,
 }
 
-/// The `--zone SITE=ZONE` values as a map; empty entries (an empty `BMM_ZONES`) are skipped.
 impl BackoffFlags {
     /// The controller configuration with these waits, the rest default.
     fn config(&self) -> controller::ControllerConfig {
@@ -191,6 +193,7 @@ impl BackoffFlags {
     }
 }
 
+/// The `--zone SITE=ZONE` values as a map; empty entries (an empty `BMM_ZONES`) are skipped.
 fn parse_zones(values: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
     values
         .iter()
@@ -278,6 +281,56 @@ struct Connection {
     /// Per-request timeout.
     #[arg(long, env = "BMM_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     request_timeout: Duration,
+}
+
+/// Where and how `apply` registers the provisioned clusters as the preparer's Sites.
+#[derive(Args)]
+struct SiteFlags {
+    /// Once every machine is Ready, register each cluster of the state with the preparer's
+    /// Data API at this URL as a Site (id: the cluster's name; metadata: its labels and BMM
+    /// site).
+    #[arg(long, env = "BMM_REGISTER_SITES", value_name = "URL")]
+    register_sites: Option<String>,
+    /// Trust this PEM CA for the preparer's certificate (dials it with TLS).
+    #[arg(
+        long,
+        env = "BMM_PREPARER_CA",
+        value_name = "PEM",
+        requires = "register_sites"
+    )]
+    preparer_ca: Option<PathBuf>,
+    /// Present this PEM client certificate to the preparer (needs --preparer-key and
+    /// --preparer-ca).
+    #[arg(long, env = "BMM_PREPARER_CERT", value_name = "PEM", requires_all = ["preparer_key", "preparer_ca"])]
+    preparer_cert: Option<PathBuf>,
+    /// The PEM private key of --preparer-cert.
+    #[arg(
+        long,
+        env = "BMM_PREPARER_KEY",
+        value_name = "PEM",
+        requires = "preparer_cert"
+    )]
+    preparer_key: Option<PathBuf>,
+    /// Send the preparer the bearer token in this file.
+    #[arg(
+        long,
+        env = "BMM_PREPARER_TOKEN_FILE",
+        value_name = "FILE",
+        requires = "register_sites"
+    )]
+    preparer_token_file: Option<PathBuf>,
+}
+
+impl SiteFlags {
+    fn credentials(&self) -> nephrite_runtime::ClientArgs {
+        nephrite_runtime::ClientArgs {
+            ca: self.preparer_ca.clone(),
+            cert: self.preparer_cert.clone(),
+            key: self.preparer_key.clone(),
+            token_file: self.preparer_token_file.clone(),
+            tls_domain: None,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -418,14 +471,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             serve,
         } => {
             let zones = parse_zones(&zones)?;
+            let metrics = nephrite_bmm_provider::metrics::ProviderMetrics::default();
             let node_credentials = match (endpoint, org, token_file) {
                 (Some(endpoint), Some(org), Some(token_file)) => {
-                    let token = std::fs::read_to_string(&token_file).map_err(|e| {
-                        anyhow::anyhow!("reading --token-file {}: {e}", token_file.display())
-                    })?;
-                    let mut config = ClientConfig::new(endpoint, org, Token::new(token));
+                    let mut config = ClientConfig::new(endpoint, org, Token::new(""));
                     config.timeout = request_timeout;
-                    Some(BmmClient::new(config)?)
+                    Some(controller::NodeCredentials::token_file(
+                        config,
+                        token_file,
+                        Some(metrics.clone()),
+                    )?)
                 }
                 _ => None,
             };
@@ -434,10 +489,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 "give --credentials NAMESPACE/NAME or --endpoint, --org and --token-file"
             );
             let client = kube_client(kubeconfig.as_deref()).await?;
-            let metrics = nephrite_bmm_provider::metrics::ProviderMetrics::default();
             let config = controller::ControllerConfig {
                 default_credentials: credentials,
-                node_credentials: node_credentials.map(|c| c.with_metrics(metrics.clone())),
+                node_credentials,
                 zones,
                 resync,
                 dependency_poll: pending_poll,
@@ -461,6 +515,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             file,
             connection,
             pace,
+            sites,
         } => {
             let (clusters, machines) = standalone::read_documents(&file)?;
             let mut state = connection.state()?;
@@ -477,6 +532,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
             )
             .await?;
             emit(&standalone::status_table(&state))?;
+            if let Some(preparer) = &sites.register_sites {
+                let registered = nephrite_bmm_provider::sites::register_sites(
+                    preparer,
+                    &sites.credentials(),
+                    &state.clusters,
+                )
+                .await?;
+                for r in registered {
+                    let what = if r.created { "registered" } else { "updated" };
+                    emit(&format!("site {} {what} at {preparer}\n", r.site))?;
+                }
+            }
         }
         Command::Status { connection, output } => {
             let state = connection.state()?;

@@ -11,6 +11,7 @@ use nephrite_bmm_provider::sim::{Sim, SimConfig, auth};
 #[derive(Parser)]
 #[command(
     name = "bmm-sim",
+    version,
     about = "A simulator of the NVIDIA BMM REST API",
     args_conflicts_with_subcommands = true
 )]

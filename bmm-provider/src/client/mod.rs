@@ -134,6 +134,12 @@ impl BmmClient {
         self
     }
 
+    /// The token it sends (unit tests only).
+    #[cfg(test)]
+    pub(crate) fn token_for_tests(&self) -> &str {
+        self.token.expose()
+    }
+
     /// The base URL, `<endpoint>/v2/org/<org>/carbide`.
     pub fn base_url(&self) -> &str {
         &self.base

@@ -175,6 +175,7 @@ async fn reconcile_cluster_with(
         status,
         finalizer: true,
         control_plane_endpoint: None,
+        labels: Default::default(),
     };
     let outcome = reconcile_cluster(&credentials.client, &mut record, deleting, None).await;
     tracing::debug!(%namespace, %name, ?outcome, ready = record.status.ready, "NvidiaBMMCluster reconciled");

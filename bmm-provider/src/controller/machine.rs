@@ -381,6 +381,7 @@ async fn reconcile_machine_with(
         status: infra.status.clone().unwrap_or_default(),
         finalizer: true,
         control_plane_endpoint: None,
+        labels: Default::default(),
     };
     let mut record = MachineRecord {
         namespace: namespace.clone(),

@@ -6,13 +6,14 @@
 //! id in `status.providerStatus`, else by the Machine's name with the provider's owner label,
 //! so a crash between the create and the status write adopts), reported as `spec.providerID`,
 //! `status.addresses`, `status.providerStatus {instanceId, instanceState}`, `status.phase`
-//! and the `machine.openshift.io/instance-state` annotation; on deletion the instance is
-//! deleted and the finalizer removed once it answers 404.
+//! and the `machine.openshift.io/instance-state` annotation; the Node of the same provider ID
+//! becomes `status.nodeRef` ([`super::node_link`], `Running` from then on); on deletion the
+//! instance is deleted and the finalizer removed once it answers 404.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, ResourceExt,
@@ -30,8 +31,8 @@ use nephrite_bmm::{OWNER_LABEL, ProviderId, owner_value};
 use serde_json::{Value, json};
 
 use super::{
-    ControllerConfig, ControllerError, Ctx, credentials, log_failures, requeue_after_error,
-    watch_backoff,
+    ControllerConfig, ControllerError, Ctx, credentials, log_failures, node_link,
+    requeue_after_error, watch_backoff,
 };
 use crate::client::types::{Instance, InstanceCreateRequest, InterfaceCreateRequest};
 use crate::client::{ApiError, BmmClient};
@@ -52,9 +53,16 @@ pub async fn run_machine_api_controller(client: Client, config: ControllerConfig
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    let ctx = Ctx::shared(client, config);
+    let ctx = Ctx::shared(client.clone(), config);
+    let links = ctx.node_links.clone();
     let controller = Controller::new_with(api, watcher::Config::default(), resource)
-        .trigger_backoff(watch_backoff());
+        .trigger_backoff(watch_backoff())
+        // A Node joining (or getting its provider ID) links its Machine.
+        .watches(
+            Api::<Node>::all(client),
+            watcher::Config::default(),
+            move |node: Node| links.node_seen(&node),
+        );
     log_failures(
         "machine-api",
         controller.run(reconcile_machine, requeue_after_error, ctx),
@@ -162,13 +170,18 @@ async fn user_data(
         })
 }
 
-/// What the Machine's status says about its instance.
-fn report(spec: &ProviderSpec, instance: &CloudInstance, phase: &str) -> (Value, Value) {
+/// What the Machine's status says about its instance (and its Node, once linked).
+fn report(
+    spec: &ProviderSpec,
+    instance: &CloudInstance,
+    phase: &str,
+    node_ref: Option<Value>,
+) -> (Value, Value) {
     let addresses: Vec<Value> = node_addresses(instance)
         .into_iter()
         .map(|a| json!({"type": a.type_, "address": a.address}))
         .collect();
-    let status = json!({"status": {
+    let mut status = json!({"status": {
         "addresses": addresses,
         "phase": phase,
         "errorReason": null,
@@ -178,6 +191,9 @@ fn report(spec: &ProviderSpec, instance: &CloudInstance, phase: &str) -> (Value,
             "instanceId": instance.id, "instanceState": instance.status,
         },
     }});
+    if let Some(node_ref) = node_ref {
+        status["status"]["nodeRef"] = node_ref;
+    }
     let object = json!({
         "metadata": {"annotations": {INSTANCE_STATE_ANNOTATION: instance.status}},
         "spec": {"providerID": ProviderId::new(spec.site_id.clone(), instance.id.clone()).to_string()},
@@ -274,7 +290,24 @@ async fn reconcile(obj: &DynamicObject, ctx: &Ctx) -> Result<Action, ControllerE
         Err(_) => None,
     };
     let view = instance.as_ref().map(instance_view);
-    match decide_machine_api(deleting, has_finalizer, view.as_ref()) {
+    let provider_id = view
+        .as_ref()
+        .map(|i| ProviderId::new(spec.site_id.clone(), i.id.clone()).to_string());
+    let linked_before = obj.data.pointer("/status/nodeRef/name").is_some();
+    let node_ref = match &provider_id {
+        Some(id) if !deleting && !linked_before => {
+            let candidate = ctx.node_links.machine_reported(&namespace, &name, id);
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            node_link::link(&nodes, candidate, id, (&namespace, &name)).await?
+        }
+        Some(id) => {
+            ctx.node_links.machine_reported(&namespace, &name, id);
+            None
+        }
+        None => None,
+    };
+    let linked = linked_before || node_ref.is_some();
+    match decide_machine_api(deleting, has_finalizer, view.as_ref(), linked) {
         MachineApiStep::AddFinalizer => {
             let mut all = finalizers;
             all.push(MACHINE_FINALIZER.to_string());
@@ -309,7 +342,7 @@ async fn reconcile(obj: &DynamicObject, ctx: &Ctx) -> Result<Action, ControllerE
                 .await
                 .map_err(cloud)?;
             tracing::info!(%namespace, %name, instance = %created.id, "instance created");
-            let (object, status) = report(&spec, &instance_view(&created), "Provisioning");
+            let (object, status) = report(&spec, &instance_view(&created), "Provisioning", None);
             // The annotation and provider ID first: a phase someone sees has them.
             patch_if_changed(&api, obj, object, false).await?;
             patch_if_changed(&api, obj, status, true).await?;
@@ -320,7 +353,7 @@ async fn reconcile(obj: &DynamicObject, ctx: &Ctx) -> Result<Action, ControllerE
             let Some(view) = &view else {
                 return Ok(Action::requeue(ctx.config.poll));
             };
-            let (object, status) = report(&spec, view, phase);
+            let (object, status) = report(&spec, view, phase, node_ref);
             // The annotation and provider ID first: a phase someone sees has them.
             patch_if_changed(&api, obj, object, false).await?;
             patch_if_changed(&api, obj, status, true).await?;
@@ -337,6 +370,9 @@ async fn reconcile(obj: &DynamicObject, ctx: &Ctx) -> Result<Action, ControllerE
         }
         MachineApiStep::AwaitDeletion => Ok(Action::requeue(ctx.config.poll)),
         MachineApiStep::RemoveFinalizer => {
+            if let Some(id) = obj.data.pointer("/spec/providerID").and_then(Value::as_str) {
+                ctx.node_links.machine_gone(id);
+            }
             let rest: Vec<&String> = finalizers
                 .iter()
                 .filter(|f| *f != MACHINE_FINALIZER)

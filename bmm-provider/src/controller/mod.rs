@@ -20,9 +20,11 @@ mod credentials;
 mod machine;
 mod machine_api;
 mod node;
+mod node_link;
 mod pacing;
 mod provisioning;
 mod related;
+mod token_file;
 
 use std::time::Duration;
 
@@ -44,6 +46,7 @@ pub use credentials::RejectedTokens;
 pub use machine::run_machine_controller;
 pub use machine_api::{machine_resource, run_machine_api_controller};
 pub use node::run_node_controller;
+pub use token_file::{NodeCredentials, TokenFileError};
 
 use pacing::Next;
 
@@ -139,8 +142,9 @@ pub struct ControllerConfig {
     /// Also run the node controller (with the default credentials).
     pub node_lifecycle: bool,
     /// The node controller's BMM client when the credentials come from the environment
-    /// (`BMM_ENDPOINT`, `BMM_ORG`, `BMM_TOKEN_FILE`) instead of the default Secret.
-    pub node_credentials: Option<crate::client::BmmClient>,
+    /// (`BMM_ENDPOINT`, `BMM_ORG`, `BMM_TOKEN_FILE`, the file re-read when it changes)
+    /// instead of the default Secret.
+    pub node_credentials: Option<NodeCredentials>,
     /// The `topology.kubernetes.io/zone` of Nodes per site name (the site's name otherwise).
     pub zones: std::collections::BTreeMap<String, String>,
     /// The first wait after a failed reconcile; it doubles per failure of the same object.
@@ -205,6 +209,8 @@ struct Ctx {
     events: kube::runtime::events::Recorder,
     /// Names of sites and instance types, and the tenant id, as the node controller read them.
     names: node::Names,
+    /// Nodes and Machine API Machines by provider ID (the Machine API controller's nodeRef).
+    node_links: node_link::NodeLinks,
 }
 
 impl Ctx {
@@ -235,6 +241,7 @@ impl Ctx {
             backoff,
             events,
             names: node::Names::default(),
+            node_links: node_link::NodeLinks::default(),
             rejected: RejectedTokens::default(),
             clients: credentials::ClientCache::default(),
             pacing: pacing::Pacing::default(),

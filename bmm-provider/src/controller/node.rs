@@ -382,10 +382,7 @@ async fn reconcile_ours(
     ctx: &Ctx,
 ) -> Result<Action, ControllerError> {
     let (client, source) = match &ctx.config.node_credentials {
-        Some(client) => (
-            client.clone(),
-            "BMM_ENDPOINT/BMM_ORG/BMM_TOKEN_FILE".to_string(),
-        ),
+        Some(credentials) => (credentials.client(), credentials.describe()),
         None => {
             let namespace = ctx.config.namespace.as_deref().unwrap_or("default");
             match credentials::read(&ctx.client, &ctx.config, &ctx.clients, namespace, None).await {

@@ -21,7 +21,10 @@ pub const PROVIDER_STATUS_KIND: &str = "NvidiaBMMMachineProviderStatus";
 pub const MACHINE_FINALIZER: &str = "machine.machine.openshift.io";
 /// The annotation carrying the instance's state.
 pub const INSTANCE_STATE_ANNOTATION: &str = "machine.openshift.io/instance-state";
-/// The `status.errorReason` of a Machine whose providerSpec is unusable.
+/// The annotation on a Node naming its Machine (`namespace/name`), as OpenShift's nodelink
+/// controller writes it.
+pub const NODE_MACHINE_ANNOTATION: &str = "machine.openshift.io/machine";
+/// `status.errorReason` of a Machine whose providerSpec cannot be used.
 pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 
 /// A Secret named by the providerSpec.
@@ -119,8 +122,8 @@ pub enum MachineApiStep {
     Report {
         /// The instance.
         instance_id: String,
-        /// The Machine API phase: `Provisioned` until Ready, then `Running`; `Failed` in
-        /// Error.
+        /// The Machine API phase: `Provisioned` until the instance is Ready and a Node is
+        /// linked (`status.nodeRef`), then `Running`; `Failed` in Error.
         phase: &'static str,
     },
     /// Delete the instance.
@@ -133,10 +136,13 @@ pub enum MachineApiStep {
     Nothing,
 }
 
-/// The Machine API phase of a Machine whose instance is in `status`.
-pub fn phase_of(status: &str) -> &'static str {
+/// The Machine API phase of a Machine whose instance is in `status`: `Running` once the
+/// instance is Ready and its Node is linked (as the Machine API's own controller says
+/// `Running` only with a `nodeRef`), `Provisioned` while it exists without both.
+pub fn phase_of(status: &str, node_linked: bool) -> &'static str {
     match Lifecycle::of(status) {
-        Lifecycle::Ready => "Running",
+        Lifecycle::Ready if node_linked => "Running",
+        Lifecycle::Ready => "Provisioned",
         Lifecycle::Error => "Failed",
         Lifecycle::Deleting => "Deleting",
         Lifecycle::InProgress => "Provisioned",
@@ -144,11 +150,13 @@ pub fn phase_of(status: &str) -> &'static str {
 }
 
 /// Decides the next step from whether the Machine is being deleted, whether it carries the
-/// finalizer, and its instance (`None` when neither its recorded id nor its name found one).
+/// finalizer, its instance (`None` when neither its recorded id nor its name found one) and
+/// whether a Node with its provider ID is linked to it.
 pub fn decide_machine_api(
     deleting: bool,
     has_finalizer: bool,
     instance: Option<&CloudInstance>,
+    node_linked: bool,
 ) -> MachineApiStep {
     match (deleting, has_finalizer, instance) {
         (true, false, _) => MachineApiStep::Nothing,
@@ -161,7 +169,7 @@ pub fn decide_machine_api(
         (false, true, None) => MachineApiStep::Create,
         (false, true, Some(i)) => MachineApiStep::Report {
             instance_id: i.id.clone(),
-            phase: phase_of(&i.status),
+            phase: phase_of(&i.status, node_linked),
         },
     }
 }

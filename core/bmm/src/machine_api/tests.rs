@@ -70,41 +70,49 @@ fn every_problem_of_a_provider_spec_is_named() {
 #[test]
 fn steps_follow_the_machine_and_its_instance() {
     assert_eq!(
-        decide_machine_api(false, false, None),
+        decide_machine_api(false, false, None, true),
         MachineApiStep::AddFinalizer
     );
     assert_eq!(
-        decide_machine_api(false, true, None),
+        decide_machine_api(false, true, None, true),
         MachineApiStep::Create
     );
     assert_eq!(
-        decide_machine_api(false, true, Some(&instance("Provisioning"))),
+        decide_machine_api(false, true, Some(&instance("Provisioning")), true),
         MachineApiStep::Report {
             instance_id: "i-1".into(),
             phase: "Provisioned"
         }
     );
     assert_eq!(
-        decide_machine_api(false, true, Some(&instance("Ready"))),
+        decide_machine_api(false, true, Some(&instance("Ready")), true),
         MachineApiStep::Report {
             instance_id: "i-1".into(),
             phase: "Running"
         }
     );
+    // Ready without a Node yet: the instance exists, the host has not joined.
     assert_eq!(
-        decide_machine_api(true, true, Some(&instance("Ready"))),
+        decide_machine_api(false, true, Some(&instance("Ready")), false),
+        MachineApiStep::Report {
+            instance_id: "i-1".into(),
+            phase: "Provisioned"
+        }
+    );
+    assert_eq!(
+        decide_machine_api(true, true, Some(&instance("Ready")), true),
         MachineApiStep::DeleteInstance("i-1".into())
     );
     assert_eq!(
-        decide_machine_api(true, true, Some(&instance("Terminating"))),
+        decide_machine_api(true, true, Some(&instance("Terminating")), true),
         MachineApiStep::AwaitDeletion
     );
     assert_eq!(
-        decide_machine_api(true, true, None),
+        decide_machine_api(true, true, None, true),
         MachineApiStep::RemoveFinalizer
     );
     assert_eq!(
-        decide_machine_api(true, false, None),
+        decide_machine_api(true, false, None, true),
         MachineApiStep::Nothing
     );
 }
@@ -116,18 +124,23 @@ proptest! {
     fn creates_only_with_the_finalizer_and_no_instance(
         deleting in any::<bool>(),
         finalizer in any::<bool>(),
+        linked in any::<bool>(),
         status in proptest::option::of(prop_oneof![
             Just("Pending".to_string()), Just("Ready".to_string()),
             Just("Terminating".to_string()), Just("Error".to_string()), "[A-Za-z]{0,8}"
         ]),
     ) {
         let i = status.as_deref().map(instance);
-        let step = decide_machine_api(deleting, finalizer, i.as_ref());
+        let step = decide_machine_api(deleting, finalizer, i.as_ref(), linked);
         if step == MachineApiStep::Create {
             prop_assert!(finalizer && !deleting && i.is_none());
         }
         if step == MachineApiStep::RemoveFinalizer {
             prop_assert!(i.is_none());
+        }
+        // `Running` needs a linked Node (the Machine API's meaning of the phase).
+        if let MachineApiStep::Report { phase: "Running", .. } = step {
+            prop_assert!(linked);
         }
     }
 }
