@@ -144,13 +144,20 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         let context = target_dir().join("images").join(image.name);
         assemble(image, &options.binary_dir(), &context)
             .with_context(|| format!("assembling the root file system of {tag}"))?;
-        let status = Command::new(&podman)
+        // `--quiet` prints only the image id, which says nothing here: kept for failures.
+        let built = Command::new(&podman)
             .args(["build", "--quiet", "--tag", &tag, "--file"])
             .arg(workspace_root().join(image.containerfile))
             .arg(&context)
-            .status()
+            .output()
             .context("running podman build")?;
-        ensure_success(&format!("podman build of {tag}"), status)?;
+        if !built.status.success() {
+            bail!(
+                "podman build of {tag}: {}\n{}",
+                built.status,
+                String::from_utf8_lossy(&built.stderr).trim()
+            );
+        }
         let output = Command::new(&podman)
             .args(["run", "--rm", "--network", "none"])
             .args(ULIMITS)
