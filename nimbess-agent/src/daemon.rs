@@ -46,6 +46,14 @@ pub struct ServeCommand {
     /// overlaps a pod network.
     #[arg(long, env = "NIMBESS_SERVICE_CIDR", default_value_t = DEFAULT_SERVICE_CIDR)]
     pub service_cidr: Ipv4Cidr,
+    /// Watch the cluster's Services, EndpointSlices, NetworkPolicies,
+    /// Namespaces and Pods (in-cluster config or KUBECONFIG).
+    #[arg(long, env = "NIMBESS_KUBE", conflicts_with = "resources")]
+    pub kube: bool,
+    /// The same objects from Kubernetes YAML files: `dir:PATH` (every
+    /// `*.yaml` there, reloaded on change within seconds).
+    #[arg(long, env = "NIMBESS_RESOURCES")]
+    pub resources: Option<crate::northbound::Source>,
     /// Multi-host fabric flags.
     #[command(flatten)]
     pub fabric: FabricArgs,
@@ -117,12 +125,44 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
     };
     tracing::info!(driver = ?kind, networks = config.networks.len(), "state loaded, data plane reconciled");
     tokio::spawn(Arc::clone(&agent).reap_periodically(Duration::from_secs(command.reap_interval)));
+    start_northbound(command, &agent).await?;
     reload_on_hangup(
         Arc::clone(&agent),
         command.config.clone(),
         command.service_cidr,
     )?;
     serve(agent, &command.socket, &command.serve).await
+}
+
+/// The northbound's source feeding the agent (`--kube`, `--resources`).
+async fn start_northbound(command: &ServeCommand, agent: &Arc<Agent>) -> anyhow::Result<()> {
+    use crate::northbound::{Source, follow, kube::watch_cluster, resources::watch_dir};
+    let source = match (&command.resources, command.kube) {
+        (Some(source), _) => source.clone(),
+        (None, true) => Source::Kube,
+        (None, false) => return Ok(()),
+    };
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    match source {
+        Source::Dir(dir) => {
+            anyhow::ensure!(
+                dir.is_dir(),
+                "--resources dir:{}: not a directory",
+                dir.display()
+            );
+            tracing::info!(dir = %dir.display(), "northbound: resources from files");
+            tokio::spawn(watch_dir(dir, tx));
+        }
+        Source::Kube => {
+            let client = kube::Client::try_default()
+                .await
+                .context("--kube: no Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+            tracing::info!("northbound: watching the cluster");
+            tokio::spawn(watch_cluster(client, tx));
+        }
+    }
+    tokio::spawn(follow(Arc::clone(agent), rx));
+    Ok(())
 }
 
 async fn join_fabric(args: &FabricArgs) -> anyhow::Result<Option<Fabric>> {

@@ -8,6 +8,7 @@
 //!   `nimbess.cni.v1.Agent`, their clients, the wire ⇄ domain conversions;
 //! - [`daemon`], [`cli`]: `nimbess-agent serve` and the inspection subcommands;
 //! - [`driver`]: the `kernel` (netlink) and `sim` data planes;
+//! - [`northbound`]: Kubernetes Services and their endpoints (`--kube`, `--resources`) → load balancers;
 //! - [`fabric`]: the multi-host fabric's shared state in etcd;
 //! - [`plugin`]: the `nimbess-cni` binary's logic (CNI environment + stdin → the agent);
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
@@ -21,5 +22,6 @@ pub mod driver;
 pub mod fabric;
 pub mod grpc;
 pub mod naming;
+pub mod northbound;
 pub mod plugin;
 pub mod state;

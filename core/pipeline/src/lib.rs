@@ -23,6 +23,7 @@ mod ipam;
 mod model;
 mod module;
 mod network;
+mod placement;
 mod plan;
 mod print;
 mod service;
@@ -45,6 +46,7 @@ pub use network::{
     AclAction, AclProtocol, AclRule, DEFAULT_MTU, MetaFunction, MetaModule, MetaPipeline,
     NetworkKind, NetworkSpec, acl_verdict,
 };
+pub use placement::{cluster_load_balancers, load_balancer_name, place_load_balancers};
 pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
 pub use print::{pipeline_dot, pipeline_text};
 pub use service::{

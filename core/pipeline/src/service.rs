@@ -155,6 +155,20 @@ pub enum ServiceWarning {
         /// The endpoint without it.
         endpoint: Ipv4Addr,
     },
+    /// A VIP, protocol and port another Service holds already.
+    #[error("service {namespace}/{service} port {port}: {vip} is taken by service {owner}")]
+    VipTaken {
+        /// Namespace.
+        namespace: String,
+        /// Service.
+        service: String,
+        /// The Service port.
+        port: u16,
+        /// The VIP.
+        vip: Ipv4Addr,
+        /// The Service holding it (`namespace/name`).
+        owner: String,
+    },
 }
 
 /// The load-balancer modules of `service` over `endpoints`, and what could

@@ -144,12 +144,13 @@ impl Agent {
     /// # Errors
     /// The data plane cannot be read.
     pub async fn verify(&self) -> Result<Vec<String>, DriverError> {
-        let st = self.state.lock().await;
+        let mut st = self.state.lock().await;
         let mut drift: Vec<String> = nephrite_pipeline::violations(&st.model)
             .into_iter()
             .map(|v| format!("model: {}", v.0))
             .collect();
         drift.extend(st.driver.verify(&st.model).await?);
+        drift.extend(st.verify_services());
         Ok(drift)
     }
 }

@@ -24,6 +24,7 @@ use crate::state::{PersistedState, Record, StateError, StateStore};
 mod fabric;
 mod inspect;
 mod reap;
+mod services;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +43,12 @@ pub(crate) struct AgentState {
     /// The fabric this host belongs to (`--store`), and what it has seen of it.
     fabric: Option<Fabric>,
     view: FabricView,
+    /// The Services' load-balancer modules the northbound derived (not
+    /// persisted: the northbound derives them again after a restart).
+    pub(crate) services: std::collections::BTreeMap<
+        nephrite_pipeline::LoadBalancerKey,
+        nephrite_pipeline::LoadBalancer,
+    >,
 }
 
 /// Why the agent could not start or reload.
@@ -471,6 +478,7 @@ impl AgentState {
             configured: configured.to_vec(),
             fabric,
             view,
+            services: std::collections::BTreeMap::new(),
         })
     }
 

@@ -8,7 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use nephrite_pipeline::{Model, ModuleId, NetworkSpec, Port, PortId, RenderFacts, RenderPlan};
+use nephrite_pipeline::{
+    LoadBalancer, LoadBalancerKey, Model, ModuleId, NetworkSpec, Port, PortId, RenderFacts,
+    RenderPlan,
+};
 use serde::{Deserialize, Serialize};
 
 pub mod kernel;
@@ -158,6 +161,42 @@ impl Driver {
         match self {
             Driver::Kernel(k) => k.routes_default(spec),
             Driver::Sim(_) => false,
+        }
+    }
+
+    /// Render the Services' load-balancer modules (the whole set as it is now).
+    ///
+    /// # Errors
+    /// The data plane refused them (what was rendered before stays).
+    pub fn apply_services(
+        &mut self,
+        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    ) -> Result<(), DriverError> {
+        match self {
+            Driver::Kernel(k) => k.apply_services(lbs),
+            Driver::Sim(s) => {
+                s.services = lbs.clone();
+                Ok(())
+            }
+        }
+    }
+
+    /// Drift between `lbs` and the Services the data plane holds, one line
+    /// each; the next [`Driver::apply_services`] repairs it.
+    pub fn verify_services(
+        &mut self,
+        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    ) -> Vec<String> {
+        match self {
+            Driver::Kernel(k) => k.verify_services(lbs),
+            Driver::Sim(s) if &s.services != lbs => {
+                vec![format!(
+                    "services: the simulation holds {} service ports, the model {}",
+                    s.services.len(),
+                    lbs.len()
+                )]
+            }
+            Driver::Sim(_) => Vec::new(),
         }
     }
 

@@ -19,6 +19,9 @@ pub struct SimDriver {
     next_ifindex: u32,
     counters: Counters,
     drops: Counters,
+    /// The Services' load-balancer modules it holds.
+    pub(crate) services:
+        BTreeMap<nephrite_pipeline::LoadBalancerKey, nephrite_pipeline::LoadBalancer>,
 }
 
 /// The MAC the simulation gives a port: locally administered, from its id.

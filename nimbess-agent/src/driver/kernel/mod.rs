@@ -25,8 +25,8 @@ use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    EgressPolicy, Ipv4Cidr, Mac, Masquerade, Model, NetworkKind, NetworkSpec, Port, PortId,
-    RenderFacts, RenderPlan,
+    EgressPolicy, Ipv4Cidr, LoadBalancer, LoadBalancerKey, Mac, Masquerade, Model, NetworkKind,
+    NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
 };
 use netlink_packet_route::link::{
     AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage,
@@ -44,6 +44,7 @@ pub mod netns;
 mod overlay;
 mod port;
 pub mod routed;
+pub mod services;
 mod sweep;
 
 fn nl(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> DriverError {
@@ -153,6 +154,9 @@ pub struct KernelDriver {
     flood: BTreeMap<(String, Ipv4Addr), usize>,
     /// The pods' way out (`None`: pods reach their own network only).
     egress: Option<(Ipv4Cidr, Masquerade)>,
+    /// The Services rendered (`None`: not rendered since start; the next
+    /// render replaces the table).
+    services: Option<BTreeMap<LoadBalancerKey, LoadBalancer>>,
 }
 
 impl KernelDriver {
@@ -176,6 +180,7 @@ impl KernelDriver {
             remote: BTreeMap::new(),
             flood: BTreeMap::new(),
             egress: None,
+            services: None,
         })
     }
 
@@ -185,6 +190,38 @@ impl KernelDriver {
     /// `masquerade`.
     pub fn set_egress(&mut self, service_cidr: Ipv4Cidr, masquerade: Masquerade) {
         self.egress = Some((service_cidr, masquerade));
+    }
+
+    /// Render `lbs` as the Services' DNAT (the first time since start: the
+    /// whole table; then only what changed).
+    ///
+    /// # Errors
+    /// `nft` refused the rules (what was rendered before stays).
+    pub fn apply_services(
+        &mut self,
+        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    ) -> Result<(), DriverError> {
+        let script = match &self.services {
+            Some(old) if !old.is_empty() && !lbs.is_empty() => services::diff_script(old, lbs),
+            Some(old) if old.is_empty() && lbs.is_empty() => String::new(),
+            _ => services::full_script(lbs),
+        };
+        services::load(&script, &format!("{} service ports", lbs.len()))?;
+        self.services = Some(lbs.clone());
+        Ok(())
+    }
+
+    /// Drift between `lbs` and the Services' table; rendered again in full
+    /// when there is any (the next [`KernelDriver::apply_services`]).
+    pub fn verify_services(
+        &mut self,
+        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    ) -> Vec<String> {
+        let drift = services::verify(lbs);
+        if !drift.is_empty() {
+            self.services = None;
+        }
+        drift
     }
 
     /// True when pods of `spec` get a default route through the gateway.
@@ -266,7 +303,9 @@ impl KernelDriver {
         if let Some(link) = find_link(&self.handle, &name).await? {
             return Ok(link.index);
         }
-        let msg = LinkBridge::new(&name).up().build();
+        // bridged IPv4 frames pass the ip hooks: conntrack sees a Service's
+        // replies between pods of one bridge (see [`services`])
+        let msg = LinkBridge::new(&name).nf_call_iptables(true).up().build();
         self.create_link(msg, || {
             format!("create bridge {name} for network {}", spec.name)
         })

@@ -1,0 +1,397 @@
+//! Services rendered as nftables DNAT, in one `ip` table (`nimbess-svc`):
+//!
+//! - `services`: a verdict map `VIP . protocol . port → goto <svc chain>`,
+//!   looked up from the `prerouting` (pods, other hosts) and `output` (the
+//!   host itself) NAT chains; `nodeports`: `protocol . port → goto` for
+//!   NodePorts on the host's own addresses;
+//! - per Service port, a map `be.<ns>.<name>.<proto>.<port>` of slot →
+//!   `backend . port` (a backend of weight w holds w slots) and a chain
+//!   `svc.<ns>.<name>.<proto>.<port>` with one rule, `dnat ip to numgen
+//!   random mod N map @be…` (`jhash ip saddr` for `sessionAffinity:
+//!   ClientIP`). An endpoint change rewrites that map's elements (and the
+//!   one rule when the slot count changes), nothing else;
+//! - `noendpoints`: Service ports without a ready backend, rejected in the
+//!   `filter` chains on `prerouting` and `output` (before routing, which
+//!   may have no route for the Service CIDR) so a client hears "refused"
+//!   instead of waiting.
+//!
+//! Conntrack turns replies back into the VIP. The path chosen is the `ip`
+//! family with the bridges' `nf_call_iptables` on (br_netfilter): a client
+//! and its backend on the same L2 bridge exchange frames the bridge
+//! switches, and only the IPv4 hooks called for bridged frames see them
+//! (the kernel's bridge-family conntrack, `nf_conntrack_bridge`, cannot
+//! DNAT and is often not built).
+//!
+//! The rules are written as `nft` input and loaded by `nft -f -` (one
+//! transaction each: a full render replaces the table atomically, a diff
+//! touches only the Services it names).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey, Protocol};
+
+use crate::driver::DriverError;
+
+/// The table's name.
+pub const TABLE: &str = "nimbess-svc";
+
+fn proto(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+        Protocol::Sctp => "sctp",
+    }
+}
+
+/// The chain of a Service port (names are DNS labels, checked when the
+/// Service was read, so they are valid nft identifiers).
+pub fn chain_name(key: &LoadBalancerKey) -> String {
+    format!(
+        "svc.{}.{}.{}.{}",
+        key.namespace,
+        key.service,
+        proto(key.protocol),
+        key.port
+    )
+}
+
+/// The backend map of a Service port.
+pub fn map_name(key: &LoadBalancerKey) -> String {
+    format!(
+        "be.{}.{}.{}.{}",
+        key.namespace,
+        key.service,
+        proto(key.protocol),
+        key.port
+    )
+}
+
+/// The slots of the backend map: each backend as often as its weight.
+fn slots(lb: &LoadBalancer) -> Vec<String> {
+    lb.backends
+        .iter()
+        .flat_map(|b| std::iter::repeat_n(format!("{} . {}", b.address, b.port), b.weight as usize))
+        .collect()
+}
+
+fn service_element(key: &LoadBalancerKey, lb: &LoadBalancer) -> String {
+    format!("{} . {} . {}", lb.vip, proto(key.protocol), key.port)
+}
+
+/// The one rule of a Service port's chain (`None`: no backend).
+fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer) -> Option<String> {
+    let n = slots(lb).len();
+    if n == 0 {
+        return None;
+    }
+    let pick = match lb.affinity {
+        Affinity::None => format!("numgen random mod {n}"),
+        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed 0x6e696d62"),
+    };
+    Some(format!(
+        "meta l4proto {p} dnat ip to {pick} map @{map}",
+        p = proto(key.protocol),
+        map = map_name(key)
+    ))
+}
+
+/// Statements creating one Service port's objects (the table exists).
+fn add_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let (chain, map, p) = (chain_name(key), map_name(key), proto(key.protocol));
+    let _ = writeln!(
+        out,
+        "add map ip {TABLE} {map} {{ typeof numgen random mod 1 : ip daddr . {p} dport ; }}"
+    );
+    let _ = writeln!(out, "add chain ip {TABLE} {chain}");
+    fill_service(out, key, lb);
+    match dnat_rule(key, lb) {
+        Some(_) => {
+            let _ = writeln!(
+                out,
+                "add element ip {TABLE} services {{ {} : goto {chain} }}",
+                service_element(key, lb)
+            );
+            if let Some(node_port) = lb.node_port {
+                let _ = writeln!(
+                    out,
+                    "add element ip {TABLE} nodeports {{ {p} . {node_port} : goto {chain} }}"
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "add element ip {TABLE} noendpoints {{ {} }}",
+                service_element(key, lb)
+            );
+        }
+    }
+}
+
+/// The backend map's elements and the chain's rule (both empty before).
+fn fill_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let slots = slots(lb);
+    if !slots.is_empty() {
+        let elements: Vec<String> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{i} : {s}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "add element ip {TABLE} {} {{ {} }}",
+            map_name(key),
+            elements.join(", ")
+        );
+    }
+    if let Some(rule) = dnat_rule(key, lb) {
+        let _ = writeln!(out, "add rule ip {TABLE} {} {rule}", chain_name(key));
+    }
+}
+
+/// Statements removing one rendered Service port's objects.
+fn remove_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let p = proto(key.protocol);
+    if dnat_rule(key, lb).is_some() {
+        let _ = writeln!(
+            out,
+            "delete element ip {TABLE} services {{ {} }}",
+            service_element(key, lb)
+        );
+        if let Some(node_port) = lb.node_port {
+            let _ = writeln!(
+                out,
+                "delete element ip {TABLE} nodeports {{ {p} . {node_port} }}"
+            );
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "delete element ip {TABLE} noendpoints {{ {} }}",
+            service_element(key, lb)
+        );
+    }
+    let _ = writeln!(out, "delete chain ip {TABLE} {}", chain_name(key));
+    let _ = writeln!(out, "delete map ip {TABLE} {}", map_name(key));
+}
+
+/// The table's skeleton: the dispatch maps and the hooked chains.
+fn skeleton(out: &mut String) {
+    let _ = writeln!(out, "table ip {TABLE} {{");
+    out.push_str(concat!(
+        "  map services {\n    type ipv4_addr . inet_proto . inet_service : verdict\n  }\n",
+        "  map nodeports {\n    type inet_proto . inet_service : verdict\n  }\n",
+        "  set noendpoints {\n    type ipv4_addr . inet_proto . inet_service\n  }\n",
+        "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n",
+        "    ip daddr . meta l4proto . th dport vmap @services\n",
+        "    fib daddr type local meta l4proto . th dport vmap @nodeports\n  }\n",
+        "  chain output {\n    type nat hook output priority -100; policy accept;\n",
+        "    ip daddr . meta l4proto . th dport vmap @services\n",
+        "    fib daddr type local meta l4proto . th dport vmap @nodeports\n  }\n",
+        "  chain refuse {\n    type filter hook prerouting priority -10; policy accept;\n",
+        "    ip daddr . meta l4proto . th dport @noendpoints reject\n  }\n",
+        "  chain local {\n    type filter hook output priority -10; policy accept;\n",
+        "    ip daddr . meta l4proto . th dport @noendpoints reject\n  }\n",
+        "}\n",
+    ));
+}
+
+/// The `nft` input replacing the table with `services` (empty: the table
+/// goes away).
+pub fn full_script(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> String {
+    let mut out = format!("add table ip {TABLE}\ndelete table ip {TABLE}\n");
+    if services.is_empty() {
+        return out;
+    }
+    skeleton(&mut out);
+    for (key, lb) in services {
+        add_service(&mut out, key, lb);
+    }
+    out
+}
+
+/// The `nft` input taking the table from `old` to `new` (both non-empty
+/// or the caller renders in full): only the Service ports that differ.
+pub fn diff_script(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+) -> String {
+    let mut out = String::new();
+    for (key, was) in old {
+        if !new.contains_key(key) {
+            remove_service(&mut out, key, was);
+        }
+    }
+    for (key, lb) in new {
+        match old.get(key) {
+            Some(was) if was == lb => {}
+            // same VIP, NodePort and reachability: only the backends change
+            Some(was)
+                if was.vip == lb.vip
+                    && was.node_port == lb.node_port
+                    && was.affinity == lb.affinity
+                    && was.backends.is_empty() == lb.backends.is_empty() =>
+            {
+                let _ = writeln!(out, "flush map ip {TABLE} {}", map_name(key));
+                if slots(was).len() != slots(lb).len() {
+                    let _ = writeln!(out, "flush chain ip {TABLE} {}", chain_name(key));
+                    fill_service(&mut out, key, lb);
+                } else {
+                    // the rule stays: only the map's elements are rewritten
+                    let elements: Vec<String> = slots(lb)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| format!("{i} : {s}"))
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "add element ip {TABLE} {} {{ {} }}",
+                        map_name(key),
+                        elements.join(", ")
+                    );
+                }
+            }
+            Some(was) => {
+                remove_service(&mut out, key, was);
+                add_service(&mut out, key, lb);
+            }
+            None => add_service(&mut out, key, lb),
+        }
+    }
+    out
+}
+
+/// Load `script` with `nft -f -` (one transaction).
+///
+/// # Errors
+/// `nft` is missing or refused the script (its message included).
+pub fn load(script: &str, what: &str) -> Result<(), DriverError> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    let os = |source| DriverError::Os {
+        what: format!("run nft -f - ({what})"),
+        source,
+    };
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(os)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(script.as_bytes()).map_err(os)?;
+    }
+    let out = child.wait_with_output().map_err(os)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(DriverError::State(format!(
+            "nft refused the Services ({what}): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Differences between `services` and the kernel's table, one line each
+/// (a missing chain or map, a backend map whose elements differ).
+pub fn verify(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Vec<String> {
+    let listed = Command::new("nft")
+        .args(["-j", "list", "table", "ip", TABLE])
+        .stderr(Stdio::null())
+        .output();
+    let json: serde_json::Value = match listed {
+        Ok(out) if out.status.success() => {
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+        }
+        _ => serde_json::Value::Null,
+    };
+    let items = json["nftables"].as_array().cloned().unwrap_or_default();
+    if services.is_empty() {
+        return if items.iter().any(|i| i.get("table").is_some()) {
+            vec![format!("services: table ip {TABLE} exists with no Service")]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut chains = std::collections::BTreeSet::new();
+    let mut maps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut dispatch: Vec<String> = Vec::new();
+    for item in &items {
+        if let Some(name) = item["chain"]["name"].as_str() {
+            chains.insert(name.to_string());
+        }
+        if let Some(name) = item["map"]["name"].as_str() {
+            let elems = item["map"]["elem"].as_array().cloned().unwrap_or_default();
+            let rendered: Vec<String> = elems
+                .iter()
+                .map(|e| match &e[1]["concat"] {
+                    serde_json::Value::Array(parts) => {
+                        let s: Vec<String> = parts
+                            .iter()
+                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                            .collect();
+                        s.join(" . ")
+                    }
+                    other => other.to_string(),
+                })
+                .collect();
+            if name == "services" {
+                dispatch = rendered_keys(&elems);
+            }
+            maps.insert(name.to_string(), rendered);
+        }
+    }
+    let mut drift = Vec::new();
+    for (key, lb) in services {
+        let (chain, map) = (chain_name(key), map_name(key));
+        if !chains.contains(&chain) {
+            drift.push(format!("service {chain}: chain is missing"));
+        }
+        let mut want = slots(lb);
+        want.sort();
+        match maps.get(&map) {
+            None => drift.push(format!("service {map}: backend map is missing")),
+            Some(have) => {
+                let mut have = have.clone();
+                have.sort();
+                if have != want {
+                    drift.push(format!(
+                        "service {map}: backends are [{}], the model has [{}]",
+                        have.join(", "),
+                        want.join(", ")
+                    ));
+                }
+            }
+        }
+        if !want.is_empty() && !dispatch.contains(&service_element(key, lb)) {
+            drift.push(format!(
+                "service {chain}: {} is not dispatched",
+                service_element(key, lb)
+            ));
+        }
+    }
+    drift
+}
+
+/// The keys of the `services` map's elements as `VIP . proto . port`.
+fn rendered_keys(elems: &[serde_json::Value]) -> Vec<String> {
+    elems
+        .iter()
+        .filter_map(|e| e[0]["concat"].as_array())
+        .map(|parts| {
+            parts
+                .iter()
+                .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                .collect::<Vec<_>>()
+                .join(" . ")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

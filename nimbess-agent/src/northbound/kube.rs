@@ -1,0 +1,130 @@
+//! `--kube`: the northbound's objects from the API server, through one
+//! kube-runtime reflector per kind (Services, EndpointSlices,
+//! NetworkPolicies, Namespaces, Pods), restarted after failures with the
+//! project's watch backoff. A snapshot is sent once every kind has been
+//! listed, then after every change.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Api;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{Notify, watch};
+
+use super::Objects;
+
+/// The kinds' stores.
+#[derive(Clone)]
+struct Readers {
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    policies: Store<NetworkPolicy>,
+    namespaces: Store<Namespace>,
+    pods: Store<Pod>,
+}
+
+impl Readers {
+    fn snapshot(&self) -> Objects {
+        fn all<K: Clone + kube::Resource<DynamicType = ()>>(s: &Store<K>) -> Vec<K> {
+            s.state().iter().map(|o| (**o).clone()).collect()
+        }
+        Objects {
+            services: all(&self.services),
+            slices: all(&self.slices),
+            policies: all(&self.policies),
+            namespaces: all(&self.namespaces),
+            pods: all(&self.pods),
+        }
+    }
+}
+
+/// How many kinds there are to list before the first snapshot.
+const KINDS: usize = 5;
+
+fn reflect<K>(client: kube::Client, changed: Arc<Notify>, listed: Arc<AtomicUsize>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let api: Api<K> = Api::all(client);
+    let kind = K::kind(&()).to_string();
+    tokio::spawn(async move {
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .backoff(nephrite_runtime::watch_backoff())
+            .reflect(writer);
+        let mut stream = std::pin::pin!(stream);
+        let mut done = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(Event::InitDone) => {
+                    if !done {
+                        done = true;
+                        listed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    changed.notify_one();
+                }
+                Ok(Event::Apply(_) | Event::Delete(_)) => changed.notify_one(),
+                Ok(Event::Init | Event::InitApply(_)) => {}
+                Err(e) => {
+                    if !done && not_served(&e) {
+                        // a cluster without this API has none of these objects
+                        done = true;
+                        listed.fetch_add(1, Ordering::SeqCst);
+                        changed.notify_one();
+                        tracing::warn!(
+                            kind,
+                            "the cluster does not serve this kind; taken as none, watching again after a pause"
+                        );
+                    } else {
+                        tracing::warn!(kind, error = %e, "watch failed; watching again after a pause");
+                    }
+                }
+            }
+        }
+    });
+    reader
+}
+
+/// True when the API server does not serve the kind (404 on the list).
+fn not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
+}
+
+/// Watch the cluster `client` reaches, sending snapshots to `tx` until the
+/// receiver is gone.
+pub async fn watch_cluster(client: kube::Client, tx: watch::Sender<Option<Objects>>) {
+    let changed = Arc::new(Notify::new());
+    let listed = Arc::new(AtomicUsize::new(0));
+    let readers = Readers {
+        services: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        slices: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        policies: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        namespaces: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        pods: reflect(client, Arc::clone(&changed), Arc::clone(&listed)),
+    };
+    loop {
+        changed.notified().await;
+        if listed.load(Ordering::SeqCst) < KINDS {
+            continue;
+        }
+        if tx.send(Some(readers.snapshot())).is_err() {
+            return;
+        }
+    }
+}

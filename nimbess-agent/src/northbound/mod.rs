@@ -1,0 +1,141 @@
+//! The agent's northbound: Kubernetes Services, EndpointSlices,
+//! NetworkPolicies, Namespaces and Pods, from the API server (`--kube`,
+//! [`kube`]) or from YAML files (`--resources dir:PATH`, [`resources`]),
+//! derived by `nephrite-pipeline` into load-balancer modules the agent
+//! places in its port pipelines and the data plane renders.
+//!
+//! Both sources produce an [`Objects`] snapshot; [`derive`] is the one
+//! translation; [`follow`] applies each new snapshot to the agent. An object
+//! that cannot be read is logged (a warning naming it and the field) and
+//! skipped; everything else is applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use nephrite_pipeline::{LoadBalancer, LoadBalancerKey, cluster_load_balancers};
+use tokio::sync::watch;
+
+use crate::agent::Agent;
+
+pub mod kube;
+pub mod objects;
+pub mod resources;
+
+#[cfg(test)]
+mod tests;
+
+/// Where the northbound's objects come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The cluster's API server (in-cluster config or `KUBECONFIG`).
+    Kube,
+    /// `*.yaml` files under a directory, reloaded on change.
+    Dir(PathBuf),
+}
+
+impl std::str::FromStr for Source {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.strip_prefix("dir:") {
+            Some(path) if !path.is_empty() => Ok(Source::Dir(PathBuf::from(path))),
+            _ => Err(format!(
+                "resources {s:?}: expected dir:PATH (a directory of Kubernetes YAML files)"
+            )),
+        }
+    }
+}
+
+/// The objects the northbound reads, as one snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Objects {
+    /// Services.
+    pub services: Vec<Service>,
+    /// EndpointSlices.
+    pub slices: Vec<EndpointSlice>,
+    /// NetworkPolicies.
+    pub policies: Vec<NetworkPolicy>,
+    /// Namespaces.
+    pub namespaces: Vec<Namespace>,
+    /// Pods.
+    pub pods: Vec<Pod>,
+}
+
+/// What a snapshot derives to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Derived {
+    /// The Services' load-balancer modules.
+    pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
+    /// What was skipped, one line each naming the object and the field.
+    pub warnings: Vec<String>,
+}
+
+/// The one translation of a snapshot (pure).
+pub fn derive(objects: &Objects) -> Derived {
+    let mut warnings = Vec::new();
+    let mut endpoints: BTreeMap<(String, String), Vec<nephrite_pipeline::Endpoint>> =
+        BTreeMap::new();
+    for slice in &objects.slices {
+        let Some(owner) = objects::slice_service(slice) else {
+            continue;
+        };
+        match objects::endpoints(slice) {
+            Ok(eps) => endpoints.entry(owner).or_default().extend(eps),
+            Err(w) => warnings.push(w),
+        }
+    }
+    let mut services = Vec::new();
+    for s in &objects.services {
+        match objects::service(s) {
+            Ok(Some(svc)) => {
+                let eps = endpoints
+                    .get(&(svc.namespace.clone(), svc.name.clone()))
+                    .cloned()
+                    .unwrap_or_default();
+                services.push((svc, eps));
+            }
+            Ok(None) => {}
+            Err(w) => warnings.push(w),
+        }
+    }
+    let (load_balancers, w) = cluster_load_balancers(&services);
+    warnings.extend(w.iter().map(ToString::to_string));
+    Derived {
+        load_balancers,
+        warnings,
+    }
+}
+
+/// Apply every snapshot `snapshots` yields to `agent`, until it closes.
+/// Warnings are logged once per distinct line.
+pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Objects>>) {
+    let mut warned: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let current = snapshots.borrow_and_update().clone();
+        if let Some(objects) = current {
+            let derived = derive(&objects);
+            let now: BTreeSet<String> = derived.warnings.iter().cloned().collect();
+            for w in now.difference(&warned) {
+                tracing::warn!("{w}; skipped, everything else applied");
+            }
+            warned = now;
+            let count = derived.load_balancers.len();
+            match agent.set_services(derived.load_balancers).await {
+                Ok(diff) if !diff.is_empty() => tracing::info!(
+                    service_ports = count,
+                    changed = diff.put.len(),
+                    removed = diff.removed.len(),
+                    "services rendered"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "services not rendered; next change retries"),
+            }
+        }
+        if snapshots.changed().await.is_err() {
+            return;
+        }
+    }
+}

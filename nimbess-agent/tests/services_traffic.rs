@@ -1,0 +1,226 @@
+//! Kubernetes Services through the kernel driver, with real TCP traffic
+//! between network namespaces: the agent (in a namespace playing the host)
+//! reads a Service and its EndpointSlice from `--resources dir:PATH` and
+//! renders nftables DNAT; a client pod opens connections to the ClusterIP
+//! and counts which backend pod answered. Needs root.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{AgentProcess, Netns, first_ip, unique};
+
+const VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+
+/// Run `f` on a thread inside the network namespace at `path`.
+fn in_netns<T: Send + 'static>(path: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open netns");
+        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
+/// A TCP server in the pod at `netns` on port 8080 answering every
+/// connection with `name` (runs until the test process ends).
+fn serve(netns: &str, name: &str) {
+    let name = name.to_string();
+    let listener = in_netns(netns, || {
+        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080)).expect("bind 8080")
+    });
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(name.as_bytes());
+        }
+    });
+}
+
+/// Open `n` connections from the pod at `netns` to `dst`; count the
+/// answers by backend name ("refused" and "timeout" for failures).
+fn connect_many(netns: &str, dst: SocketAddrV4, n: usize) -> BTreeMap<String, usize> {
+    in_netns(netns, move || {
+        let mut counts = BTreeMap::new();
+        for _ in 0..n {
+            let answer = match TcpStream::connect_timeout(&dst.into(), Duration::from_secs(2)) {
+                Ok(mut s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(2)))
+                        .expect("timeout");
+                    let mut buf = String::new();
+                    match s.read_to_string(&mut buf) {
+                        Ok(_) => buf,
+                        Err(_) => "timeout".to_string(),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused".into(),
+                Err(_) => "timeout".into(),
+            };
+            *counts.entry(answer).or_insert(0) += 1;
+        }
+        counts
+    })
+}
+
+fn service_yaml(affinity: &str, endpoints: &[(Ipv4Addr, bool)]) -> String {
+    let mut eps = String::new();
+    for (address, ready) in endpoints {
+        eps.push_str(&format!(
+            "  - addresses: [\"{address}\"]\n    conditions: {{ready: {ready}}}\n"
+        ));
+    }
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: default}}\nspec:\n  clusterIP: {VIP}\n  sessionAffinity: {affinity}\n  ports:\n  - {{name: http, port: 80, targetPort: http}}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: web-1\n  namespace: default\n  labels: {{kubernetes.io/service-name: web}}\naddressType: IPv4\nports:\n- {{name: http, port: 8080, protocol: TCP}}\nendpoints:\n{eps}"
+    )
+}
+
+/// The backends the kernel holds for the Service, as `nft` lists them.
+fn rendered_backends(host: &str) -> usize {
+    let out = Command::new("ip")
+        .args(["netns", "exec", host, "nft", "-j", "list", "map", "ip"])
+        .args(["nimbess-svc", "be.default.web.tcp.80"])
+        .output()
+        .expect("nft");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["map"]["elem"].as_array())
+        .map(Vec::len)
+        .sum()
+}
+
+/// Write the resources and wait until the agent has rendered `want` backends.
+fn publish(dir: &Path, host: &str, yaml: &str, want: usize, agent: &AgentProcess) {
+    std::fs::write(dir.join("web.yaml"), yaml).expect("write resources");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rendered_backends(host) != want {
+        assert!(
+            Instant::now() < deadline,
+            "the agent never rendered {want} backends\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_cluster_ip_spreads_connections_over_ready_endpoints_only() {
+    if !support::root(
+        "a_cluster_ip_spreads_connections_over_ready_endpoints_only",
+        "creates network namespaces, veths, bridges and nftables rules",
+    ) {
+        return;
+    }
+    let host = Netns::new("sh");
+    let resources = tempfile::tempdir().expect("tempdir");
+    let net = unique("sv");
+    let yaml = format!("driver: kernel\nnetworks:\n  - name: {net}\n    subnet: 10.230.0.0/24\n");
+    let prefix = ["ip", "netns", "exec", host.name.as_str()];
+    let flag = format!("dir:{}", resources.path().display());
+    let agent =
+        AgentProcess::start_with(&yaml, "kernel", &[&net], &prefix, &["--resources", &flag]);
+    let pods: Vec<Netns> = (0..4).map(|_| Netns::new("sp")).collect();
+    let mut ips = Vec::new();
+    for pod in &pods {
+        let (code, result) = agent.cni("ADD", &net, &pod.name, &pod.path());
+        assert_eq!(code, 0, "{result}\n{}", agent.log());
+        ips.push(first_ip(&result));
+    }
+    let client = pods[0].path();
+    let names = ["b1", "b2", "b3"];
+    for (pod, name) in pods[1..].iter().zip(names) {
+        serve(&pod.path(), name);
+    }
+    let vip = SocketAddrV4::new(VIP, 80);
+
+    // three ready endpoints: 300 connections land on all three, 20-50 % each
+    let all: Vec<(Ipv4Addr, bool)> = ips[1..].iter().map(|ip| (*ip, true)).collect();
+    publish(
+        resources.path(),
+        &host.name,
+        &service_yaml("None", &all),
+        3,
+        &agent,
+    );
+    let counts = connect_many(&client, vip, 300);
+    for name in names {
+        let n = counts.get(name).copied().unwrap_or(0);
+        assert!(
+            (60..=150).contains(&n),
+            "{name} took {n} of 300: {counts:?}"
+        );
+    }
+    assert_eq!(counts.values().sum::<usize>(), 300, "{counts:?}");
+    assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+
+    // b3 not ready: it gets no new connection
+    let mut some = all.clone();
+    some[2].1 = false;
+    publish(
+        resources.path(),
+        &host.name,
+        &service_yaml("None", &some),
+        2,
+        &agent,
+    );
+    let counts = connect_many(&client, vip, 100);
+    assert_eq!(counts.get("b3"), None, "{counts:?}");
+    assert_eq!(
+        counts.get("b1").unwrap_or(&0) + counts.get("b2").unwrap_or(&0),
+        100,
+        "{counts:?}"
+    );
+
+    // session affinity: one client keeps its backend
+    publish(
+        resources.path(),
+        &host.name,
+        &service_yaml("ClientIP", &all),
+        3,
+        &agent,
+    );
+    let counts = connect_many(&client, vip, 50);
+    assert_eq!(counts.len(), 1, "one backend for one client: {counts:?}");
+
+    // drift: the Service's map emptied behind the agent's back is named,
+    // then repaired
+    let ok = Command::new("ip")
+        .args(["netns", "exec", &host.name, "nft", "flush", "map", "ip"])
+        .args(["nimbess-svc", "be.default.web.tcp.80"])
+        .status()
+        .expect("nft");
+    assert!(ok.success());
+    let (code, out) = agent.cli(&["verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("service be.default.web.tcp.80: backends are []"),
+        "{out}"
+    );
+    assert_eq!(
+        agent.cli(&["verify"]),
+        (0, "no drift\n".to_string()),
+        "repaired"
+    );
+    assert_eq!(rendered_backends(&host.name), 3);
+
+    // no ready endpoint: the client is refused at once
+    let none: Vec<(Ipv4Addr, bool)> = ips[1..].iter().map(|ip| (*ip, false)).collect();
+    publish(
+        resources.path(),
+        &host.name,
+        &service_yaml("None", &none),
+        0,
+        &agent,
+    );
+    let counts = connect_many(&client, vip, 3);
+    assert_eq!(counts.get("refused"), Some(&3), "{counts:?}");
+}
