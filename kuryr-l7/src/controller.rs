@@ -1,6 +1,7 @@
 //! `kuryr-l7 controller`: keeps the L7 rules from a source (a directory, or Kubernetes), serves
 //! them on the rules service, and drives a data plane (`embedded`: routers follow the rules
-//! service; `haproxy`: a local HAProxy is configured and reloaded as well).
+//! service; `haproxy`: a local HAProxy is configured and reloaded as well; `octavia`: the
+//! Router LB's L7 policies in OpenStack Octavia, see [`crate::openstack`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,9 +15,18 @@ use crate::haproxy::{Haproxy, HaproxyError, HaproxySettings};
 use crate::kubernetes::status::StatusSettings;
 use crate::kubernetes::{KubeSettings, KubeSource, KubeSourceError};
 use crate::machine::{PemError, hostname, read_certificate};
+use crate::openstack;
+use crate::openstack::config::RouterDriver;
+use crate::openstack::settings::{
+    OpenStackArgs, OpenStackSettings, SettingsError, file_driver, merged,
+};
+use crate::openstack::startup::StartError;
 use crate::publisher::Publisher;
 use crate::rules_service::RulesService;
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir, watch_dir};
+
+#[cfg(test)]
+mod tests;
 
 /// The data plane the controller drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,19 +35,34 @@ pub enum Driver {
     Embedded,
     /// A local HAProxy 2.6, configured and reloaded hitlessly (routers may follow as well).
     Haproxy,
-    /// OpenStack Octavia L7 policies through Neutron (not available yet: refused).
-    #[value(name = "neutron_l7_policy", alias = "octavia")]
-    NeutronL7Policy,
+    /// OpenStack Octavia L7 policies on the Router LB, reached through a Neutron floating IP
+    /// (Kuryr's `neutron_l7_policy`).
+    #[value(name = "octavia", alias = "neutron_l7_policy")]
+    Octavia,
+}
+
+impl From<RouterDriver> for Driver {
+    fn from(driver: RouterDriver) -> Driver {
+        match driver {
+            RouterDriver::Embedded => Driver::Embedded,
+            RouterDriver::Haproxy => Driver::Haproxy,
+            RouterDriver::NeutronL7Policy => Driver::Octavia,
+        }
+    }
 }
 
 /// Why the controller stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    /// The driver is not available.
-    #[error(
-        "--driver neutron_l7_policy (OpenStack Octavia) is not available yet; use --driver embedded or --driver haproxy"
-    )]
-    DriverUnavailable,
+    /// `kuryr.conf` or the OpenStack flags do not make a configuration.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// `--driver octavia` without its settings (a bug in building the configuration).
+    #[error("--driver octavia needs the OpenStack settings")]
+    OpenStackMissing,
+    /// The Octavia driver did not start.
+    #[error(transparent)]
+    OctaviaStart(#[from] StartError),
     /// The source could not be read.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -64,10 +89,11 @@ pub struct ControllerArgs {
     /// Where the objects come from: dir:PATH or kube.
     #[arg(long, env = "KURYR_L7_SOURCE")]
     pub source: SourceSpec,
-    /// The data plane: embedded (routers follow the rules service), haproxy, or
-    /// neutron_l7_policy (OpenStack Octavia, not available yet).
-    #[arg(long, env = "KURYR_L7_DRIVER", value_enum, default_value = "embedded")]
-    pub driver: Driver,
+    /// The data plane: embedded (routers follow the rules service), haproxy, or octavia
+    /// (alias neutron_l7_policy; OpenStack). Default: kuryr.conf's `[kubernetes]
+    /// l7_router_driver`, else embedded.
+    #[arg(long, env = "KURYR_L7_DRIVER", value_enum)]
+    pub driver: Option<Driver>,
     /// Our IngressClass.
     #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
     pub ingress_class: String,
@@ -114,19 +140,40 @@ pub struct ControllerArgs {
     /// --source kube: routerName in Route status.
     #[arg(long, env = "KURYR_L7_STATUS_ROUTER_NAME", default_value = "kuryr-l7")]
     pub router_name: String,
+    /// `kuryr.conf` and the OpenStack flags (`--driver octavia`).
+    #[command(flatten)]
+    pub openstack: Box<OpenStackArgs>,
     /// The shared serving flags.
     #[command(flatten)]
     pub serve: ServeArgs,
 }
 
 impl ControllerArgs {
-    /// The configuration these flags give (the default certificate read from its files).
+    /// The configuration these flags give (the default certificate read from its files,
+    /// `--config-file` read, a flag winning over the file).
     pub fn into_config(self) -> Result<ControllerConfig, ControllerError> {
         let default_certificate =
             read_certificate(self.default_cert.as_deref(), self.default_key.as_deref())?;
+        let (conf, warnings) = merged(&self.openstack)?;
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        let driver = self
+            .driver
+            .or(file_driver(&conf).map(Driver::from))
+            .unwrap_or(Driver::Embedded);
+        let openstack = match driver {
+            Driver::Octavia => Some(OpenStackSettings::from_conf(
+                &conf,
+                &self.openstack.cluster_name,
+                self.openstack.node_name.clone().unwrap_or_else(hostname),
+            )?),
+            _ => None,
+        };
         Ok(ControllerConfig {
             source: self.source,
-            driver: self.driver,
+            driver,
+            openstack,
             options: Options {
                 ingress_class: self.ingress_class,
             },
@@ -146,6 +193,7 @@ impl ControllerArgs {
                 status: StatusSettings {
                     addresses: self.status_address,
                     router_name: self.router_name,
+                    canonical_hostname: None,
                 },
             },
             serve: self.serve,
@@ -160,6 +208,8 @@ pub struct ControllerConfig {
     pub source: SourceSpec,
     /// The data plane.
     pub driver: Driver,
+    /// The `octavia` driver's settings (`--driver octavia` only).
+    pub openstack: Option<OpenStackSettings>,
     /// Translation settings.
     pub options: Options,
     /// HAProxy settings (`--driver haproxy`); `None` when not given.
@@ -182,10 +232,7 @@ pub async fn publish_all(publisher: Publisher, mut snapshots: watch::Receiver<Ar
 }
 
 /// Runs the controller until SIGTERM/SIGINT (or the server's shutdown handle).
-pub async fn run(config: ControllerConfig) -> Result<ServeReport, ControllerError> {
-    if config.driver == Driver::NeutronL7Policy {
-        return Err(ControllerError::DriverUnavailable);
-    }
+pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, ControllerError> {
     if config.driver == Driver::Haproxy && config.haproxy.is_none() {
         return Err(ControllerError::HaproxyListenMissing);
     }
@@ -193,6 +240,33 @@ pub async fn run(config: ControllerConfig) -> Result<ServeReport, ControllerErro
     let server = GrpcServer::from_args(identity, &config.serve)?;
     let shutdown = server.shutdown_handle();
     let publisher = Publisher::default();
+
+    // The Router LB comes first: its floating IP is what Ingress and Route status carry.
+    let octavia = match config.driver {
+        Driver::Octavia => {
+            let settings = config
+                .openstack
+                .as_ref()
+                .ok_or(ControllerError::OpenStackMissing)?;
+            let kube = match config.source {
+                SourceSpec::Kube => Some(
+                    kube::Client::try_default()
+                        .await
+                        .map_err(KubeSourceError::from)?,
+                ),
+                SourceSpec::Dir(_) => None,
+            };
+            let (driver, state) =
+                openstack::startup::start(settings, kube, &config.kube.identity, &shutdown).await?;
+            let status = &mut config.kube.status;
+            if status.addresses.is_empty() {
+                status.addresses = vec![state.fip.clone()];
+            }
+            status.canonical_hostname.get_or_insert(state.fip);
+            Some(driver)
+        }
+        _ => None,
+    };
 
     match &config.source {
         SourceSpec::Dir(dir) => {
@@ -224,6 +298,10 @@ pub async fn run(config: ControllerConfig) -> Result<ServeReport, ControllerErro
         (Driver::Haproxy, None) => return Err(ControllerError::HaproxyListenMissing),
         _ => None,
     };
+
+    if let Some(driver) = octavia {
+        tokio::spawn(driver.follow(publisher.subscribe(), shutdown.clone()));
+    }
 
     let service = RulesService::new(publisher, shutdown.clone());
     let report = server

@@ -28,6 +28,7 @@ mod call;
 mod desired;
 mod minimal;
 mod plan;
+mod readback;
 mod request;
 mod tree;
 

@@ -63,6 +63,9 @@ pub struct StatusSettings {
     pub addresses: Vec<String>,
     /// `routerName` in Route status.
     pub router_name: String,
+    /// `routerCanonicalHostname` in Route status (the Octavia driver's floating IP); None
+    /// leaves it out.
+    pub canonical_hostname: Option<String>,
 }
 
 /// Why an object is not (fully) served: (condition reason, message) of a rejection or lost
@@ -139,12 +142,15 @@ fn route_status(
         .and_then(|s| s.get("host"))
         .cloned()
         .unwrap_or(Value::String(String::new()));
-    let ours = json!({
+    let mut ours = json!({
         "host": host,
         "routerName": settings.router_name,
         "wildcardPolicy": "None",
         "conditions": [condition],
     });
+    if let Some(canonical) = &settings.canonical_hostname {
+        ours["routerCanonicalHostname"] = canonical.clone().into();
+    }
     let mut out: Vec<Value> = entries
         .into_iter()
         .filter(|e| e.get("routerName").and_then(Value::as_str) != Some(&settings.router_name))

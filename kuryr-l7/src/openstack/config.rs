@@ -69,7 +69,8 @@ impl AuthType {
     /// The accepted spellings.
     pub const NAMES: &'static str = "noauth, password or v3applicationcredential";
 
-    fn from_name(name: &str) -> Option<AuthType> {
+    /// The auth type named `name` (keystoneauth's spellings).
+    pub fn from_name(name: &str) -> Option<AuthType> {
         match name {
             "noauth" | "none" => Some(AuthType::NoAuth),
             "password" | "v3password" => Some(AuthType::Password),

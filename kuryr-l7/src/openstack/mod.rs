@@ -10,16 +10,30 @@
 //! - [`octavia::Octavia`]: load balancers, listeners, pools, members, L7 policies and rules,
 //!   each change waited out to `ACTIVE`.
 //! - [`neutron::Neutron`]: networks, subnets, ports, floating IPs, routers.
-//! - [`config`]: `kuryr.conf` read into a typed [`config::KuryrConf`].
+//! - [`config`]: `kuryr.conf` read into a typed [`config::KuryrConf`]; [`settings`]: the file
+//!   and the controller's flags merged (a flag wins) into [`settings::OpenStackSettings`].
+//! - [`observe`]: the Router LB's L7 tree read into `nephrite_l7::octavia::Tree`;
+//!   [`executor`]: a plan's calls run one at a time, failures isolated; [`driver`]: the sync
+//!   loop (snapshots, backoff, Warning Events, state annotations).
+//! - [`router_lb`]: the Router LB (VIP port, load balancer, listener, floating IP) found or
+//!   created; [`startup`]: the driver's start with the Node annotation; [`state`]: the
+//!   versioned annotations.
 //! - [`ApiError`]: what failed (method, URL, status, the server's message) and whether a
 //!   retry can help.
 
 pub mod auth;
 pub mod config;
+pub mod driver;
 mod error;
+pub mod executor;
 pub mod neutron;
+pub mod observe;
 pub mod octavia;
+pub mod router_lb;
 mod session;
+pub mod settings;
+pub mod startup;
+pub mod state;
 
 pub use error::{ApiError, ExternalGatewayNotFound};
 pub use session::{Answer, Endpoint, Session};

@@ -42,6 +42,7 @@ fn settings() -> StatusSettings {
     StatusSettings {
         addresses: vec!["192.0.2.10".into(), "lb.example.com".into()],
         router_name: "kuryr-l7".into(),
+        canonical_hostname: None,
     }
 }
 
@@ -96,6 +97,27 @@ fn served_objects_get_the_router_address_and_admitted_refused_ones_say_why() {
             .contains("Route shop/early"),
         "{late}"
     );
+}
+
+#[test]
+fn a_canonical_hostname_goes_into_our_route_entry_only_when_set() {
+    let objects = objects();
+    let without = decide_for(&objects);
+    let early = &status_of(&without, "early")["ingress"][0];
+    assert!(early.get("routerCanonicalHostname").is_none(), "{early}");
+    let with = StatusSettings {
+        canonical_hostname: Some("172.24.4.14".into()),
+        ..settings()
+    };
+    let decisions = decide(
+        &objects,
+        &translation_of(&objects),
+        &with,
+        "2026-01-01T00:00:00Z",
+    );
+    let early = &status_of(&decisions, "early")["ingress"][0];
+    assert_eq!(early["routerCanonicalHostname"], "172.24.4.14");
+    assert_eq!(early["routerName"], "kuryr-l7");
 }
 
 #[test]

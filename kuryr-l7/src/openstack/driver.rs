@@ -1,0 +1,347 @@
+//! The `octavia` (`neutron_l7_policy`) driver: keeps the Router LB's L7 tree equal to the
+//! controller's translation.
+//!
+//! Every new snapshot (and every [`RESYNC`], so objects deleted by hand come back) is one sync:
+//! read the tree from Octavia ([`read_tree`]), plan the calls (`nephrite_l7::octavia::plan`,
+//! pure), run them one at a time ([`execute`]). An endpoint change makes a plan of member calls
+//! only, since the plan is minimal. A sync with failed calls (a 5xx, a timeout, an object in
+//! `ERROR`) publishes a Warning Event `OctaviaError` on each Ingress/Route concerned, and the
+//! next sync comes after a backoff (1 s doubling to 60 s) or at the next snapshot, whichever is
+//! first: the calls of other objects ran anyway. After a sync each Ingress/Route gets the ids of
+//! its policies, rules and pools in its versioned annotation ([`state`](super::state)).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use nephrite_l7::Translation;
+use nephrite_l7::octavia::{Desired, Ownership, PlanError, Tree, plan};
+use nephrite_runtime::ShutdownHandle;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::ApiError;
+use super::executor::{Executed, execute, object_of_tags};
+use super::observe::read_tree;
+use super::octavia::Octavia;
+use super::state::{Named, ObjectState, PolicyState, annotation_of};
+use crate::kubernetes::watch::kinds;
+use crate::source::Snapshot;
+
+/// How often the tree is compared with the translation when nothing changed.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// The first retry delay after a failed sync.
+pub const BACKOFF_START: Duration = Duration::from_secs(1);
+/// The longest retry delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Why a sync could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Reading the tree failed.
+    #[error("reading the Router LB's tree: {0}")]
+    Read(#[from] ApiError),
+    /// The translation cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// What one sync did.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// The calls planned.
+    pub planned: usize,
+    /// What running them did.
+    pub executed: Executed,
+    /// How long it took.
+    pub took: Duration,
+}
+
+/// The driver of one Router LB.
+pub struct OctaviaDriver {
+    octavia: Octavia,
+    lb_id: String,
+    owner: Ownership,
+    kube: Option<KubeSide>,
+}
+
+/// Annotations and Events, with `--source kube`.
+struct KubeSide {
+    client: kube::Client,
+    recorder: Recorder,
+    /// The annotation last written per object (`Ingress shop/web`).
+    written: BTreeMap<String, String>,
+    /// Events already published in the current failure episode.
+    reported: BTreeSet<(String, String)>,
+}
+
+impl OctaviaDriver {
+    /// A driver of load balancer `lb_id` for `owner`'s cluster; with a Kubernetes client it
+    /// annotates objects and publishes Events as `identity`.
+    pub fn new(
+        octavia: Octavia,
+        lb_id: String,
+        owner: Ownership,
+        kube: Option<(kube::Client, String)>,
+    ) -> Self {
+        OctaviaDriver {
+            octavia,
+            lb_id,
+            owner,
+            kube: kube.map(|(client, identity)| KubeSide {
+                recorder: Recorder::new(
+                    client.clone(),
+                    Reporter {
+                        controller: "kuryr-l7".to_owned(),
+                        instance: Some(identity),
+                    },
+                ),
+                client,
+                written: BTreeMap::new(),
+                reported: BTreeSet::new(),
+            }),
+        }
+    }
+
+    /// One sync of `translation`: read, plan, execute.
+    pub async fn sync(&mut self, translation: &Translation) -> Result<Synced, SyncError> {
+        let began = Instant::now();
+        let tree = read_tree(&self.octavia, &self.lb_id).await?;
+        let desired = Desired::from_config(&translation.config);
+        let calls = plan(&desired, &tree, &self.owner)?;
+        let executed = execute(&self.octavia, &self.lb_id, &calls, &tree).await;
+        if !calls.is_empty() {
+            tracing::info!(
+                planned = calls.len(),
+                done = executed.done,
+                skipped = executed.skipped,
+                failed = executed.failures.len(),
+                "Octavia sync"
+            );
+        }
+        let after = if executed.done > 0 {
+            read_tree(&self.octavia, &self.lb_id).await?
+        } else {
+            tree
+        };
+        self.annotate(&after).await;
+        Ok(Synced {
+            planned: calls.len(),
+            executed,
+            took: began.elapsed(),
+        })
+    }
+
+    /// Follows `snapshots` until `shutdown`.
+    pub async fn follow(
+        mut self,
+        mut snapshots: watch::Receiver<Arc<Snapshot>>,
+        shutdown: ShutdownHandle,
+    ) {
+        let mut backoff = BACKOFF_START;
+        loop {
+            let snapshot = snapshots.borrow_and_update().clone();
+            let wait = match self.sync(&snapshot.translation).await {
+                Ok(synced) if synced.executed.is_complete() => {
+                    backoff = BACKOFF_START;
+                    if let Some(kube) = &mut self.kube {
+                        kube.reported.clear();
+                    }
+                    RESYNC
+                }
+                Ok(synced) => {
+                    self.report(&synced.executed).await;
+                    next_backoff(&mut backoff)
+                }
+                Err(error) => {
+                    tracing::warn!("Octavia sync failed: {error}");
+                    next_backoff(&mut backoff)
+                }
+            };
+            tokio::select! {
+                changed = snapshots.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = tokio::time::sleep(wait) => {}
+                _ = shutdown.triggered() => return,
+            }
+        }
+    }
+
+    /// A Warning Event per failed object (once per failure episode).
+    async fn report(&mut self, executed: &Executed) {
+        let Some(kube) = &mut self.kube else {
+            return;
+        };
+        for failure in &executed.failures {
+            let Some(object) = &failure.object else {
+                continue;
+            };
+            let message = failure.error.to_string();
+            if !kube.reported.insert((object.clone(), message.clone())) {
+                continue;
+            }
+            let Some(reference) = reference(object) else {
+                continue;
+            };
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "OctaviaError".to_owned(),
+                note: Some(message.chars().take(1024).collect()),
+                action: "Sync".to_owned(),
+                secondary: None,
+            };
+            if let Err(e) = kube.recorder.publish(&event, &reference).await {
+                tracing::warn!("publishing an Event on {object}: {e}");
+            }
+        }
+    }
+
+    /// Writes each object's state annotation where it changed.
+    async fn annotate(&mut self, tree: &Tree) {
+        let Some(kube) = &mut self.kube else {
+            return;
+        };
+        let mut states = object_states(tree, &self.lb_id, &self.owner);
+        // Objects annotated before and holding nothing now get an empty state.
+        for object in kube.written.keys() {
+            states.entry(object.clone()).or_insert_with(|| ObjectState {
+                load_balancer: self.lb_id.clone(),
+                ..ObjectState::default()
+            });
+        }
+        for (object, state) in states {
+            let Some((kind, namespace, name)) = split_object(&object) else {
+                continue;
+            };
+            let value = state.to_annotation(kind);
+            if kube.written.get(&object) == Some(&value) {
+                continue;
+            }
+            let Some(resource) = kinds()
+                .into_iter()
+                .map(|k| k.resource)
+                .find(|r| r.kind == kind)
+            else {
+                continue;
+            };
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(kube.client.clone(), namespace, &resource);
+            let patch = json!({"metadata": {"annotations": {annotation_of(kind): value}}});
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    kube.written.insert(object, value);
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    kube.written.remove(&object);
+                }
+                Err(e) => tracing::warn!("annotating {object}: {e}"),
+            }
+        }
+    }
+}
+
+/// The delay to wait now; `backoff` doubles (up to [`BACKOFF_MAX`]) for the next failure.
+fn next_backoff(backoff: &mut Duration) -> Duration {
+    let now = *backoff;
+    *backoff = (now * 2).min(BACKOFF_MAX);
+    now
+}
+
+/// `Ingress shop/web` (or a policy's origin, `Ingress shop/web shop.example.com /api
+/// (Prefix)`) as (kind, namespace, name); only Ingresses and Routes.
+fn split_object(object: &str) -> Option<(&str, &str, &str)> {
+    let mut words = object.split(' ');
+    let kind = words.next()?;
+    let (namespace, name) = words.next()?.split_once('/')?;
+    matches!(kind, "Ingress" | "Route").then_some((kind, namespace, name))
+}
+
+/// The Kubernetes object (`Ingress shop/web`) an origin names.
+fn object_key(origin: &str) -> Option<String> {
+    split_object(origin).map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
+}
+
+fn reference(object: &str) -> Option<ObjectReference> {
+    let (kind, namespace, name) = split_object(object)?;
+    let api_version = if kind == "Route" {
+        "route.openshift.io/v1"
+    } else {
+        "networking.k8s.io/v1"
+    };
+    Some(ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    })
+}
+
+/// Each Ingress/Route's policies (with rules) and the pools they forward to, from the tree.
+pub fn object_states(tree: &Tree, lb_id: &str, owner: &Ownership) -> BTreeMap<String, ObjectState> {
+    let mut states: BTreeMap<String, ObjectState> = BTreeMap::new();
+    for listener in &tree.listeners {
+        for policy in listener.policies.iter().filter(|p| owner.owns(&p.tags)) {
+            let Some(object) = object_of_tags(&policy.tags).and_then(|o| object_key(&o)) else {
+                continue;
+            };
+            let state = states.entry(object).or_insert_with(|| ObjectState {
+                load_balancer: lb_id.to_owned(),
+                ..ObjectState::default()
+            });
+            state.l7_policies.push(PolicyState {
+                id: policy.id.clone(),
+                name: policy.name.clone(),
+                rules: policy.rules.iter().map(|r| r.id.clone()).collect(),
+            });
+            if let Some(pool_id) = policy.action.pool()
+                && !state.pools.iter().any(|p| &p.id == pool_id)
+            {
+                let name = tree
+                    .pools
+                    .iter()
+                    .find(|p| &p.id == pool_id)
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default();
+                state.pools.push(Named {
+                    id: pool_id.clone(),
+                    name,
+                });
+            }
+        }
+    }
+    states
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_split_into_kind_namespace_and_name() {
+        assert_eq!(
+            split_object("Ingress shop/web"),
+            Some(("Ingress", "shop", "web"))
+        );
+        assert_eq!(split_object("Route a/b"), Some(("Route", "a", "b")));
+        assert_eq!(
+            split_object("Ingress shop/web shop.example.com /api (Prefix)"),
+            Some(("Ingress", "shop", "web"))
+        );
+        assert_eq!(
+            object_key("Route a/b a.example.com /x (Route prefix)").as_deref(),
+            Some("Route a/b")
+        );
+        assert_eq!(split_object("Service shop/web"), None);
+        assert_eq!(split_object("Ingress"), None);
+    }
+}
