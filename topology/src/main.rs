@@ -8,7 +8,7 @@ use nephrite_ntc::output::{Format, render};
 use nephrite_ntc::porch::{self, PorchConfig};
 use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_ntc::{crds, input};
-use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
+use nephrite_runtime::{ClientArgs, DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
 use nephrite_topology::{RolloutPolicy, plan};
 
 /// The NFTopology controller: network-function topology intent → per-cluster packages, rollout
@@ -118,6 +118,12 @@ struct ServeCommand {
     field_manager: String,
     #[command(flatten)]
     policy: PolicyArgs,
+    /// TKO: the credentials ntc presents to the preparer's Data API.
+    #[command(
+        flatten,
+        next_help_heading = "TKO: credentials for the preparer's Data API"
+    )]
+    data_credentials: ClientArgs,
     #[command(flatten)]
     serve: ServeArgs,
 }
@@ -167,12 +173,16 @@ async fn serve(args: ServeCommand) -> anyhow::Result<()> {
     )?;
     let policy = args.policy.policy()?;
     let identity = DaemonIdentity::new("ntc", env!("CARGO_PKG_VERSION"));
-    let server = GrpcServer::from_args(identity, &args.serve)?;
+    // `Prepare` is for the `preparer` role (and `admin`); health stays open, GetInfo and
+    // reflection need any credentials once authentication is on.
+    let roles = tko::roles().map_err(anyhow::Error::msg)?;
+    let server = GrpcServer::from_args_with_roles(identity, &args.serve, roles)?;
     let shutdown = server.shutdown_handle();
     match args.backend {
         Backend::Tko => {
             let config = TkoConfig {
                 data: args.data.clone(),
+                credentials: args.data_credentials.clone(),
                 advertise: args.advertise.clone(),
                 plugin_name: args.plugin_name.clone(),
                 policy,

@@ -70,6 +70,7 @@ async fn start_ntc(data: &str) -> anyhow::Result<tko::RunningTko> {
         &"127.0.0.1:0".parse()?,
         TkoConfig {
             data: data.to_owned(),
+            credentials: Default::default(),
             advertise: None,
             plugin_name: "ntc".into(),
             policy: RolloutPolicy::default(),

@@ -4,15 +4,41 @@ use std::collections::HashMap;
 
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
-use nephrite_runtime::Endpoint;
+use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, Endpoint};
 use nephrite_topology::api::Cluster;
 use nephrite_topology::tko::{ObservedChild, clusters_from_sites};
-use tonic::transport::Channel;
 
 use super::TkoError;
 
-/// A Data API client.
-pub type Data = DataClient<Channel>;
+/// A Data API client (presenting ntc's credentials on every call).
+pub type Data = DataClient<AuthChannel>;
+
+/// The preparer's Data API as ntc's own configuration names it (`--data`), and the
+/// credentials ntc presents there (`--ca`, `--cert`, `--key`, `--token-file`). Never taken
+/// from a request.
+#[derive(Debug, Clone)]
+pub struct DataEndpoint {
+    /// The URL.
+    pub url: String,
+    /// The client credentials.
+    pub credentials: ClientArgs,
+}
+
+impl DataEndpoint {
+    /// The Data API at `url`, without credentials.
+    pub fn plain(url: impl Into<String>) -> Self {
+        DataEndpoint {
+            url: url.into(),
+            credentials: ClientArgs::default(),
+        }
+    }
+}
+
+impl std::fmt::Display for DataEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
 
 const PAGE: u32 = 1000;
 
@@ -23,16 +49,24 @@ fn data_error(call: &'static str) -> impl FnOnce(tonic::Status) -> TkoError {
     }
 }
 
-/// Dials the Data API.
-pub async fn connect(endpoint: &str) -> Result<Data, TkoError> {
+/// Dials the Data API with ntc's credentials.
+pub async fn connect(endpoint: &DataEndpoint) -> Result<Data, TkoError> {
     let dial_error = |message: String| TkoError::Dial {
-        endpoint: endpoint.to_owned(),
+        endpoint: endpoint.url.clone(),
         message,
     };
-    let parsed: Endpoint = endpoint.parse().map_err(|e| dial_error(format!("{e}")))?;
-    let channel = nephrite_runtime::dial(&parsed)
+    let parsed: Endpoint = endpoint
+        .url
+        .parse()
+        .map_err(|e| dial_error(format!("{e}")))?;
+    let channel = endpoint
+        .credentials
+        .dial(&parsed)
         .await
-        .map_err(|e| dial_error(e.to_string()))?;
+        .map_err(|e| match e {
+            ClientError::Dial(e) => dial_error(e.to_string()),
+            other => TkoError::Credentials(other.to_string()),
+        })?;
     Ok(DataClient::new(channel))
 }
 
@@ -46,7 +80,7 @@ const MAX_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// logged with what it waits for; gives up only when `stop` resolves (shutdown), returning the
 /// last error. An endpoint that does not parse fails at once: waiting cannot fix it.
 pub async fn connect_waiting(
-    endpoint: &str,
+    endpoint: &DataEndpoint,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<Data, TkoError> {
     let mut stop = std::pin::pin!(stop);
@@ -60,7 +94,7 @@ pub async fn connect_waiting(
                 }
                 return Ok(data);
             }
-            Err(err @ TkoError::Dial { .. }) if endpoint.parse::<Endpoint>().is_ok() => {
+            Err(err @ TkoError::Dial { .. }) if endpoint.url.parse::<Endpoint>().is_ok() => {
                 tracing::warn!(
                     data = %endpoint,
                     attempt,

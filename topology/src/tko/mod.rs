@@ -30,6 +30,9 @@ pub enum TkoError {
         /// The gRPC status.
         status: Box<tonic::Status>,
     },
+    /// ntc's credentials for the Data API are unusable (a certificate, key, CA or token file).
+    #[error("credentials for the data API: {0}")]
+    Credentials(String),
     /// The Data API could not be reached.
     #[error("dialing the data API at {endpoint}: {message}")]
     Dial {
@@ -80,6 +83,21 @@ pub fn topology_of(
     Ok((topology, classes))
 }
 
+/// The role the preparer calls ntc with: it may call `Prepare`, nothing else (`admin` may call
+/// everything). Give the preparer's identity this role in `--auth-policy`.
+pub const PREPARER_ROLE: &str = "preparer";
+
+/// ntc's roles, onto which `--auth-policy` is merged.
+///
+/// # Errors
+/// Never for the built-in patterns (a message naming the pattern otherwise).
+pub fn roles() -> Result<nephrite_runtime::AuthPolicy, String> {
+    use nephrite_proto::nephrite::plugin::v1::preparer_server::PreparerServer;
+    use tonic::server::NamedService as _;
+    let service = <PreparerServer<plugin::TopologyPlugin>>::NAME;
+    nephrite_runtime::AuthPolicy::new().with_role(PREPARER_ROLE, [format!("{service}/Prepare")])
+}
+
 /// A running TKO backend: the plugin server and the tracker.
 pub struct RunningTko {
     /// Where the plugin is served.
@@ -112,6 +130,8 @@ impl RunningTko {
 pub struct TkoConfig {
     /// The preparer's Data API.
     pub data: String,
+    /// The credentials ntc presents to the Data API.
+    pub credentials: nephrite_runtime::ClientArgs,
     /// The endpoint registered for the plugin; the bound address when `None`.
     pub advertise: Option<String>,
     /// The plugin's name in the preparer.
@@ -131,7 +151,11 @@ pub async fn start(
     use nephrite_proto::nephrite::data::v1 as pb;
     use nephrite_proto::nephrite::plugin::v1::preparer_server::PreparerServer;
 
-    let plugin = plugin::TopologyPlugin::new(config.policy.clone(), config.data.clone());
+    let data_api = data::DataEndpoint {
+        url: config.data.clone(),
+        credentials: config.credentials.clone(),
+    };
+    let plugin = plugin::TopologyPlugin::new(config.policy.clone(), data_api.clone());
     let bound = server
         .add_service(PreparerServer::new(plugin))
         .bind(listen)
@@ -143,7 +167,7 @@ pub async fn start(
         .clone()
         .unwrap_or_else(|| endpoint.to_string());
     let waiting = shutdown.clone();
-    let mut client = data::connect_waiting(&config.data, async move {
+    let mut client = data::connect_waiting(&data_api, async move {
         waiting.triggered().await;
     })
     .await?;
@@ -166,7 +190,7 @@ pub async fn start(
         .map_err(data::error_for("RegisterPlugin"))?;
     tracing::info!(plugin = %config.plugin_name, endpoint = %advertise, data = %config.data, "registered with the preparer");
     let tracker = tokio::spawn(tracker::run(
-        config.data.clone(),
+        data_api,
         config.policy.clone(),
         shutdown.clone(),
     ));

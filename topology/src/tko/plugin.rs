@@ -7,23 +7,21 @@ use nephrite_topology::tko::child_deployments;
 use nephrite_topology::{RolloutPolicy, plan};
 use tonic::{Request, Response, Status};
 
-use super::data::{self, CreateDeploymentRequest};
+use super::data::{self, CreateDeploymentRequest, DataEndpoint};
 use super::{TkoError, topology_of};
 
 /// The plugin service.
 pub struct TopologyPlugin {
     policy: RolloutPolicy,
     /// The Data API this plugin reads sites from and writes children to.
-    data: String,
+    data: DataEndpoint,
 }
 
 impl TopologyPlugin {
-    /// A plugin planning under `policy` against the Data API at `data`.
-    pub fn new(policy: RolloutPolicy, data: impl Into<String>) -> Self {
-        TopologyPlugin {
-            policy,
-            data: data.into(),
-        }
+    /// A plugin planning under `policy` against the Data API `data` (from ntc's own
+    /// configuration).
+    pub fn new(policy: RolloutPolicy, data: DataEndpoint) -> Self {
+        TopologyPlugin { policy, data }
     }
 
     async fn prepare_package(&self, request: &PrepareRequest) -> Result<usize, TkoError> {
@@ -36,11 +34,11 @@ impl TopologyPlugin {
         // The Data API is the one this plugin was configured with, never one a caller names:
         // a request's `data_endpoint` is only compared, so no caller can make ntc dial (and
         // write child deployments to) a server of its choosing.
-        if !request.data_endpoint.is_empty() && request.data_endpoint != self.data {
+        if !request.data_endpoint.is_empty() && request.data_endpoint != self.data.url {
             tracing::debug!(
                 %deployment,
                 requested = %request.data_endpoint,
-                configured = %self.data,
+                configured = %self.data.url,
                 "ignoring the request's data endpoint; using the configured one"
             );
         }

@@ -15,14 +15,14 @@ use nephrite_topology::api::{API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND, NF_TOPOLOGY
 use nephrite_topology::tko::ChildObservation;
 use nephrite_topology::{RolloutPolicy, plan};
 
-use super::data::{self, Data};
+use super::data::{self, Data, DataEndpoint};
 use super::{TkoError, topology_of};
 
 /// How many times a parent update that collides with another writer is tried.
 const UPDATE_ATTEMPTS: usize = 20;
 
 /// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors.
-pub async fn run(endpoint: String, policy: RolloutPolicy, shutdown: ShutdownHandle) {
+pub async fn run(endpoint: DataEndpoint, policy: RolloutPolicy, shutdown: ShutdownHandle) {
     let mut from_revision = 0;
     while !shutdown.is_triggered() {
         tokio::select! {
@@ -41,7 +41,7 @@ pub async fn run(endpoint: String, policy: RolloutPolicy, shutdown: ShutdownHand
 }
 
 async fn watch(
-    endpoint: &str,
+    endpoint: &DataEndpoint,
     policy: &RolloutPolicy,
     from_revision: &mut u64,
 ) -> Result<(), TkoError> {
