@@ -17,6 +17,7 @@
 //! - [`rules_service`]: the rules service every controller serves.
 //! - [`subscription`]: a router following the rules service, failing over between controllers.
 //! - [`machine`]: the host name and PEM files the daemons read.
+//! - [`vif`]: `kuryr-l7 vif-handler`, Kuryr's VIF handler on `nephrite-vif`'s multi-VIF drivers.
 
 pub mod controller;
 pub mod haproxy;
@@ -29,4 +30,5 @@ pub mod rules;
 pub mod rules_service;
 pub mod source;
 pub mod subscription;
+pub mod vif;
 pub mod wire;

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use nephrite_kuryr_l7::controller::{self, ControllerArgs};
 use nephrite_kuryr_l7::router::daemon::{self, RouterArgs};
 use nephrite_kuryr_l7::rules::{self, RulesArgs};
+use nephrite_kuryr_l7::vif::{self, VifHandlerArgs};
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +28,8 @@ enum Command {
     Router(RouterArgs),
     /// Keep the rules from a source and serve them on the rules service (kuryr.l7.v1).
     Controller(ControllerArgs),
+    /// Allocate, record, activate and release pods' VIFs (Kuryr's VIF handler).
+    VifHandler(VifHandlerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +60,14 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?
                 .block_on(controller::run(config))?;
+            Ok(())
+        }
+        Command::VifHandler(args) => {
+            nephrite_runtime::init_tracing(args.log_format, filter.as_deref())?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(vif::run(args))?;
             Ok(())
         }
     }

@@ -1,0 +1,163 @@
+//! `kuryr-l7 vif-handler`: Kuryr's VIF handler. It watches pods, asks `nephrite-vif`'s
+//! multi-VIF drivers which VIFs each pod needs, allocates them on a backend, records them in
+//! the pod's `openstack.org/kuryr-vif` annotation for the CNI side, activates them, and
+//! releases them when the pod goes (a pod finalizer holds the pod until then).
+//!
+//! - [`settings`]: `kuryr.conf` (`enabled_vif_drivers`, `pod_subnet`, `[sriov]`, credentials).
+//! - [`handler`]: one pod's VIFs brought up to date or released, whatever the source.
+//! - [`neutron`]: the Neutron backend (ports through `/v2.0/ports`).
+//! - [`kube`]: the Kubernetes source (Controller, finalizer, NetworkAttachmentDefinitions).
+
+pub mod handler;
+pub mod kube;
+pub mod neutron;
+pub mod settings;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nephrite_runtime::LogFormat;
+use nephrite_vif::{AttachmentFlavor, Config};
+
+use crate::openstack::Session;
+use handler::{Backend, Handler};
+use neutron::{NeutronSettings, NeutronVifs};
+
+/// Which backend VIFs are made on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// Extra ports on named Nimbess networks through the node agent.
+    Nimbess,
+    /// Neutron ports.
+    Neutron,
+}
+
+/// Where pods come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodSource {
+    /// The cluster (in-cluster configuration or `KUBECONFIG`).
+    Kube,
+}
+
+fn parse_source(text: &str) -> Result<PodSource, String> {
+    match text {
+        "kube" => Ok(PodSource::Kube),
+        other => Err(format!(
+            "{other:?}: the VIF handler reads pods from kube (a pod's VIFs are recorded on the Pod object)"
+        )),
+    }
+}
+
+/// `kuryr-l7 vif-handler`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VifHandlerArgs {
+    /// Where pods come from: `kube`.
+    #[arg(long, env = "KURYR_VIF_SOURCE", default_value = "kube", value_parser = parse_source)]
+    pub source: PodSource,
+    /// `kuryr.conf`: `[kubernetes] enabled_vif_drivers`, `[neutron_defaults] pod_subnet`,
+    /// `[sriov]`, `[neutron]` credentials.
+    #[arg(long, env = "KURYR_CONFIG_FILE")]
+    pub config_file: PathBuf,
+    /// The backend VIFs are made on.
+    #[arg(long, env = "KURYR_VIF_BACKEND", value_enum, default_value = "nimbess")]
+    pub backend: BackendKind,
+    /// The Nimbess agent's socket (the `nimbess` backend).
+    #[arg(
+        long,
+        env = "NIMBESS_AGENT_SOCKET",
+        default_value = "/run/nimbess/agent.sock"
+    )]
+    pub agent_socket: PathBuf,
+    /// How long activation waits for a port to leave DOWN.
+    #[arg(long, env = "KURYR_VIF_ACTIVATION_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub activation_timeout: Duration,
+    /// The name Events are reported under.
+    #[arg(long, env = "POD_NAME", default_value = "kuryr-vif-handler")]
+    pub identity: String,
+    /// Log line format.
+    #[arg(long, env = "NEPHRITE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Why the handler cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `kuryr.conf` is unusable.
+    #[error(transparent)]
+    Settings(#[from] settings::SettingsError),
+    /// The Neutron backend has no credentials.
+    #[error("{0}: the neutron backend needs [neutron] auth_type (and its options)")]
+    NoCredentials(String),
+    /// The Nimbess backend needs agent calls that do not exist yet.
+    #[error(
+        "the nimbess backend needs the agent's VIF calls (nimbess.cni.v1 AllocateVif/ReleaseVif), which nimbess-agent does not serve yet; use --backend neutron"
+    )]
+    NimbessUnavailable,
+    /// The HTTP client could not be built.
+    #[error("HTTP client: {0}")]
+    Http(String),
+    /// No Kubernetes client.
+    #[error("Kubernetes client: {0}")]
+    Kube(String),
+}
+
+/// The handler `args` describe.
+pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
+    let conf = settings::load(&args.config_file)?;
+    let file = args.config_file.display().to_string();
+    let config = Config {
+        drivers: conf.drivers.clone(),
+        attachments: match args.backend {
+            BackendKind::Neutron => AttachmentFlavor::Neutron,
+            BackendKind::Nimbess => AttachmentFlavor::Nimbess,
+        },
+        sriov_resources: conf.sriov_resources.clone(),
+    };
+    let backend = match args.backend {
+        BackendKind::Nimbess => return Err(StartError::NimbessUnavailable),
+        BackendKind::Neutron => {
+            let credentials = conf
+                .conf
+                .neutron_credentials()
+                .ok_or_else(|| StartError::NoCredentials(file.clone()))?;
+            let session = Session::new(credentials, Duration::from_secs(30))
+                .map_err(|e| StartError::Http(e.to_string()))?;
+            Backend::Neutron(NeutronVifs::new(
+                Arc::new(session),
+                conf.conf.neutron_endpoint(),
+                NeutronSettings {
+                    pod_subnet: conf.conf.neutron_defaults.pod_subnet.clone(),
+                    physnet_subnets: conf.physnet_subnets.clone(),
+                    activation_timeout: args.activation_timeout,
+                },
+            ))
+        }
+    };
+    Ok(Handler { config, backend })
+}
+
+/// Run the handler until SIGTERM or SIGINT.
+pub async fn run(args: VifHandlerArgs) -> Result<(), StartError> {
+    let handler = build(&args)?;
+    let PodSource::Kube = args.source;
+    let client = ::kube::Client::try_default()
+        .await
+        .map_err(|e| StartError::Kube(e.to_string()))?;
+    tracing::info!(backend = ?args.backend, "vif-handler started");
+    tokio::select! {
+        () = kube::run(handler, client, args.identity.clone()) => {}
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+        () = terminated() => tracing::info!("terminated"),
+    }
+    Ok(())
+}
+
+async fn terminated() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}

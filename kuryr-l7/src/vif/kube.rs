@@ -1,0 +1,274 @@
+//! The Kubernetes source: a kube-runtime `Controller` over Pods with the `finalizer` helper,
+//! and a reflector over NetworkAttachmentDefinitions (every change re-runs every pod, since
+//! any pod may name the changed attachment).
+//!
+//! The finalizer [`FINALIZER`] is added before the first VIF is allocated, so a pod deleted
+//! while the handler is down waits for it to release its ports. Each pod's record is written
+//! as the annotation [`VIF_ANNOTATION`] with a merge patch. A pod whose request is wrong gets
+//! a Warning Event (`VifRequestInvalid`) naming the annotation and the error, and is tried
+//! again when it changes; a port still `DOWN` after activation gets `VifNotActive` and is
+//! tried again after [`RECHECK`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod as KubePod;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{self, finalizer};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use nephrite_vif::{ContainerResources, NetworkAttachment, Pod, VIF_ANNOTATION, VifRecord};
+use serde_json::json;
+
+use super::handler::{Handler, HandlerError};
+use super::neutron::{Activation, PodIdentity};
+
+/// The pod finalizer that holds a pod until its VIFs are released.
+pub const FINALIZER: &str = "kuryr.openstack.org/vif";
+/// When a pod with a port still `DOWN` is looked at again.
+pub const RECHECK: Duration = Duration::from_secs(30);
+/// When a pod the backend refused (unknown subnet or port, port taken) is tried again.
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// When a pod is tried again after a transient failure.
+const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
+
+struct Context {
+    handler: Handler,
+    client: kube::Client,
+    recorder: Recorder,
+    attachments: Store<DynamicObject>,
+}
+
+/// Why a reconcile failed (for the controller's log and retry).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The finalizer helper or a step of the pod's handling failed.
+    #[error(transparent)]
+    Finalizer(#[from] Box<finalizer::Error<HandlerError>>),
+}
+
+/// The NetworkAttachmentDefinition API resource.
+pub fn attachment_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition"),
+        "network-attachment-definitions",
+    )
+}
+
+/// What the drivers read of a Kubernetes pod.
+pub fn pod_view(pod: &KubePod) -> Pod {
+    let spec = pod.spec.as_ref();
+    let containers = spec
+        .into_iter()
+        .flat_map(|s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .chain(s.containers.iter())
+        })
+        .map(|c| {
+            let resources = c.resources.as_ref();
+            let quantities = |m: Option<
+                &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+            >| {
+                m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+                    .unwrap_or_default()
+            };
+            ContainerResources {
+                name: c.name.clone(),
+                requests: quantities(resources.and_then(|r| r.requests.as_ref())),
+                limits: quantities(resources.and_then(|r| r.limits.as_ref())),
+            }
+        })
+        .collect();
+    Pod {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        annotations: pod.annotations().clone(),
+        containers,
+    }
+}
+
+/// Who a Kubernetes pod is.
+pub fn pod_identity(pod: &KubePod) -> PodIdentity {
+    PodIdentity {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+    }
+}
+
+/// A NetworkAttachmentDefinition as the drivers read it.
+pub fn attachment_view(object: &DynamicObject) -> NetworkAttachment {
+    NetworkAttachment {
+        namespace: object.namespace().unwrap_or_default(),
+        name: object.name_any(),
+        annotations: object.annotations().clone(),
+        config: object.data["spec"]["config"].as_str().map(str::to_owned),
+    }
+}
+
+/// The pod's record; an unreadable one is logged and read as empty (cleanup sweeps the
+/// backend anyway).
+fn current_record(pod: &KubePod) -> VifRecord {
+    match pod.annotations().get(VIF_ANNOTATION) {
+        None => VifRecord::default(),
+        Some(value) => VifRecord::parse(value).unwrap_or_else(|e| {
+            tracing::warn!(pod = %pod.name_any(), "{e}");
+            VifRecord::default()
+        }),
+    }
+}
+
+async fn warn(ctx: &Context, pod: &KubePod, reason: &str, note: String) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_owned(),
+        note: Some(note.chars().take(1024).collect()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &pod.object_ref(&())).await {
+        tracing::warn!(pod = %pod.name_any(), "publishing an Event: {e}");
+    }
+}
+
+async fn apply(ctx: &Context, api: &Api<KubePod>, pod: &KubePod) -> Result<Action, HandlerError> {
+    let identity = pod_identity(pod);
+    let attachments: Vec<NetworkAttachment> = ctx
+        .attachments
+        .state()
+        .iter()
+        .map(|a| attachment_view(a))
+        .collect();
+    let name = pod.name_any();
+    let api = api.clone();
+    let persist = move |record: VifRecord| -> BoxFuture<'static, Result<(), String>> {
+        let api = api.clone();
+        let name = name.clone();
+        Box::pin(async move {
+            let patch = json!({"metadata": {"annotations": {VIF_ANNOTATION: record.to_json()}}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    };
+    let result = ctx
+        .handler
+        .apply(
+            &identity,
+            &pod_view(pod),
+            &attachments,
+            &current_record(pod),
+            &persist,
+        )
+        .await;
+    match result {
+        Ok(applied) if applied.still_down.is_empty() => Ok(Action::await_change()),
+        Ok(applied) => {
+            for down in applied.still_down {
+                if let Activation::StillDown {
+                    port,
+                    status,
+                    vif_type,
+                } = down
+                {
+                    warn(ctx, pod, "VifNotActive", format!(
+                        "port {port} is still {status} (binding:vif_type {vif_type:?}): no agent has bound it"
+                    ))
+                    .await;
+                }
+            }
+            Ok(Action::requeue(RECHECK))
+        }
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => {
+            let reason = match e {
+                HandlerError::Plan(_) | HandlerError::Update(_) => "VifRequestInvalid",
+                _ => "VifAllocationFailed",
+            };
+            warn(ctx, pod, reason, e.to_string()).await;
+            Ok(match e {
+                HandlerError::Plan(_) | HandlerError::Update(_) => Action::await_change(),
+                _ => Action::requeue(REFUSED_RETRY),
+            })
+        }
+    }
+}
+
+async fn reconcile(pod: Arc<KubePod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if pod.spec.as_ref().and_then(|s| s.host_network) == Some(true) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<KubePod> =
+        Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    finalizer(&api, FINALIZER, pod, |event| async {
+        match event {
+            finalizer::Event::Apply(pod) => apply(&ctx, &api, &pod).await,
+            finalizer::Event::Cleanup(pod) => {
+                ctx.handler
+                    .cleanup(&pod_identity(&pod), &current_record(&pod))
+                    .await?;
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+    .map_err(|e| ReconcileError::Finalizer(Box::new(e)))
+}
+
+fn error_policy(pod: Arc<KubePod>, error: &ReconcileError, _: Arc<Context>) -> Action {
+    tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), "{error}");
+    Action::requeue(TRANSIENT_RETRY)
+}
+
+/// Run the handler on the cluster of `client` until the controller's streams end.
+pub async fn run(handler: Handler, client: kube::Client, identity: String) {
+    let resource = attachment_resource();
+    let writer = reflector::store::Writer::new(resource.clone());
+    let attachments = writer.as_reader();
+    let attachment_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let attachment_changes = kube::runtime::reflector(
+        writer,
+        watcher(attachment_api, watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .filter_map(|r| async move {
+        if let Err(e) = &r {
+            tracing::debug!("NetworkAttachmentDefinitions: {e}");
+        }
+        r.ok().map(drop)
+    });
+    let context = Arc::new(Context {
+        handler,
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "kuryr-l7-vif-handler".to_owned(),
+                instance: Some(identity),
+            },
+        ),
+        client: client.clone(),
+        attachments,
+    });
+    let pods: Api<KubePod> = Api::all(client);
+    Controller::new(pods, watcher::Config::default())
+        .reconcile_all_on(attachment_changes)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((pod, _)) => tracing::debug!(pod = %pod, "reconciled"),
+                Err(e) => tracing::debug!("{e}"),
+            }
+        })
+        .await;
+}
