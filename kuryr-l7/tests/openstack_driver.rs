@@ -8,6 +8,7 @@
 //!   routes every conformance request to the same backend as the translation;
 //! - an endpoint change replaces members only (policy and pool ids unchanged);
 //! - a Route sharing a pool survives the deletion of the other Route;
+//! - a rule Octavia refuses: a Warning Event on its Ingress, retried, while other objects sync;
 //! - restart: everything adopted (object counts from the APIs unchanged); with the Node
 //!   annotation deleted, found again by name, `device_id` and tags.
 //!
@@ -260,6 +261,24 @@ async fn eventually<T>(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+async fn events(world: &World) -> anyhow::Result<Vec<Value>> {
+    let resource = ApiResource {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "events.k8s.io/v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resource);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?)
 }
 
 fn log_text(log: &Path) -> String {
@@ -564,6 +583,42 @@ async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
             pool.name
         );
     }
+
+    // A rule Octavia refuses (a value over 255 characters): a Warning Event on that Ingress,
+    // retried with backoff, while another object's change still goes through.
+    let long_path = format!("/{}", "x".repeat(300));
+    world
+        .apply(&format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: long, namespace: default}}\nspec:\n  rules:\n  - host: long.example.com\n    http:\n      paths:\n      - {{path: {long_path}, pathType: Exact, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}\n"
+        ))
+        .await?;
+    eventually("a Warning Event about the refused Ingress", async || {
+        Ok(events(&world)
+            .await?
+            .iter()
+            .find(|e| e["regarding"]["name"] == "long" && e["reason"] == "OctaviaError")
+            .cloned())
+    })
+    .await?;
+    world
+        .apply(&route("cart3", "cart.example.com", "/basket"))
+        .await?;
+    eventually("the other Route is synced meanwhile", async || {
+        let tree = read_tree(&world.octavia, &lb.id).await?;
+        Ok(tree.listeners[0]
+            .policies
+            .iter()
+            .any(|p| p.tags.iter().any(|t| t.contains("Route default/cart3")))
+            .then_some(()))
+    })
+    .await?;
+    world
+        .api("Ingress")
+        .delete("long", &DeleteParams::default())
+        .await?;
+    world
+        .converged(&lb.id, "the refused Ingress deleted")
+        .await?;
 
     // Restart: adopted, nothing new.
     controller.terminate();
