@@ -32,9 +32,14 @@ fn in_netns<T: Send + 'static>(path: &str, f: impl FnOnce() -> T + Send + 'stati
 /// A TCP server in the pod at `netns` on port 8080 answering every
 /// connection with `name` (runs until the test process ends).
 fn serve(netns: &str, name: &str) {
+    serve_on(netns, name, 8080);
+}
+
+/// [`serve`] on `port`.
+fn serve_on(netns: &str, name: &str, port: u16) {
     let name = name.to_string();
-    let listener = in_netns(netns, || {
-        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080)).expect("bind 8080")
+    let listener = in_netns(netns, move || {
+        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).expect("bind")
     });
     std::thread::spawn(move || {
         for mut conn in listener.incoming().flatten() {
@@ -49,7 +54,7 @@ fn connect_many(netns: &str, dst: SocketAddrV4, n: usize) -> BTreeMap<String, us
     in_netns(netns, move || {
         let mut counts = BTreeMap::new();
         for _ in 0..n {
-            let answer = match TcpStream::connect_timeout(&dst.into(), Duration::from_secs(2)) {
+            let answer = match TcpStream::connect_timeout(&dst.into(), Duration::from_secs(1)) {
                 Ok(mut s) => {
                     s.set_read_timeout(Some(Duration::from_secs(2)))
                         .expect("timeout");
@@ -223,4 +228,148 @@ fn a_cluster_ip_spreads_connections_over_ready_endpoints_only() {
     );
     let counts = connect_many(&client, vip, 3);
     assert_eq!(counts.get("refused"), Some(&3), "{counts:?}");
+}
+
+/// The chains of the policy table, as `nft` lists them.
+fn policy_chains(host: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            host,
+            "nft",
+            "-j",
+            "list",
+            "table",
+            "ip",
+            "nimbess-policy",
+        ])
+        .output()
+        .expect("nft");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Write (or with `None` remove) the policy file and wait until the
+/// agent's policy chains are `want`.
+fn publish_policy(
+    dir: &Path,
+    host: &str,
+    yaml: Option<&str>,
+    want: &[String],
+    agent: &AgentProcess,
+) {
+    let file = dir.join("policy.yaml");
+    match yaml {
+        Some(y) => std::fs::write(&file, y).expect("write policy"),
+        None => std::fs::remove_file(&file).expect("remove policy"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut have = policy_chains(host);
+        have.retain(|c| c != "forward");
+        have.sort();
+        if have == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "policy chains {have:?}, want {want:?}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn pod_yaml(name: &str, role: &str, ip: Ipv4Addr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{role: {role}}}}}\nspec: {{containers: [{{name: c, image: x}}]}}\nstatus: {{podIP: \"{ip}\"}}\n---\n"
+    )
+}
+
+const DENY_AND_ALLOW_CLIENT: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-all, namespace: default}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n---\n\
+apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-client, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: server}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {role: client}}}]\n    ports: [{protocol: TCP, port: 8080}]\n";
+
+const CLIENT_EGRESS_8080: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: client-out, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: client}}\n  policyTypes: [Egress]\n  egress:\n  - ports: [{protocol: TCP, port: 8080}]\n";
+
+#[test]
+fn a_network_policy_lets_the_labelled_client_in_and_keeps_others_out() {
+    if !support::root(
+        "a_network_policy_lets_the_labelled_client_in_and_keeps_others_out",
+        "creates network namespaces, veths, bridges and nftables rules",
+    ) {
+        return;
+    }
+    let host = Netns::new("ph");
+    let resources = tempfile::tempdir().expect("tempdir");
+    let net = unique("pn");
+    let yaml = format!("driver: kernel\nnetworks:\n  - name: {net}\n    subnet: 10.231.0.0/24\n");
+    let prefix = ["ip", "netns", "exec", host.name.as_str()];
+    let flag = format!("dir:{}", resources.path().display());
+    let agent =
+        AgentProcess::start_with(&yaml, "kernel", &[&net], &prefix, &["--resources", &flag]);
+    let (server, client, other) = (Netns::new("ps"), Netns::new("pc"), Netns::new("po"));
+    let mut ips = Vec::new();
+    for pod in [&server, &client, &other] {
+        let (code, result) = agent.cni("ADD", &net, &pod.name, &pod.path());
+        assert_eq!(code, 0, "{result}\n{}", agent.log());
+        ips.push(first_ip(&result));
+    }
+    serve_on(&server.path(), "8080", 8080);
+    serve_on(&server.path(), "9090", 9090);
+    let pods = pod_yaml("server", "server", ips[0])
+        + &pod_yaml("client", "client", ips[1])
+        + &pod_yaml("other", "other", ips[2]);
+    std::fs::write(resources.path().join("pods.yaml"), pods).expect("pods");
+    let at = |port| SocketAddrV4::new(ips[0], port);
+    let once = |from: &Netns, port| {
+        connect_many(&from.path(), at(port), 1)
+            .into_keys()
+            .next()
+            .expect("one answer")
+    };
+    assert_eq!(once(&other, 8080), "8080", "no policy: open to all");
+
+    // deny-all ingress + allow role=client on TCP 8080 to role=server
+    let ingress: Vec<String> = ips.iter().map(|ip| format!("in.{ip}")).collect();
+    publish_policy(
+        resources.path(),
+        &host.name,
+        Some(DENY_AND_ALLOW_CLIENT),
+        &ingress,
+        &agent,
+    );
+    assert_eq!(once(&client, 8080), "8080", "the labelled client gets in");
+    assert_eq!(once(&other, 8080), "timeout", "another pod does not");
+    assert_eq!(
+        once(&client, 9090),
+        "timeout",
+        "nor the client on another port"
+    );
+    assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+
+    // an egress policy: the client reaches TCP 8080 only
+    publish_policy(
+        resources.path(),
+        &host.name,
+        Some(CLIENT_EGRESS_8080),
+        &[format!("out.{}", ips[1])],
+        &agent,
+    );
+    assert_eq!(once(&client, 8080), "8080");
+    assert_eq!(
+        once(&client, 9090),
+        "timeout",
+        "egress blocks what it should"
+    );
+    assert_eq!(once(&other, 9090), "9090", "other pods are not isolated");
+
+    // the policy deleted: access restored
+    publish_policy(resources.path(), &host.name, None, &[], &agent);
+    assert_eq!(once(&client, 9090), "9090");
 }

@@ -25,6 +25,7 @@ mod module;
 mod network;
 mod placement;
 mod plan;
+mod policy;
 mod print;
 mod service;
 
@@ -48,6 +49,10 @@ pub use network::{
 };
 pub use placement::{cluster_load_balancers, load_balancer_name, place_load_balancers};
 pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
+pub use policy::{
+    AclEntry, NetworkPolicy, Peer, PodAcl, PolicyNamespace, PolicyPod, PolicyRule, PortRange,
+    Requirement, Selector, SelectorOp, acl_allows, translate_policies,
+};
 pub use print::{pipeline_dot, pipeline_text};
 pub use service::{
     Affinity, Backend, Endpoint, EndpointPort, LoadBalancer, LoadBalancerDiff, LoadBalancerKey,

@@ -49,6 +49,8 @@ pub(crate) struct AgentState {
         nephrite_pipeline::LoadBalancerKey,
         nephrite_pipeline::LoadBalancer,
     >,
+    /// The NetworkPolicies' ACL modules, by pod address (not persisted either).
+    pub(crate) policies: std::collections::BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
 }
 
 /// Why the agent could not start or reload.
@@ -479,6 +481,7 @@ impl AgentState {
             fabric,
             view,
             services: std::collections::BTreeMap::new(),
+            policies: std::collections::BTreeMap::new(),
         })
     }
 

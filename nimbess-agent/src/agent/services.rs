@@ -33,6 +33,24 @@ impl Agent {
         Ok(diff)
     }
 
+    /// Make `acls` the NetworkPolicies' ACL modules (by pod address); the
+    /// data plane renders them when they changed. Returns whether they did.
+    ///
+    /// # Errors
+    /// The data plane refused them (the previous ones stay).
+    pub async fn set_policies(
+        &self,
+        acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    ) -> Result<bool, DriverError> {
+        let mut st = self.state.lock().await;
+        if st.policies == acls {
+            return Ok(false);
+        }
+        st.driver.apply_policies(&acls)?;
+        st.policies = acls;
+        Ok(true)
+    }
+
     /// The load-balancer modules of the port pipelines: by port, the
     /// modules its pipeline holds (every pod of this host reaches every
     /// ClusterIP).
@@ -53,12 +71,20 @@ impl AgentState {
     /// each; what drifted is rendered again.
     pub(crate) fn verify_services(&mut self) -> Vec<String> {
         let lbs = self.services.clone();
-        let drift = self.driver.verify_services(&lbs);
+        let mut drift = self.driver.verify_services(&lbs);
         if !drift.is_empty()
             && let Err(e) = self.driver.apply_services(&lbs)
         {
             tracing::warn!(error = %e, "the Services' drift could not be repaired");
         }
+        let acls = self.policies.clone();
+        let policy_drift = self.driver.verify_policies(&acls);
+        if !policy_drift.is_empty()
+            && let Err(e) = self.driver.apply_policies(&acls)
+        {
+            tracing::warn!(error = %e, "the policies' drift could not be repaired");
+        }
+        drift.extend(policy_drift);
         drift
     }
 }

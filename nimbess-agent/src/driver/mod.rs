@@ -200,6 +200,39 @@ impl Driver {
         }
     }
 
+    /// Render the NetworkPolicies' ACL modules, by pod address.
+    ///
+    /// # Errors
+    /// The data plane refused them (what was rendered before stays).
+    pub fn apply_policies(
+        &mut self,
+        acls: &BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    ) -> Result<(), DriverError> {
+        match self {
+            Driver::Kernel(k) => k.apply_policies(acls),
+            Driver::Sim(s) => {
+                s.policies = acls.clone();
+                Ok(())
+            }
+        }
+    }
+
+    /// Drift between `acls` and the policies the data plane holds.
+    pub fn verify_policies(
+        &self,
+        acls: &BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    ) -> Vec<String> {
+        match self {
+            Driver::Kernel(_) => kernel::policy::verify(acls),
+            Driver::Sim(s) if &s.policies != acls => vec![format!(
+                "policy: the simulation holds {} pod ACLs, the model {}",
+                s.policies.len(),
+                acls.len()
+            )],
+            Driver::Sim(_) => Vec::new(),
+        }
+    }
+
     /// The driver's name.
     pub fn name(&self) -> &'static str {
         match self {

@@ -19,6 +19,8 @@ pub struct SimDriver {
     next_ifindex: u32,
     counters: Counters,
     drops: Counters,
+    /// The NetworkPolicies' ACL modules it holds, by pod address.
+    pub(crate) policies: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
     /// The Services' load-balancer modules it holds.
     pub(crate) services:
         BTreeMap<nephrite_pipeline::LoadBalancerKey, nephrite_pipeline::LoadBalancer>,

@@ -23,6 +23,7 @@ use crate::agent::Agent;
 
 pub mod kube;
 pub mod objects;
+pub mod policies;
 pub mod resources;
 
 #[cfg(test)]
@@ -69,6 +70,8 @@ pub struct Objects {
 pub struct Derived {
     /// The Services' load-balancer modules.
     pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
+    /// The NetworkPolicies' ACL modules, by pod address.
+    pub acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
     /// What was skipped, one line each naming the object and the field.
     pub warnings: Vec<String>,
 }
@@ -103,8 +106,32 @@ pub fn derive(objects: &Objects) -> Derived {
     }
     let (load_balancers, w) = cluster_load_balancers(&services);
     warnings.extend(w.iter().map(ToString::to_string));
+    let mut policies = Vec::new();
+    for p in &objects.policies {
+        match policies::policy(p) {
+            Ok(p) => policies.push(p),
+            Err(w) => warnings.push(w),
+        }
+    }
+    let pods: Vec<_> = objects.pods.iter().filter_map(policies::pod).collect();
+    let mut namespaces: Vec<_> = objects.namespaces.iter().map(policies::namespace).collect();
+    // a pod's namespace without its object still has its name label
+    for pod in &pods {
+        if !namespaces.iter().any(|n| n.name == pod.namespace) {
+            namespaces.push(policies::namespace(&Namespace {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some(pod.namespace.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }));
+        }
+    }
+    let acls = nephrite_pipeline::translate_policies(&policies, &pods, &namespaces);
+    warnings.sort();
     Derived {
         load_balancers,
+        acls,
         warnings,
     }
 }
@@ -132,6 +159,12 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
                 ),
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "services not rendered; next change retries"),
+            }
+            let isolated = derived.acls.len();
+            match agent.set_policies(derived.acls).await {
+                Ok(true) => tracing::info!(pods = isolated, "policies rendered"),
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e, "policies not rendered; next change retries"),
             }
         }
         if snapshots.changed().await.is_err() {

@@ -42,6 +42,7 @@ mod fib;
 mod inspect;
 pub mod netns;
 mod overlay;
+pub mod policy;
 mod port;
 pub mod routed;
 pub mod services;
@@ -222,6 +223,20 @@ impl KernelDriver {
             self.services = None;
         }
         drift
+    }
+
+    /// Render the NetworkPolicies' ACL modules (the table replaced whole).
+    ///
+    /// # Errors
+    /// `nft` refused the rules (the previous ones stay).
+    pub fn apply_policies(
+        &mut self,
+        acls: &BTreeMap<Ipv4Addr, nephrite_pipeline::PodAcl>,
+    ) -> Result<(), DriverError> {
+        services::load(
+            &policy::script(acls),
+            &format!("policies of {} pods", acls.len()),
+        )
     }
 
     /// True when pods of `spec` get a default route through the gateway.

@@ -1,0 +1,344 @@
+//! The translation against a reference evaluator written straight from the
+//! Kubernetes NetworkPolicy semantics, on the objects themselves.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn labels(role: Option<&str>) -> BTreeMap<String, String> {
+    role.map(|r| BTreeMap::from([("role".to_string(), r.to_string())]))
+        .unwrap_or_default()
+}
+
+fn selector() -> impl Strategy<Value = Selector> {
+    let role = prop_oneof![Just("client"), Just("server"), Just("other")];
+    prop_oneof![
+        Just(Selector::default()),
+        role.clone().prop_map(|r| Selector {
+            match_labels: labels(Some(r)),
+            expressions: Vec::new(),
+        }),
+        (
+            prop_oneof![
+                Just(SelectorOp::In),
+                Just(SelectorOp::NotIn),
+                Just(SelectorOp::Exists),
+                Just(SelectorOp::DoesNotExist)
+            ],
+            proptest::collection::vec(role, 0..3)
+        )
+            .prop_map(|(op, values)| Selector {
+                match_labels: BTreeMap::new(),
+                expressions: vec![Requirement {
+                    key: "role".into(),
+                    op,
+                    values: values.into_iter().map(str::to_string).collect(),
+                }],
+            }),
+    ]
+}
+
+fn ns_selector() -> impl Strategy<Value = Selector> {
+    prop_oneof![
+        Just(Selector::default()),
+        prop_oneof![Just("x"), Just("y")].prop_map(|e| Selector {
+            match_labels: BTreeMap::from([("env".to_string(), e.to_string())]),
+            expressions: Vec::new(),
+        }),
+    ]
+}
+
+fn peer() -> impl Strategy<Value = Peer> {
+    prop_oneof![
+        (
+            proptest::option::of(ns_selector()),
+            proptest::option::of(selector())
+        )
+            .prop_map(|(namespace_selector, pod_selector)| Peer::Pods {
+                namespace_selector,
+                pod_selector
+            }),
+        (
+            0u8..8,
+            24u8..=32,
+            proptest::collection::vec((0u8..8, 29u8..=32), 0..2)
+        )
+            .prop_map(|(a, prefix, except)| Peer::Block {
+                cidr: Ipv4Cidr {
+                    addr: Ipv4Addr::new(10, 0, 0, a),
+                    prefix
+                },
+                except: except
+                    .into_iter()
+                    .map(|(e, p)| Ipv4Cidr {
+                        addr: Ipv4Addr::new(10, 0, 0, e),
+                        prefix: p
+                    })
+                    .collect(),
+            }),
+    ]
+}
+
+fn ports() -> impl Strategy<Value = Vec<PortRange>> {
+    proptest::collection::vec(
+        (
+            prop_oneof![Just(Protocol::Tcp), Just(Protocol::Udp)],
+            proptest::option::of((79u16..82, 0u16..3)),
+        )
+            .prop_map(|(protocol, r)| PortRange {
+                protocol,
+                range: r.map(|(lo, len)| (lo, lo + len)),
+            }),
+        0..3,
+    )
+}
+
+fn rules() -> impl Strategy<Value = Option<Vec<PolicyRule>>> {
+    proptest::option::of(proptest::collection::vec(
+        (proptest::collection::vec(peer(), 0..3), ports())
+            .prop_map(|(peers, ports)| PolicyRule { peers, ports }),
+        0..3,
+    ))
+}
+
+fn world() -> impl Strategy<Value = (Vec<NetworkPolicy>, Vec<PolicyPod>, Vec<PolicyNamespace>)> {
+    let pods = proptest::collection::vec(
+        (
+            prop_oneof![Just("a"), Just("b")],
+            proptest::option::of(prop_oneof![Just("client"), Just("server"), Just("other")]),
+        ),
+        1..6,
+    )
+    .prop_map(|pods| {
+        pods.into_iter()
+            .enumerate()
+            .map(|(i, (ns, role))| PolicyPod {
+                namespace: ns.into(),
+                name: format!("p{i}"),
+                labels: labels(role),
+                address: Ipv4Addr::new(10, 0, 0, i as u8),
+            })
+            .collect::<Vec<_>>()
+    });
+    let policies = proptest::collection::vec(
+        (
+            prop_oneof![Just("a"), Just("b")],
+            selector(),
+            rules(),
+            rules(),
+        ),
+        0..4,
+    )
+    .prop_map(|ps| {
+        ps.into_iter()
+            .enumerate()
+            .map(|(i, (ns, pod_selector, ingress, egress))| NetworkPolicy {
+                namespace: ns.into(),
+                name: format!("np{i}"),
+                pod_selector,
+                ingress,
+                egress,
+            })
+            .collect::<Vec<_>>()
+    });
+    (
+        policies,
+        pods,
+        prop_oneof![Just("x"), Just("y")],
+        prop_oneof![Just("x"), Just("y")],
+    )
+        .prop_map(|(policies, pods, ea, eb)| {
+            let ns = |name: &str, env: &str| PolicyNamespace {
+                name: name.into(),
+                labels: BTreeMap::from([
+                    ("env".to_string(), env.to_string()),
+                    ("kubernetes.io/metadata.name".to_string(), name.to_string()),
+                ]),
+            };
+            (policies, pods, vec![ns("a", ea), ns("b", eb)])
+        })
+}
+
+/// A selector read the way the Kubernetes documentation states it.
+fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
+    for (k, v) in &s.match_labels {
+        if labels.get(k) != Some(v) {
+            return false;
+        }
+    }
+    for r in &s.expressions {
+        let ok = match (r.op, labels.get(&r.key)) {
+            (SelectorOp::In, Some(v)) => r.values.iter().any(|x| x == v),
+            (SelectorOp::In, None) => false,
+            (SelectorOp::NotIn, Some(v)) => r.values.iter().all(|x| x != v),
+            (SelectorOp::NotIn, None) => true,
+            (SelectorOp::Exists, v) => v.is_some(),
+            (SelectorOp::DoesNotExist, v) => v.is_none(),
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// The reference: Kubernetes' rules read off the objects.
+fn reference(
+    policies: &[NetworkPolicy],
+    pods: &[PolicyPod],
+    namespaces: &[PolicyNamespace],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: Protocol,
+    port: u16,
+) -> bool {
+    let pod_at = |ip: Ipv4Addr| pods.iter().find(|p| p.address == ip);
+    let ns_labels = |name: &str| {
+        namespaces
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.labels.clone())
+            .unwrap_or_default()
+    };
+    let peer_matches = |policy: &NetworkPolicy, peer: &Peer, ip: Ipv4Addr| match peer {
+        Peer::Block { cidr, except } => cidr.contains(ip) && !except.iter().any(|e| e.contains(ip)),
+        Peer::Pods {
+            namespace_selector,
+            pod_selector,
+        } => match pod_at(ip) {
+            None => false,
+            Some(p) => {
+                let in_ns = match namespace_selector {
+                    None => p.namespace == policy.namespace,
+                    Some(s) => selects(s, &ns_labels(&p.namespace)),
+                };
+                in_ns && pod_selector.as_ref().is_none_or(|s| selects(s, &p.labels))
+            }
+        },
+    };
+    let port_matches = |rule: &PolicyRule| {
+        rule.ports.is_empty()
+            || rule.ports.iter().any(|r| {
+                r.protocol == protocol
+                    && match r.range {
+                        None => true,
+                        Some((lo, hi)) => (lo..=hi).contains(&port),
+                    }
+            })
+    };
+    // one direction: `me` is the pod whose policies decide, `other` the peer
+    let side = |me: Ipv4Addr, other: Ipv4Addr, ingress: bool| {
+        let Some(pod) = pod_at(me) else { return true };
+        let mut isolated = false;
+        for policy in policies {
+            if policy.namespace != pod.namespace || !selects(&policy.pod_selector, &pod.labels) {
+                continue;
+            }
+            let rules = if ingress {
+                &policy.ingress
+            } else {
+                &policy.egress
+            };
+            let Some(rules) = rules else { continue };
+            isolated = true;
+            for rule in rules {
+                let peer_ok = rule.peers.is_empty()
+                    || rule.peers.iter().any(|p| peer_matches(policy, p, other));
+                if peer_ok && port_matches(rule) {
+                    return true;
+                }
+            }
+        }
+        !isolated
+    };
+    side(src, dst, false) && side(dst, src, true)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The translated ACLs decide every (source, destination, protocol,
+    /// port) like the reference evaluator; a pod selected by no policy is
+    /// reachable from all.
+    #[test]
+    fn translated_acls_decide_like_the_reference((policies, pods, namespaces) in world()) {
+        let acls = translate_policies(&policies, &pods, &namespaces);
+        let addresses: Vec<Ipv4Addr> = (0u8..8).map(|i| Ipv4Addr::new(10, 0, 0, i))
+            .chain([Ipv4Addr::new(192, 0, 2, 1)]).collect();
+        for &src in &addresses {
+            for &dst in &addresses {
+                for protocol in [Protocol::Tcp, Protocol::Udp] {
+                    for port in 78u16..85 {
+                        let want = reference(&policies, &pods, &namespaces, src, dst, protocol, port);
+                        let got = acl_allows(&acls, src, dst, protocol, port);
+                        prop_assert_eq!(got, want, "{} -> {} {:?}/{}", src, dst, protocol, port);
+                    }
+                }
+            }
+        }
+        prop_assert_eq!(&translate_policies(&policies, &pods, &namespaces), &acls, "deterministic");
+    }
+}
+
+#[test]
+fn deny_all_plus_allow_from_a_label() {
+    let pod = |name: &str, role: &str, i: u8| PolicyPod {
+        namespace: "default".into(),
+        name: name.into(),
+        labels: labels(Some(role)),
+        address: Ipv4Addr::new(10, 0, 0, i),
+    };
+    let pods = vec![
+        pod("server", "server", 1),
+        pod("client", "client", 2),
+        pod("other", "other", 3),
+    ];
+    let server_sel = Selector {
+        match_labels: labels(Some("server")),
+        expressions: vec![],
+    };
+    let policies = vec![
+        NetworkPolicy {
+            namespace: "default".into(),
+            name: "deny".into(),
+            pod_selector: Selector::default(),
+            ingress: Some(vec![]),
+            egress: None,
+        },
+        NetworkPolicy {
+            namespace: "default".into(),
+            name: "allow".into(),
+            pod_selector: server_sel,
+            ingress: Some(vec![PolicyRule {
+                peers: vec![Peer::Pods {
+                    namespace_selector: None,
+                    pod_selector: Some(Selector {
+                        match_labels: labels(Some("client")),
+                        expressions: vec![],
+                    }),
+                }],
+                ports: vec![PortRange {
+                    protocol: Protocol::Tcp,
+                    range: Some((8080, 8080)),
+                }],
+            }]),
+            egress: None,
+        },
+    ];
+    let acls = translate_policies(&policies, &pods, &[]);
+    let (s, c, o) = (
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(10, 0, 0, 3),
+    );
+    assert!(acl_allows(&acls, c, s, Protocol::Tcp, 8080));
+    assert!(!acl_allows(&acls, c, s, Protocol::Tcp, 8081));
+    assert!(!acl_allows(&acls, o, s, Protocol::Tcp, 8080));
+    assert!(
+        !acl_allows(&acls, s, c, Protocol::Tcp, 8080),
+        "deny-all covers the client too"
+    );
+}

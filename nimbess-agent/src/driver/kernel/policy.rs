@@ -1,0 +1,171 @@
+//! NetworkPolicy ACL modules rendered as nftables, one `ip` table
+//! (`nimbess-policy`) replaced whole on every change: a `forward` chain
+//! (after the Services' DNAT, so a policy sees the backend pod) accepting
+//! established flows (conntrack lets replies back), then jumping to
+//! `out.<pod>` for what an egress-isolated pod sends and `in.<pod>` for what
+//! reaches an ingress-isolated pod. Each of those chains returns for an
+//! allowed peer and port and drops (counted) the rest. Bridged traffic
+//! between pods of one network reaches the forward hook through the
+//! bridge's `nf_call_iptables` (see [`super::services`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+use nephrite_pipeline::{AclEntry, PodAcl, Protocol};
+
+/// The table's name.
+pub const TABLE: &str = "nimbess-policy";
+
+fn proto(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+        Protocol::Sctp => "sctp",
+    }
+}
+
+/// The chain of a pod's ingress (`in`) or egress (`out`) ACL.
+pub fn chain_name(direction: &str, pod: Ipv4Addr) -> String {
+    format!("{direction}.{pod}")
+}
+
+fn entry_rules(out: &mut String, chain: &str, field: &str, e: &AclEntry) {
+    let mut peer = format!("ip {field} {}", e.peer);
+    if !e.except.is_empty() {
+        let except: Vec<String> = e.except.iter().map(ToString::to_string).collect();
+        let _ = write!(peer, " ip {field} != {{ {} }}", except.join(", "));
+    }
+    if e.ports.is_empty() {
+        let _ = writeln!(out, "add rule ip {TABLE} {chain} {peer} return");
+    }
+    for p in &e.ports {
+        let ports = match p.range {
+            None => String::new(),
+            Some((lo, hi)) if lo == hi => format!(" th dport {lo}"),
+            Some((lo, hi)) => format!(" th dport {lo}-{hi}"),
+        };
+        let _ = writeln!(
+            out,
+            "add rule ip {TABLE} {chain} {peer} meta l4proto {}{ports} return",
+            proto(p.protocol)
+        );
+    }
+}
+
+/// The `nft` input replacing the table with `acls` (none: the table goes).
+pub fn script(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> String {
+    let mut out = format!("add table ip {TABLE}\ndelete table ip {TABLE}\n");
+    if acls.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "add table ip {TABLE}");
+    let _ = writeln!(
+        out,
+        "add chain ip {TABLE} forward {{ type filter hook forward priority 5; policy accept; }}"
+    );
+    let _ = writeln!(
+        out,
+        "add rule ip {TABLE} forward ct state established,related accept"
+    );
+    for (pod, acl) in acls {
+        for (direction, field, jump_on, list) in [
+            ("out", "daddr", "saddr", &acl.egress),
+            ("in", "saddr", "daddr", &acl.ingress),
+        ] {
+            let Some(list) = list else { continue };
+            let chain = chain_name(direction, *pod);
+            let _ = writeln!(out, "add chain ip {TABLE} {chain}");
+            for e in list {
+                entry_rules(&mut out, &chain, field, e);
+            }
+            let _ = writeln!(out, "add rule ip {TABLE} {chain} counter drop");
+            let _ = writeln!(
+                out,
+                "add rule ip {TABLE} forward ip {jump_on} {pod} jump {chain}"
+            );
+        }
+    }
+    out
+}
+
+/// The chains the kernel holds in the table.
+pub fn rendered_chains() -> Vec<String> {
+    let out = std::process::Command::new("nft")
+        .args(["-j", "list", "table", "ip", TABLE])
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else { return Vec::new() };
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    json["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Differences between `acls` and the kernel, one line each.
+pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
+    let have = rendered_chains();
+    let mut drift = Vec::new();
+    for (pod, acl) in acls {
+        for (direction, list) in [("out", &acl.egress), ("in", &acl.ingress)] {
+            let chain = chain_name(direction, *pod);
+            if list.is_some() && !have.contains(&chain) {
+                drift.push(format!("policy: chain {chain} of pod {pod} is missing"));
+            }
+        }
+    }
+    if !acls.is_empty() && !have.iter().any(|c| c == "forward") {
+        drift.push("policy: the forward chain is missing".into());
+    }
+    drift
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nephrite_pipeline::PortRange;
+
+    #[test]
+    fn an_isolated_pod_gets_its_allowed_peers_then_a_drop() {
+        let pod = Ipv4Addr::new(10, 0, 0, 1);
+        let acls = BTreeMap::from([(
+            pod,
+            PodAcl {
+                ingress: Some(vec![AclEntry {
+                    peer: "10.0.0.0/24".parse().expect("cidr"),
+                    except: vec!["10.0.0.8/29".parse().expect("cidr")],
+                    ports: vec![PortRange {
+                        protocol: Protocol::Tcp,
+                        range: Some((8080, 8090)),
+                    }],
+                }]),
+                egress: Some(vec![]),
+            },
+        )]);
+        let s = script(&acls);
+        assert!(s.contains("add rule ip nimbess-policy in.10.0.0.1 ip saddr 10.0.0.0/24 ip saddr != { 10.0.0.8/29 } meta l4proto tcp th dport 8080-8090 return\n"), "{s}");
+        assert!(
+            s.contains("add rule ip nimbess-policy in.10.0.0.1 counter drop\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("add rule ip nimbess-policy out.10.0.0.1 counter drop\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("forward ip daddr 10.0.0.1 jump in.10.0.0.1\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("forward ip saddr 10.0.0.1 jump out.10.0.0.1\n"),
+            "{s}"
+        );
+        assert_eq!(
+            script(&BTreeMap::new()),
+            "add table ip nimbess-policy\ndelete table ip nimbess-policy\n"
+        );
+    }
+}
