@@ -288,3 +288,13 @@ fn deploy_manifests_and_examples_are_valid_krm() {
         assert!(!package.is_empty(), "{file}");
     }
 }
+
+#[test]
+fn version_prints_the_name_and_version() {
+    let out = ntc(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("ntc {}", env!("CARGO_PKG_VERSION"))
+    );
+}
