@@ -14,7 +14,8 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod as KubePod;
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use nephrite_kuryr_l7::openstack::auth::Credentials;
 use nephrite_kuryr_l7::openstack::neutron::Neutron;
 use nephrite_kuryr_l7::openstack::{Endpoint, Session};
@@ -539,6 +540,51 @@ async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(env: &Env) -> anyho
                 id: env.subnet_a.clone()
             }
     );
+
+    // The seed's own spec-ports example is not JSON: a Warning Event names the annotation and
+    // the parse error, and nothing is allocated.
+    let broken: KubePod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "broken", "annotations": {
+            SPEC_PORTS: "[\n  \"id_of_direct_precreated_port\".\n  \"id_of_normal_precreated_port\"\n]"}},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app"}]},
+    }))?;
+    let broken_uid = pods
+        .create(&PostParams::default(), &broken)
+        .await?
+        .metadata
+        .uid
+        .context("uid")?;
+    let events: Api<KubeEvent> = Api::namespaced(server.client()?, "default");
+    let note = wait_for("the VifRequestInvalid Event", || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("VifRequestInvalid")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken")
+            })
+            .and_then(|e| e.note))
+    })
+    .await?;
+    ensure!(
+        note == "annotation spec-ports: not a JSON list of ids: expected `,` or `]` at line 2 column 33",
+        "{note}"
+    );
+    ensure!(
+        env.vifs
+            .ports(&[("device_id", &broken_uid)])
+            .await?
+            .is_empty(),
+        "nothing allocated for a pod whose request is wrong"
+    );
+    pods.delete("broken", &DeleteParams::default()).await?;
+    wait_for("the broken pod gone", || async {
+        Ok(pods.get_opt("broken").await?.is_none().then_some(()))
+    })
+    .await?;
     drop(second);
 
     // Deleted while no handler runs: the finalizer keeps the pod, the ports stay.
