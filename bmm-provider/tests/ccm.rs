@@ -475,3 +475,85 @@ async fn a_rotated_token_file_is_used_without_a_restart() {
     );
     ccm.abort();
 }
+
+/// The real `bmm-provider ccm` as the workload cluster's manifest runs it (host network: a
+/// non-loopback gRPC port), with a kubeconfig and a token file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_initializes_a_node_and_refuses_an_open_port_unless_told() {
+    let env = Env::start(fast_config()).await;
+    ready_instance(&env.h.client(), "w-b", "10.46.0.0").await;
+    register(&env.client, "w-b", None, true).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"{}\"}}\n\
+             contexts:\n- name: t\n  context: {{cluster: t, user: t}}\nusers:\n- name: t\n  user: {{}}\n\
+             current-context: t\n",
+            env.server.url()
+        ),
+    )
+    .expect("kubeconfig");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{}\n", support::token().expose())).expect("token");
+    let ccm = |insecure: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bmm-provider"));
+        command
+            .args(["ccm", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args([
+                "--endpoint",
+                &env.h.url,
+                "--org",
+                support::ORG,
+                "--token-file",
+            ])
+            .arg(&token_file)
+            .args(["--leader-elect=false", "--listen", "0.0.0.0:0"])
+            .args(["--metrics-listen", "127.0.0.1:0", "--pending-poll", "200ms"])
+            .env_remove("NEPHRITE_INSECURE")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if insecure {
+            command.env("NEPHRITE_INSECURE", "true");
+        }
+        command
+    };
+    let mut open = ccm(false);
+    let refused = tokio::task::spawn_blocking(move || open.output())
+        .await
+        .expect("join")
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("--insecure"), "{stderr}");
+
+    let mut child = ccm(true).spawn().expect("ccm starts");
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let initialized = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(node) = nodes.get("w-b").await
+                && !taint_keys(&node).contains(&UNINITIALIZED_TAINT.to_string())
+            {
+                return node;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("wait");
+    let node = initialized.unwrap_or_else(|_| {
+        panic!(
+            "not initialized: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let site = env.h.sim.site_id();
+    assert!(
+        node.spec
+            .and_then(|s| s.provider_id)
+            .is_some_and(|id| id.starts_with(&format!("nvidia-bmm://{site}/"))),
+    );
+}
