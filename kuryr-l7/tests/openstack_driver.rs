@@ -7,7 +7,8 @@
 //!   each object's state annotation names its Octavia ids, and the tree read back from Octavia
 //!   routes every conformance request to the same backend as the translation;
 //! - an endpoint change replaces members only (policy and pool ids unchanged);
-//! - a Route sharing a pool survives the deletion of the other Route;
+//! - a Route survives the deletion of another Route to the same Service, and an Ingress on a
+//!   shared pool survives the deletion of the other Ingress on it;
 //! - a rule Octavia refuses: a Warning Event on its Ingress, retried, while other objects sync;
 //! - restart: everything adopted (object counts from the APIs unchanged); with the Node
 //!   annotation deleted, found again by name, `device_id` and tags.
@@ -546,7 +547,7 @@ async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
     let (tree, _) = world.converged(&lb.id, "the endpoint change").await?;
     ensure!(ids(&tree) == before, "only members changed");
 
-    // Two Routes share the Service's pool; deleting one keeps the other's policy and pool.
+    // Two Routes to one Service; deleting one keeps the other's policy and pool.
     let route_state = |name: &'static str| {
         let world = &world;
         async move {
@@ -581,6 +582,54 @@ async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
             tree.pools.iter().any(|p| p.id == pool.id),
             "cart2's pool {} survives",
             pool.name
+        );
+    }
+
+    // Routes get a pool each (weights are per Route); Ingresses share the Service's pool. An
+    // Ingress on the shop Ingress's pool, deleted, leaves that pool and shop's policies alone.
+    world
+        .apply(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: blog, namespace: default}\nspec:\n  rules:\n  - host: blog.example.com\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n",
+        )
+        .await?;
+    let ingress_state = |name: &'static str| {
+        let world = &world;
+        async move {
+            let ingress = world.get("Ingress", name).await?;
+            let state = ingress["metadata"]["annotations"][INGRESS_STATE]
+                .as_str()
+                .map(|t| ObjectState::from_annotation("Ingress", t))
+                .transpose()?;
+            anyhow::Ok(state)
+        }
+    };
+    let blog = eventually("blog's state", async || {
+        Ok(ingress_state("blog")
+            .await?
+            .filter(|s| !s.l7_policies.is_empty()))
+    })
+    .await?;
+    let shop = ingress_state("shop").await?.context("shop's state")?;
+    ensure!(
+        blog.pools.len() == 1 && shop.pools.iter().any(|p| p.id == blog.pools[0].id),
+        "blog shares shop's pool of Service web: {blog:?} {shop:?}"
+    );
+    world
+        .api("Ingress")
+        .delete("blog", &DeleteParams::default())
+        .await?;
+    let (tree, _) = world
+        .converged(&lb.id, "the shared-pool Ingress's deletion")
+        .await?;
+    ensure!(
+        tree.pools.iter().any(|p| p.id == blog.pools[0].id),
+        "the shared pool stays"
+    );
+    for policy in &shop.l7_policies {
+        ensure!(
+            tree.listeners[0].policies.iter().any(|p| p.id == policy.id),
+            "shop's policy {} stays",
+            policy.name
         );
     }
 

@@ -61,11 +61,17 @@ pub async fn read_tree(octavia: &Octavia, lb_id: &str) -> Result<Tree, ApiError>
         );
     }
     let mut tree = Tree::default();
+    // An object deleted between its list and the read of its children (by another client, or
+    // the controller while a test reads) is gone: 404 leaves it out.
     for pool in pools {
         let members = if pool.members.is_empty() {
             Vec::new()
         } else {
-            octavia.members(&pool.id).await?
+            match octavia.members(&pool.id).await {
+                Ok(members) => members,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            }
         };
         tree.pools.push(observed_pool(pool, members)?);
     }
@@ -80,7 +86,11 @@ pub async fn read_tree(octavia: &Octavia, lb_id: &str) -> Result<Tree, ApiError>
             let rules = if policy.rules.is_empty() {
                 Vec::new()
             } else {
-                octavia.l7rules(&policy.id).await?
+                match octavia.l7rules(&policy.id).await {
+                    Ok(rules) => rules,
+                    Err(e) if e.is_not_found() => continue,
+                    Err(e) => return Err(e),
+                }
             };
             observed.push(observed_policy(policy, rules)?);
         }
