@@ -152,8 +152,13 @@ async fn terminal(server: &str, total: usize, client: &mut DataClient<tonic::tra
     let mut app = App::new(area);
     let (tx, mut updates) = mpsc::channel(4096);
     let started = Instant::now();
-    let feed =
-        tokio::spawn(Feed::new(connector(server).expect("server"), FeedConfig::default()).run(tx));
+    let feed = tokio::spawn(
+        Feed::new(
+            connector(server, &Default::default()).expect("server"),
+            FeedConfig::default(),
+        )
+        .run(tx),
+    );
     let mut first_paint = None;
     while app.board.deployment_count() < total {
         pump(&mut app, &mut updates, &mut screen).await;

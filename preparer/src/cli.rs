@@ -30,6 +30,10 @@ pub struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     pub server: String,
+    /// Credentials for the Data API (client subcommands; before the subcommand, or the
+    /// environment variables).
+    #[command(flatten, next_help_heading = "Credentials")]
+    pub credentials: nephrite_runtime::ClientArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

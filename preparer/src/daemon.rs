@@ -89,7 +89,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
     let store = store::open(&command.store).await?;
     let changes = Changes::default();
     let identity = DaemonIdentity::new("preparer", env!("CARGO_PKG_VERSION"));
-    let server = GrpcServer::from_args(identity, &command.serve)?;
+    let server = GrpcServer::from_args_with_roles(identity, &command.serve, crate::auth::roles())?;
     let api = DataApi::new(Arc::clone(&store), changes.clone(), command.auto_approve)
         .with_shutdown(server.shutdown_handle());
     let web = match command.web {

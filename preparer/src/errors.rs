@@ -60,8 +60,37 @@ impl From<ApiError> for Status {
     }
 }
 
-/// Checks an id argument.
+/// The longest id, pattern, metadata key or value a request may carry, in bytes.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// The most patterns one field of a request may carry.
+pub const MAX_PATTERNS: usize = 100;
+
+/// INVALID_ARGUMENT unless `text` (the argument `what`) is at most [`MAX_ID_BYTES`] long. The
+/// value itself is not echoed.
+pub fn check_length(what: &str, text: &str) -> Result<(), ApiError> {
+    if text.len() > MAX_ID_BYTES {
+        return Err(ApiError::Invalid(format!(
+            "{what}: {} bytes, longer than the limit of {MAX_ID_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// INVALID_ARGUMENT when the field `what` carries more than [`MAX_PATTERNS`] patterns.
+pub fn check_count(what: &str, count: usize) -> Result<(), ApiError> {
+    if count > MAX_PATTERNS {
+        return Err(ApiError::Invalid(format!(
+            "{what}: {count} patterns, more than the limit of {MAX_PATTERNS} per request"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an id argument (its length first: a megabyte id is refused before it is read).
 pub fn check_id(what: &str, id: &str) -> Result<(), ApiError> {
+    check_length(what, id)?;
     nephrite_merge::validate_id(id).map_err(|source| ApiError::BadId {
         what: what.to_owned(),
         source,

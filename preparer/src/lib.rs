@@ -3,6 +3,7 @@
 //!
 //! - [`store`]: the [`store::Store`] trait and its SQLite / PostgreSQL backends.
 //! - [`api`]: the Data API gRPC service over a store.
+//! - [`auth`]: the Data API's roles (`read`, `write`, `plugin`, `admin`).
 //! - [`preparation`]: the loop that prepares deployments (built-in topology preparers and
 //!   remote plugins).
 //! - [`daemon`]: `preparer serve` wiring.
@@ -12,6 +13,7 @@
 //! - [`web`]: the web dashboard of `preparer serve --web`.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod creation;

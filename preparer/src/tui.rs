@@ -10,7 +10,7 @@ use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStre
 use crossterm::execute;
 use futures::StreamExt as _;
 use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_runtime::Endpoint;
+use nephrite_runtime::{ClientArgs, Endpoint};
 use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
@@ -25,15 +25,19 @@ use app::{App, Outcome, Request};
 /// Most updates applied between two frames.
 const BATCH: usize = 20_000;
 
-/// A connector dialling `server` (`http://HOST:PORT`, `unix:///PATH`, …) on every call.
-pub fn connector(server: &str) -> anyhow::Result<Connector> {
+/// A connector dialling `server` (`http://HOST:PORT`, `unix:///PATH`, …) with
+/// `credentials` (CA, client certificate, bearer token) on every call.
+pub fn connector(server: &str, credentials: &ClientArgs) -> anyhow::Result<Connector> {
     let endpoint: Endpoint = server
         .parse()
         .with_context(|| format!("--server {server}"))?;
+    let credentials = credentials.clone();
     Ok(Arc::new(move || {
         let endpoint = endpoint.clone();
+        let credentials = credentials.clone();
         Box::pin(async move {
-            nephrite_runtime::dial(&endpoint)
+            credentials
+                .dial(&endpoint)
                 .await
                 .map(channel_client)
                 .map_err(|e| e.to_string())
@@ -42,8 +46,8 @@ pub fn connector(server: &str) -> anyhow::Result<Connector> {
 }
 
 /// Runs the dashboard in the terminal until `q`.
-pub async fn run(server: &str) -> anyhow::Result<()> {
-    let connect = connector(server)?;
+pub async fn run(server: &str, credentials: &ClientArgs) -> anyhow::Result<()> {
+    let connect = connector(server, credentials)?;
     let (updates_tx, mut updates) = mpsc::channel(4096);
     let feed = tokio::spawn(Feed::new(Arc::clone(&connect), FeedConfig::default()).run(updates_tx));
     let mut terminal = ratatui::init();

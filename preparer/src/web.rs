@@ -3,7 +3,8 @@
 //! shared [`Board`]; pages are rendered on the server and every open page follows an event
 //! stream (`text/event-stream`) that sends its `<main>` again when the board changes. The
 //! listener speaks the same TLS as the gRPC API (`--tls-cert`, `--tls-key`, and client
-//! certificates with `--tls-client-ca`). Nothing is fetched from elsewhere: the script and the
+//! certificates with `--tls-client-ca`) and the same credentials and roles (see [`auth`]: a
+//! bearer token, a login form's cookie or a client certificate). Nothing is fetched from elsewhere: the script and the
 //! style sheet are compiled into the binary.
 
 use std::convert::Infallible;
@@ -21,6 +22,7 @@ use crate::api::DataApi;
 use crate::dashboard::feed::{DataService, TransportError};
 use crate::dashboard::{Board, Client, Connector, Feed, FeedConfig};
 
+mod auth;
 pub mod pages;
 mod routes;
 mod tls;
@@ -36,6 +38,7 @@ pub(crate) struct Shared {
     changed: watch::Sender<u64>,
     connect: Connector,
     shutdown: ShutdownHandle,
+    auth: auth::WebAuth,
 }
 
 impl Shared {
@@ -93,6 +96,13 @@ pub async fn start(
     shutdown: ShutdownHandle,
 ) -> Result<WebDashboard, WebTlsError> {
     let acceptor = tls::acceptor(serve)?;
+    let auth = auth::WebAuth::of(serve)?;
+    if !auth.required() && !addr.ip().is_loopback() {
+        if !serve.insecure {
+            return Err(WebTlsError::Unauthenticated { addr });
+        }
+        tracing::warn!(%addr, "INSECURE: the web dashboard serves a non-loopback address without authentication (--insecure)");
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| WebTlsError::Bind { addr, source })?;
@@ -105,6 +115,7 @@ pub async fn start(
         changed: watch::channel(0).0,
         connect: Arc::clone(&connect),
         shutdown: shutdown.clone(),
+        auth,
     });
     let (updates_tx, updates) = mpsc::channel(4096);
     let feed = tokio::spawn(Feed::new(connect, FeedConfig::default()).run(updates_tx));
@@ -126,14 +137,30 @@ pub async fn start(
             let router = router.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |request| router.clone().oneshot(request));
+                // The client certificate's identity (mutual TLS) goes with every request.
+                let service = |peer: auth::PeerIdentity| {
+                    hyper::service::service_fn(move |mut request: http::Request<_>| {
+                        request.extensions_mut().insert(peer.clone());
+                        router.clone().oneshot(request)
+                    })
+                };
                 let http = hyper::server::conn::http1::Builder::new();
                 let served = match acceptor {
                     Some(acceptor) => match acceptor.accept(stream).await {
                         Ok(stream) => {
-                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await
+                            let peer = auth::PeerIdentity(
+                                stream
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|chain| chain.first())
+                                    .and_then(nephrite_runtime::auth::identity_of_certificate),
+                            );
+                            http.serve_connection(
+                                hyper_util::rt::TokioIo::new(stream),
+                                service(peer),
+                            )
+                            .await
                         }
                         Err(err) => {
                             tracing::debug!(%err, "web dashboard: TLS handshake failed");
@@ -141,8 +168,11 @@ pub async fn start(
                         }
                     },
                     None => {
-                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await
+                        http.serve_connection(
+                            hyper_util::rt::TokioIo::new(stream),
+                            service(auth::PeerIdentity::default()),
+                        )
+                        .await
                     }
                 };
                 if let Err(err) = served {

@@ -53,7 +53,7 @@ pub(super) async fn list_templates(
     let filter = convert::catalog_filter(&r.id_patterns, &r.metadata_patterns)?;
     let rows = api
         .store
-        .list_templates(&filter, &convert::window(r.window))
+        .list_templates(&filter, &convert::window(r.window)?)
         .await
         .map_err(ApiError::from)?;
     Ok(Response::new(stream(
@@ -130,7 +130,7 @@ pub(super) async fn list_sites(
     let filter = convert::catalog_filter(&r.id_patterns, &r.metadata_patterns)?;
     let rows = api
         .store
-        .list_sites(&filter, &convert::window(r.window))
+        .list_sites(&filter, &convert::window(r.window)?)
         .await
         .map_err(ApiError::from)?;
     Ok(Response::new(stream(
@@ -200,7 +200,7 @@ pub(super) async fn list_plugins(
     let wanted_type = (r.r#type != 0)
         .then(|| convert::plugin_type(r.r#type))
         .transpose()?;
-    let window = convert::window(r.window);
+    let window = convert::window(r.window)?;
     let plugins = api.store.list_plugins().await.map_err(ApiError::from)?;
     let rows: Vec<_> = plugins
         .into_iter()

@@ -7,7 +7,7 @@ use nephrite_merge::metadata::{Metadata, MetadataSelector};
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
 
-use crate::errors::ApiError;
+use crate::errors::{ApiError, check_count, check_length};
 use crate::store::{self, CatalogFilter, DeploymentInfo, PluginRecord, StoredGvk};
 
 pub(super) fn info(info: DeploymentInfo) -> pb::DeploymentInfo {
@@ -30,19 +30,22 @@ pub(super) fn metadata(map: HashMap<String, String>) -> Metadata {
     map.into_iter().collect()
 }
 
-pub(super) fn window(window: Option<pb::Window>) -> store::Window {
+pub(super) fn window(window: Option<pb::Window>) -> Result<store::Window, ApiError> {
     let window = window.unwrap_or_default();
-    store::Window {
+    check_length("window.after_id", &window.after_id)?;
+    Ok(store::Window {
         offset: window.offset,
         limit: window.max_count,
         after_id: window.after_id,
-    }
+    })
 }
 
 pub(super) fn patterns(what: &str, patterns: &[String]) -> Result<Vec<IdPattern>, ApiError> {
+    check_count(&format!("{what}s"), patterns.len())?;
     patterns
         .iter()
         .map(|p| {
+            check_length(what, p)?;
             IdPattern::parse(p).map_err(|source| ApiError::BadId {
                 what: what.to_owned(),
                 source,
@@ -55,6 +58,11 @@ pub(super) fn selector(
     what: &str,
     map: &HashMap<String, String>,
 ) -> Result<MetadataSelector, ApiError> {
+    check_count(&format!("{what}s"), map.len())?;
+    for (key, value) in map {
+        check_length(&format!("{what} key"), key)?;
+        check_length(&format!("{what} for {key}"), value)?;
+    }
     let mut pairs: Vec<_> = map.iter().collect();
     pairs.sort();
     MetadataSelector::new(pairs.into_iter().map(|(k, v)| (k.clone(), v.clone()))).map_err(

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use nephrite_merge::DeploymentResource;
 use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_runtime::CallerIdentity;
 use tonic::{Request, Response, Status};
 
 use super::{DataApi, Result, convert};
@@ -130,7 +131,7 @@ pub(super) async fn list_deployments(
         prepared: r.prepared,
         approved: r.approved,
     };
-    let window = convert::window(r.window);
+    let window = convert::window(r.window)?;
     let (rows, more) = api
         .store
         .list_deployments(&filter, &window)
@@ -151,8 +152,14 @@ pub(super) async fn update_deployment(
     api: &DataApi,
     request: Request<pb::UpdateDeploymentRequest>,
 ) -> Result<Response<pb::UpdateDeploymentResponse>> {
+    let tokenless = crate::auth::may_write_without_token(CallerIdentity::of(&request));
     let r = request.into_inner();
     check_id("deployment id", &r.deployment_id)?;
+    if r.modification_token.is_empty() && !tokenless {
+        return Err(Status::permission_denied(
+            "a plugin updates a deployment only with the modification token it was sent",
+        ));
+    }
     let package = read_package(&format!("deployment {}", r.deployment_id), &r.package_yaml)?;
     let info = if r.modification_token.is_empty() {
         api.modify(&r.deployment_id, |current| {

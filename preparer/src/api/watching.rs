@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 
 use super::{DataApi, Result, Stream_, convert};
 use crate::errors::ApiError;
-use crate::store::EntityKind;
+use crate::store::{EntityKind, StoreError};
 
 pub(super) async fn watch(
     api: &DataApi,
@@ -18,11 +18,12 @@ pub(super) async fn watch(
     let r = request.into_inner();
     let from = i64::try_from(r.from_revision)
         .map_err(|_| Status::invalid_argument("from_revision is too large"))?;
-    // Fail fast on a compacted revision.
-    api.store
-        .changes_since(from, 1)
-        .await
-        .map_err(ApiError::from)?;
+    // 0 asks for every change still kept, so the log's compaction moves its start. (It used to
+    // answer OUT_OF_RANGE once the log had been compacted, and a dashboard, which watches from
+    // 0, then retried forever: it froze once a store's history passed the 100,000 kept
+    // changes.)
+    let from_oldest = from == 0;
+    let from = oldest_kept(api.store.changes_since(from, 1).await, from, from_oldest)?;
     let kinds: Vec<i32> = r.kinds;
     let store = Arc::clone(&api.store);
     let mut wake = api.changes.subscribe();
@@ -30,9 +31,17 @@ pub(super) async fn watch(
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(async move {
         let mut revision = from;
+        let mut sent = false;
         loop {
             let changes = match store.changes_since(revision, 500).await {
                 Ok(changes) => changes,
+                // Compacted between the check above and this first read: start at the oldest.
+                Err(StoreError::Compacted { oldest, .. })
+                    if from_oldest && !sent && oldest - 1 > revision =>
+                {
+                    revision = oldest - 1;
+                    continue;
+                }
                 Err(err) => {
                     let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
                     return;
@@ -73,6 +82,7 @@ pub(super) async fn watch(
                 if tx.send(Ok(message)).await.is_err() {
                     return;
                 }
+                sent = true;
             }
             if caught_up {
                 tokio::select! {
@@ -88,4 +98,19 @@ pub(super) async fn watch(
     Ok(Response::new(Box::pin(
         tokio_stream::wrappers::ReceiverStream::new(rx),
     )))
+}
+
+/// Where a watch starts: `from`, or, for a watch of everything kept (`from_oldest`) whose
+/// `from` was compacted away, just before the oldest change kept. Any other error is the
+/// caller's answer.
+fn oldest_kept<T>(
+    read: std::result::Result<T, StoreError>,
+    from: i64,
+    from_oldest: bool,
+) -> std::result::Result<i64, Status> {
+    match read {
+        Ok(_) => Ok(from),
+        Err(StoreError::Compacted { oldest, .. }) if from_oldest => Ok(oldest - 1),
+        Err(err) => Err(Status::from(ApiError::from(err))),
+    }
 }

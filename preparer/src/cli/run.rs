@@ -8,9 +8,8 @@ use nephrite_krm::Package;
 use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
-use nephrite_runtime::Endpoint;
+use nephrite_runtime::{AuthChannel, Endpoint};
 use serde_json::{Value, json};
-use tonic::transport::Channel;
 
 use super::output::{deployment_json, pairs, render, table};
 use super::{
@@ -23,11 +22,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .server
         .parse()
         .with_context(|| format!("--server {}", cli.server))?;
-    let channel = nephrite_runtime::dial(&endpoint).await?;
+    if matches!(cli.command, Command::Dashboard) {
+        return crate::tui::run(&cli.server, &cli.credentials).await;
+    }
+    let channel = cli.credentials.dial(&endpoint).await?;
     let mut client = DataClient::new(channel);
     let text = match cli.command {
-        Command::Serve(_) => bail!("serve is not a client command"),
-        Command::Dashboard => return crate::tui::run(&cli.server).await,
+        Command::Serve(_) | Command::Dashboard => {
+            bail!("serve and dashboard are not one-shot client commands")
+        }
         Command::Template(command) => catalog(&mut client, Catalog::Templates, command).await?,
         Command::Site(command) => catalog(&mut client, Catalog::Sites, command).await?,
         Command::Plugin(command) => plugin(&mut client, command).await?,
@@ -79,7 +82,7 @@ impl Catalog {
     /// Registers (or replaces) an entry; whether it was new.
     async fn register(
         self,
-        client: &mut DataClient<Channel>,
+        client: &mut DataClient<AuthChannel>,
         id: String,
         metadata: HashMap<String, String>,
         package_yaml: String,
@@ -114,7 +117,7 @@ impl Catalog {
     /// One page of (id, metadata).
     async fn page(
         self,
-        client: &mut DataClient<Channel>,
+        client: &mut DataClient<AuthChannel>,
         id_patterns: Vec<String>,
         metadata_patterns: HashMap<String, String>,
         window: pb::Window,
@@ -151,7 +154,7 @@ impl Catalog {
     /// An entry's metadata and package.
     async fn get(
         self,
-        client: &mut DataClient<Channel>,
+        client: &mut DataClient<AuthChannel>,
         id: String,
     ) -> Result<(HashMap<String, String>, String), tonic::Status> {
         let request = pb::GetRequest { id };
@@ -170,7 +173,7 @@ impl Catalog {
     /// Deletes an entry; whether it existed.
     async fn delete(
         self,
-        client: &mut DataClient<Channel>,
+        client: &mut DataClient<AuthChannel>,
         id: String,
     ) -> Result<bool, tonic::Status> {
         let request = pb::DeleteRequest { id };
@@ -186,7 +189,7 @@ impl Catalog {
 const PAGE: u32 = 1000;
 
 async fn catalog(
-    client: &mut DataClient<Channel>,
+    client: &mut DataClient<AuthChannel>,
     kind: Catalog,
     command: CatalogCommand,
 ) -> anyhow::Result<String> {
@@ -302,7 +305,7 @@ fn trigger_texts(plugin: &pb::Plugin) -> Vec<String> {
 }
 
 async fn plugin(
-    client: &mut DataClient<Channel>,
+    client: &mut DataClient<AuthChannel>,
     command: PluginCommand,
 ) -> anyhow::Result<String> {
     match command {
@@ -396,7 +399,7 @@ async fn plugin(
 }
 
 async fn deployment(
-    client: &mut DataClient<Channel>,
+    client: &mut DataClient<AuthChannel>,
     command: DeploymentCommand,
 ) -> anyhow::Result<String> {
     match command {

@@ -2,7 +2,8 @@
 //! revision 0 first, then lists every catalog and deployment (1,000 a page), then applies the
 //! watched changes; a change always carries the row as of its delivery and every later write
 //! has a later revision, so the board converges on the store's state whatever the listing and
-//! the replay overlap. When the stream fails it reports [`Connection::Lost`], waits (doubling
+//! the replay overlap. The stream and the listing use two connections (two calls of the
+//! [`Connector`]), so that the unread stream cannot hold up the listing. When the stream fails it reports [`Connection::Lost`], waits (doubling
 //! from `retry_min` to `retry_max`) and starts over, keeping the old rows on screen until the
 //! new listing replaces them. Nothing is polled.
 //!
@@ -43,8 +44,8 @@ pub type Client = DataClient<DataService>;
 pub type Connector =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Client, String>> + Send>> + Send + Sync>;
 
-/// A client over a network channel.
-pub fn channel_client(channel: tonic::transport::Channel) -> Client {
+/// A client over a network channel (with the caller's credentials, if any).
+pub fn channel_client(channel: nephrite_runtime::AuthChannel) -> Client {
     use tower::ServiceExt as _;
     DataClient::new(DataService::new(
         channel.map_err(|e| TransportError(e.to_string())),
@@ -117,8 +118,13 @@ impl Feed {
         updates: &mpsc::Sender<Update>,
         wait: &mut Duration,
     ) -> Result<(), String> {
+        // `Watch` gets a connection of its own. Nothing reads the stream while the listing
+        // runs, and on a connection shared with the listing its unread changes held the
+        // HTTP/2 flow-control windows the listing's responses needed: the terminal dashboard
+        // froze part-way through listing a large store.
+        let mut watcher = (self.connect)().await?;
         let mut client = (self.connect)().await?;
-        let mut changes = client
+        let mut changes = watcher
             .watch(pb::WatchRequest {
                 from_revision: 0,
                 kinds: Vec::new(),

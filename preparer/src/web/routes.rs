@@ -1,6 +1,7 @@
 //! The web dashboard's routes: the pages (`/`, `/templates`, `/sites`, `/plugins`,
 //! `/deployments/<id>`), their event streams (`/events/…`), approve and delete (POST, then
-//! back to a page), and the embedded script and style sheet.
+//! back to a page), the login form, and the embedded script and style sheet; every route
+//! behind [`super::auth::guard`].
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,7 +25,7 @@ use crate::dashboard::{CatalogKind, DeploymentFilter, FilterError};
 /// thousands of changes becomes a few renders.
 const SETTLE: Duration = Duration::from_millis(100);
 
-type Params = Query<HashMap<String, String>>;
+pub(super) type Params = Query<HashMap<String, String>>;
 
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -49,6 +50,15 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/events/deployment/{id}", get(deployment_events))
         .route("/assets/dashboard.js", get(script))
         .route("/assets/dashboard.css", get(style))
+        .route(
+            "/login",
+            get(super::auth::login_form).post(super::auth::login),
+        )
+        .route("/logout", post(super::auth::logout))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&shared),
+            super::auth::guard,
+        ))
         .with_state(shared)
 }
 

@@ -27,6 +27,16 @@ pub enum WebTlsError {
     /// The TLS configuration was refused.
     #[error("web dashboard: TLS configuration: {0}")]
     Config(String),
+    /// A non-loopback address without authentication and without `--insecure`.
+    #[error(
+        "web dashboard: refusing to serve {addr} without authentication: it is not a loopback \
+         address. Configure --auth-tokens or --tls-client-ca (with --auth-policy for roles), \
+         or pass --insecure"
+    )]
+    Unauthenticated {
+        /// The address.
+        addr: SocketAddr,
+    },
     /// The address could not be bound.
     #[error("web dashboard: cannot listen on {addr}: {source}")]
     Bind {
