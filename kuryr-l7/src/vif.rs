@@ -7,7 +7,9 @@
 //! - [`handler`]: one pod's VIFs brought up to date or released, whatever the source.
 //! - [`neutron`]: the Neutron backend (ports through `/v2.0/ports`).
 //! - [`kube`]: the Kubernetes source (Controller, finalizer, NetworkAttachmentDefinitions).
+//! - [`dir`]: the directory source (records as files, no cluster).
 
+pub mod dir;
 pub mod handler;
 pub mod kube;
 pub mod neutron;
@@ -38,21 +40,24 @@ pub enum BackendKind {
 pub enum PodSource {
     /// The cluster (in-cluster configuration or `KUBECONFIG`).
     Kube,
+    /// Pods and NetworkAttachmentDefinitions in a directory (`dir:PATH`).
+    Dir(PathBuf),
 }
 
 fn parse_source(text: &str) -> Result<PodSource, String> {
     match text {
         "kube" => Ok(PodSource::Kube),
-        other => Err(format!(
-            "{other:?}: the VIF handler reads pods from kube (a pod's VIFs are recorded on the Pod object)"
-        )),
+        _ => match text.strip_prefix("dir:") {
+            Some(path) if !path.is_empty() => Ok(PodSource::Dir(PathBuf::from(path))),
+            _ => Err(format!("{text:?}: expected kube or dir:PATH")),
+        },
     }
 }
 
 /// `kuryr-l7 vif-handler`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VifHandlerArgs {
-    /// Where pods come from: `kube`.
+    /// Where pods come from: `kube` or `dir:PATH`.
     #[arg(long, env = "KURYR_VIF_SOURCE", default_value = "kube", value_parser = parse_source)]
     pub source: PodSource,
     /// `kuryr.conf`: `[kubernetes] enabled_vif_drivers`, `[neutron_defaults] pod_subnet`,
@@ -140,13 +145,18 @@ pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
 /// Run the handler until SIGTERM or SIGINT.
 pub async fn run(args: VifHandlerArgs) -> Result<(), StartError> {
     let handler = build(&args)?;
-    let PodSource::Kube = args.source;
-    let client = ::kube::Client::try_default()
-        .await
-        .map_err(|e| StartError::Kube(e.to_string()))?;
-    tracing::info!(backend = ?args.backend, "vif-handler started");
+    let work = match &args.source {
+        PodSource::Kube => {
+            let client = ::kube::Client::try_default()
+                .await
+                .map_err(|e| StartError::Kube(e.to_string()))?;
+            futures::future::Either::Left(kube::run(handler, client, args.identity.clone()))
+        }
+        PodSource::Dir(path) => futures::future::Either::Right(dir::run(handler, path.clone())),
+    };
+    tracing::info!(backend = ?args.backend, source = ?args.source, "vif-handler started");
     tokio::select! {
-        () = kube::run(handler, client, args.identity.clone()) => {}
+        () = work => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
         () = terminated() => tracing::info!("terminated"),
     }

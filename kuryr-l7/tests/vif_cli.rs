@@ -57,19 +57,22 @@ fn the_nimbess_backend_says_what_it_is_missing() {
 }
 
 #[test]
-fn a_source_other_than_kube_is_refused_by_the_command_line() {
+fn a_source_other_than_kube_or_dir_is_refused_by_the_command_line() {
     let output = Command::new(BIN)
         .args([
             "vif-handler",
             "--source",
-            "dir:/tmp",
+            "nfs:/tmp",
             "--config-file",
             "/dev/null",
         ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("invalid value 'dir:/tmp' for '--source")
+        stderr.contains("invalid value 'nfs:/tmp' for '--source")
+            && stderr.contains("expected kube or dir:PATH"),
+        "{stderr}"
     );
 }

@@ -15,11 +15,13 @@ use anyhow::{Context, bail, ensure};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use nephrite_kuryr_l7::openstack::auth::Credentials;
 use nephrite_kuryr_l7::openstack::neutron::Neutron;
 use nephrite_kuryr_l7::openstack::{Endpoint, Session};
 use nephrite_kuryr_l7::vif::handler::{Backend, Handler, HandlerError};
+use nephrite_kuryr_l7::vif::kube::attachment_resource;
 use nephrite_kuryr_l7::vif::neutron::{
     Activation, BackendError, NeutronSettings, NeutronVifs, PodIdentity, pod_tag,
 };
@@ -27,8 +29,8 @@ use nephrite_test_apiserver::TestApiServer;
 use nephrite_test_services::{OpenStack, new_project_id};
 use nephrite_vif::annotations::{ADDITIONAL_SUBNETS, SPEC_PORTS};
 use nephrite_vif::{
-    AttachmentFlavor, Config, Driver, EnabledDrivers, Pod, Target, VIF_ANNOTATION, VifRecord,
-    VnicType,
+    AttachmentFlavor, Config, ContainerResources, Driver, EnabledDrivers, Pod, Target,
+    VIF_ANNOTATION, VifRecord, VnicType,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -54,6 +56,9 @@ fn vif_handler_against_the_real_neutron() -> anyhow::Result<()> {
         drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(&env)
             .await
             .context("additional subnets and specific ports")?;
+        sriov_vfs_are_direct_ports_on_their_physnets_subnet(&env)
+            .await
+            .context("SR-IOV VFs")?;
         a_port_bound_to_another_pod_is_refused_untouched(&env)
             .await
             .context("a taken specific port")?;
@@ -63,6 +68,9 @@ fn vif_handler_against_the_real_neutron() -> anyhow::Result<()> {
         a_killed_handler_leaves_no_duplicate_or_leaked_port(&env)
             .await
             .context("the binary killed and restarted")?;
+        the_directory_source_records_in_files_and_releases_removed_pods(&env)
+            .await
+            .context("the directory source")?;
         Ok(())
     })
 }
@@ -366,6 +374,58 @@ async fn drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(
     Ok(())
 }
 
+/// VFs requested in both resource forms become `direct` ports on the subnet configured for
+/// their physical network.
+async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyhow::Result<()> {
+    let handler = Handler {
+        config: Config {
+            drivers: EnabledDrivers::parse("sriov")?,
+            attachments: AttachmentFlavor::Neutron,
+            sriov_resources: BTreeMap::from([(
+                "intel.com/sriov_a".to_owned(),
+                "physnet2".to_owned(),
+            )]),
+        },
+        backend: Backend::Neutron(NeutronVifs::new(
+            env.session.clone(),
+            Endpoint::Url(env.url.clone()),
+            NeutronSettings {
+                pod_subnet: Some(env.pod_subnet.clone()),
+                physnet_subnets: BTreeMap::from([("physnet2".to_owned(), env.subnet_b.clone())]),
+                activation_timeout: Duration::from_secs(1),
+            },
+        )),
+    };
+    let (identity, mut view) = pod("vfs", &[]);
+    view.containers = vec![ContainerResources {
+        name: "app".into(),
+        requests: BTreeMap::from([(
+            "pod.alpha.kubernetes.io/opaque-int-resource-sriov-vf-physnet2".into(),
+            "1".into(),
+        )]),
+        limits: BTreeMap::from([("intel.com/sriov_a".into(), "1".into())]),
+    }];
+    let (_, persist) = recorder();
+    let applied = handler
+        .apply(&identity, &view, &[], &VifRecord::default(), &persist)
+        .await?;
+    ensure!(applied.record.vifs.len() == 3, "{:?}", applied.record);
+    for vif in &applied.record.vifs[1..] {
+        let port = env.vifs.port(&vif.backend_id).await?.context("VF port")?;
+        ensure!(
+            port.vnic_type == "direct"
+                && vif.driver == Driver::Sriov
+                && port.fixed_ips[0].subnet_id == env.subnet_b,
+            "{}: {port:?}",
+            vif.ifname
+        );
+    }
+    handler.cleanup(&identity, &applied.record).await?;
+    let (by_device, by_tag) = held(env, &identity).await?;
+    ensure!(by_device.is_empty() && by_tag.is_empty(), "released");
+    Ok(())
+}
+
 async fn a_port_bound_to_another_pod_is_refused_untouched(env: &Env) -> anyhow::Result<()> {
     let handler = env.handler("");
     let ports = format!(r#"["{}"]"#, env.normal_port);
@@ -438,9 +498,13 @@ impl Drop for Daemon {
 }
 
 fn handler_process(kubeconfig: &PathBuf, conf: &PathBuf) -> anyhow::Result<Daemon> {
+    handler_from(kubeconfig, conf, "kube")
+}
+
+fn handler_from(kubeconfig: &PathBuf, conf: &PathBuf, source: &str) -> anyhow::Result<Daemon> {
     Ok(Daemon(
         Command::new(BIN)
-            .args(["vif-handler", "--source", "kube", "--backend", "neutron"])
+            .args(["vif-handler", "--source", source, "--backend", "neutron"])
             .arg("--config-file")
             .arg(conf)
             .args(["--activation-timeout", "1s"])
@@ -482,10 +546,28 @@ async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(env: &Env) -> anyho
     std::fs::write(
         &conf,
         format!(
-            "[kubernetes]\nenabled_vif_drivers = additional_subnets\n\n[neutron_defaults]\npod_subnet = {}\n\n[neutron]\nauth_type = noauth\nproject_id = {}\nendpoint_override = {}\n",
+            "[kubernetes]\nenabled_vif_drivers = additional_subnets, npwg_multiple_interfaces\n\n[neutron_defaults]\npod_subnet = {}\n\n[neutron]\nauth_type = noauth\nproject_id = {}\nendpoint_override = {}\n",
             env.pod_subnet, env.project, env.url
         ),
     )?;
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.create(&PostParams::default(), &serde_json::from_value(nad_crd())?)
+        .await?;
+    let nads: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &attachment_resource());
+    let blue: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "blue", "annotations": {
+            "openstack.org/kuryr-config": format!(r#"{{"subnetId": "{}"}}"#, env.subnet_b)}},
+        "spec": {"config": "{}"},
+    }))?;
+    nads.create(&PostParams::default(), &blue).await?;
     let pods: Api<KubePod> = Api::namespaced(client, "default");
     let pod: KubePod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -580,7 +662,46 @@ async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(env: &Env) -> anyho
             .is_empty(),
         "nothing allocated for a pod whose request is wrong"
     );
+    // An NPWG network through its NetworkAttachmentDefinition, on the interface asked for.
+    let npwg: KubePod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "npwg", "annotations": {"k8s.v1.cni.cncf.io/networks": "blue@net1"}},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app"}]},
+    }))?;
+    pods.create(&PostParams::default(), &npwg).await?;
+    let npwg_record = wait_for("the npwg pod's record", || async {
+        let pod = pods.get("npwg").await?;
+        Ok(pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(VIF_ANNOTATION))
+            .map(|v| VifRecord::parse(v))
+            .transpose()?
+            .filter(|r| r.vifs.len() == 2))
+    })
+    .await?;
+    let net1 = npwg_record.vif("net1").context("net1")?;
+    let port = env
+        .vifs
+        .port(&net1.backend_id)
+        .await?
+        .context("net1's port")?;
+    ensure!(
+        net1.driver == Driver::NpwgMultipleInterfaces
+            && port.fixed_ips[0].subnet_id == env.subnet_b,
+        "net1 on blue's subnet: {port:?}"
+    );
+    pods.delete("npwg", &DeleteParams::default()).await?;
     pods.delete("broken", &DeleteParams::default()).await?;
+    wait_for("the npwg pod gone", || async {
+        Ok(pods.get_opt("npwg").await?.is_none().then_some(()))
+    })
+    .await?;
+    ensure!(
+        env.vifs.port(&net1.backend_id).await?.is_none(),
+        "the npwg pod's port released"
+    );
     wait_for("the broken pod gone", || async {
         Ok(pods.get_opt("broken").await?.is_none().then_some(()))
     })
@@ -606,5 +727,94 @@ async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(env: &Env) -> anyho
     );
     drop(third);
     server.shutdown().await?;
+    Ok(())
+}
+
+/// The NetworkAttachmentDefinition CRD (as the NPWG publishes it, schema reduced).
+fn nad_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "network-attachment-definitions.k8s.cni.cncf.io"},
+        "spec": {
+            "group": "k8s.cni.cncf.io", "scope": "Namespaced",
+            "names": {"plural": "network-attachment-definitions",
+                      "singular": "network-attachment-definition",
+                      "kind": "NetworkAttachmentDefinition", "shortNames": ["net-attach-def"]},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object",
+                    "properties": {"config": {"type": "string"}}}}}}}],
+        },
+    })
+}
+
+/// `--source dir:PATH`: a pod file gets its record file and its ports; removing the pod file
+/// releases every port and then the record.
+async fn the_directory_source_records_in_files_and_releases_removed_pods(
+    env: &Env,
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pods = dir.path().join("pods");
+    std::fs::create_dir(&pods)?;
+    let conf = dir.path().join("kuryr.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[kubernetes]\nenabled_vif_drivers = additional_subnets\n\n[neutron_defaults]\npod_subnet = {}\n\n[neutron]\nauth_type = noauth\nproject_id = {}\nendpoint_override = {}\n",
+            env.pod_subnet, env.project, env.url
+        ),
+    )?;
+    let pod_file = pods.join("files.yaml");
+    std::fs::write(
+        &pod_file,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: files\n  namespace: shop\n  annotations:\n    openstack.org/kuryr-additional-subnets: '[\"{}\"]'\nspec:\n  containers:\n  - {{name: app, image: app}}\n",
+            env.subnet_a
+        ),
+    )?;
+    let record_file = pods.join(".kuryr-vif/shop_files.json");
+    let handler = handler_from(
+        &dir.path().join("no-kubeconfig"),
+        &conf,
+        &format!("dir:{}", pods.display()),
+    )?;
+    let record = wait_for("the record file", || async {
+        let Ok(text) = std::fs::read_to_string(&record_file) else {
+            return Ok(None);
+        };
+        let file: Value = serde_json::from_str(&text)?;
+        let record: VifRecord = serde_json::from_value(file["record"].clone())?;
+        Ok((record.vifs.len() == 2).then_some(record))
+    })
+    .await?;
+    let identity = PodIdentity {
+        namespace: "shop".into(),
+        name: "files".into(),
+        uid: "dir-shop-files".into(),
+        node: None,
+    };
+    let recorded: BTreeSet<String> = record.vifs.iter().map(|v| v.backend_id.clone()).collect();
+    let (by_device, by_tag) = held(env, &identity).await?;
+    ensure!(
+        by_device == recorded && by_tag == recorded,
+        "the recorded ports: {by_device:?}"
+    );
+    let port = env
+        .vifs
+        .port(&record.vifs[1].backend_id)
+        .await?
+        .context("eth1")?;
+    ensure!(
+        port.fixed_ips[0].subnet_id == env.subnet_a,
+        "eth1 on subnet a"
+    );
+
+    std::fs::remove_file(&pod_file)?;
+    wait_for("the record file removed", || async {
+        Ok((!record_file.exists()).then_some(()))
+    })
+    .await?;
+    let (by_device, by_tag) = held(env, &identity).await?;
+    ensure!(by_device.is_empty() && by_tag.is_empty(), "released");
+    drop(handler);
     Ok(())
 }

@@ -223,7 +223,13 @@ async fn reconcile(pod: Arc<KubePod>, ctx: Arc<Context>) -> Result<Action, Recon
         }
     })
     .await
-    .map_err(|e| ReconcileError::Finalizer(Box::new(e)))
+    .or_else(|e| match e {
+        // A second look at a pod already released and gone.
+        finalizer::Error::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => {
+            Ok(Action::await_change())
+        }
+        e => Err(ReconcileError::Finalizer(Box::new(e))),
+    })
 }
 
 fn error_policy(pod: Arc<KubePod>, error: &ReconcileError, _: Arc<Context>) -> Action {
