@@ -166,6 +166,15 @@ fn a_cluster_ip_spreads_connections_over_ready_endpoints_only() {
     }
     assert_eq!(counts.values().sum::<usize>(), 300, "{counts:?}");
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+    // the load-balancer module sits in every local port's pipeline
+    let (_, text) = agent.cli(&["pipelines"]);
+    for pod in &pods {
+        let line = format!(
+            "lb.default.web.tcp.80.port_{}_eth0: load_balancer {VIP}:80 -> [{}:8080, {}:8080, {}:8080]",
+            pod.name, ips[1], ips[2], ips[3]
+        );
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
 
     // b3 not ready: it gets no new connection
     let mut some = all.clone();

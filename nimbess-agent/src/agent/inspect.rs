@@ -44,6 +44,21 @@ pub struct PipelineView {
     pub network: String,
     /// Its module instances in order.
     pub modules: Vec<ModuleView>,
+    /// The Services' load-balancer modules placed in it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load_balancers: Vec<LoadBalancerView>,
+}
+
+/// A load-balancer module instance of a port pipeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadBalancerView {
+    /// Its id (`lb.<ns>.<service>.<proto>.<port>.<port id>`).
+    pub id: String,
+    /// The Service port it renders.
+    pub service: nephrite_pipeline::LoadBalancerKey,
+    /// Its VIP and backends.
+    #[serde(flatten)]
+    pub module: nephrite_pipeline::LoadBalancer,
 }
 
 /// Port pipelines: by port, and printed as text and Graphviz DOT.
@@ -109,6 +124,8 @@ impl Agent {
             Some(p) => return Err(NoSuchPipeline(p.to_string())),
         };
         let mut objects = st.driver.objects(&st.model).await;
+        let local: Vec<&Port> = st.model.ports().values().collect();
+        let mut placed = nephrite_pipeline::place_load_balancers(&local, &st.services);
         let mut view = PipelinesView::default();
         for port in &ports {
             let Some(p) = rendered.pipelines.get(port) else {
@@ -123,15 +140,44 @@ impl Agent {
                     data_plane: objects.remove(&m.id).unwrap_or_default(),
                 })
                 .collect();
+            let load_balancers: Vec<LoadBalancerView> = placed
+                .remove(port)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(id, key)| {
+                    let module = st.services.get(&key)?.clone();
+                    Some(LoadBalancerView {
+                        id,
+                        service: key,
+                        module,
+                    })
+                })
+                .collect();
+            view.text
+                .push_str(&pipeline_text(&rendered, port).unwrap_or_default());
+            for lb in &load_balancers {
+                let backends: Vec<String> = lb
+                    .module
+                    .backends
+                    .iter()
+                    .map(|b| format!("{}:{}", b.address, b.port))
+                    .collect();
+                view.text.push_str(&format!(
+                    "  {}: load_balancer {}:{} -> [{}]\n",
+                    lb.id,
+                    lb.module.vip,
+                    lb.service.port,
+                    backends.join(", ")
+                ));
+            }
             view.ports.insert(
                 port.clone(),
                 PipelineView {
                     network: p.network.clone(),
                     modules,
+                    load_balancers,
                 },
             );
-            view.text
-                .push_str(&pipeline_text(&rendered, port).unwrap_or_default());
             view.dot
                 .push_str(&pipeline_dot(&rendered, port).unwrap_or_default());
         }
