@@ -49,3 +49,98 @@ impl Tree {
         Some(Ok(listener))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nephrite_krm::Package;
+
+    use super::super::{Desired, HTTP_LISTENER, Ownership, plan};
+    use super::*;
+    use crate::{Outcome, Request, SourceObject, translate};
+
+    const OBJECTS: &str = "\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: shop}
+spec:
+  defaultBackend: {service: {name: web, port: {number: 80}}}
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - {path: /cart, pathType: Prefix, backend: {service: {name: cart, port: {number: 80}}}}
+      - {path: /cart/checkout, pathType: Exact, backend: {service: {name: web, port: {number: 80}}}}
+  - host: '*.example.org'
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: cart, port: {number: 80}}}}
+---
+apiVersion: route.openshift.io/v1
+kind: Route
+metadata: {name: api, namespace: shop}
+spec: {host: api.example.com, path: /v1, to: {kind: Service, name: web}}
+";
+
+    fn outcome(listener: &Listener, host: &str, path: &str) -> String {
+        let headers: Vec<(String, String)> = Vec::new();
+        let request = Request {
+            host,
+            path,
+            target: path,
+            headers: &headers,
+            client_cert: None,
+        };
+        match listener.evaluate(&request) {
+            Outcome::Pool(pool) => format!("pool {pool}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_tree_a_plan_builds_routes_like_the_translation() {
+        let objects: Vec<SourceObject> = Package::from_yaml(OBJECTS)
+            .unwrap()
+            .into_objects()
+            .into_iter()
+            .map(|object| SourceObject {
+                object,
+                origin: "test".into(),
+            })
+            .collect();
+        let translation = translate(&objects, &Default::default());
+        let owner = Ownership::new("c");
+        let mut tree = Tree::default();
+        let calls = plan(&Desired::from_config(&translation.config), &tree, &owner).unwrap();
+        let mut next = 0;
+        tree.apply_all(&calls, &mut || {
+            next += 1;
+            format!("id-{next}")
+        })
+        .unwrap();
+        let http = &translation.config.http;
+        let read_back = tree
+            .listener_model(HTTP_LISTENER, http.no_match_status)
+            .unwrap()
+            .unwrap();
+        for (host, path) in [
+            ("shop.example.com", "/"),
+            ("shop.example.com", "/cart"),
+            ("shop.example.com", "/cart/"),
+            ("shop.example.com", "/cartoon"),
+            ("shop.example.com", "/cart/checkout"),
+            ("shop.example.com", "/cart/checkout/x"),
+            ("a.example.org", "/x"),
+            ("a.b.example.org", "/x"),
+            ("api.example.com", "/v1/users"),
+            ("api.example.com", "/v2"),
+            ("other.test", "/"),
+        ] {
+            assert_eq!(
+                outcome(&read_back, host, path),
+                outcome(http, host, path),
+                "{host}{path}"
+            );
+        }
+        assert!(tree.listener_model("nope", 404).is_none());
+    }
+}
