@@ -1,8 +1,10 @@
-//! Steps 1–2: `bmm-sim` plays NVIDIA Bare Metal Manager, and `bmm-provider apply -f` provisions
-//! the demo's three workload clusters on it (VPC, subnet, one bare-metal instance each), in
-//! parallel, their instances' states shown live.
+//! Steps 2–3: `bmm-sim` plays NVIDIA Bare Metal Manager, and `bmm-provider apply -f
+//! --register-sites` provisions the demo's three workload clusters on it (VPC, subnet, one
+//! bare-metal instance each), in parallel, their instances' states shown live, and registers
+//! each Ready cluster as a preparer Site with its labels.
 
 use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -60,7 +62,7 @@ pub struct Provisioned {
     /// Machines whose status says ready.
     pub machines_ready: usize,
     /// The simulator's address.
-    pub sim: std::net::SocketAddr,
+    pub sim: SocketAddr,
 }
 
 fn cluster_yaml(cluster: &Cluster) -> String {
@@ -97,7 +99,11 @@ spec:
 }
 
 /// Starts the simulator and provisions [`CLUSTERS`].
-pub fn provision(lab: &mut Lab, progress: &Progress) -> anyhow::Result<Provisioned> {
+pub fn provision(
+    lab: &mut Lab,
+    progress: &Progress,
+    preparer: SocketAddr,
+) -> anyhow::Result<Provisioned> {
     let step = progress.step("BMM: simulator");
     let sim = free_addr()?;
     let secret = format!("demo-{}", std::process::id());
@@ -127,7 +133,7 @@ pub fn provision(lab: &mut Lab, progress: &Progress) -> anyhow::Result<Provision
     let token_file = lab.write("bmm/token", &token)?;
     step.done(&format!("http://{sim}, org demo"));
 
-    let step = progress.step("BMM: provision 3 clusters");
+    let step = progress.step("BMM: provision 3 clusters, register them as sites");
     let (news, updates) = mpsc::channel::<String>();
     let mut children = Vec::new();
     for cluster in CLUSTERS {
@@ -146,6 +152,8 @@ pub fn provision(lab: &mut Lab, progress: &Progress) -> anyhow::Result<Provision
             .arg("--state")
             .arg(&state)
             .args(["--poll-interval", "300ms"])
+            // Each Ready cluster becomes a preparer Site with its labels (region, site type).
+            .args(["--register-sites", &format!("http://{preparer}")])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -209,7 +217,8 @@ pub fn provision(lab: &mut Lab, progress: &Progress) -> anyhow::Result<Provision
         machines_ready += m;
     }
     step.done(&format!(
-        "clusters Ready {clusters_ready}/{}, instances Ready {machines_ready}",
+        "clusters Ready {clusters_ready}/{}, instances Ready {machines_ready}, each a preparer \
+         Site with its labels (site-type, region)",
         CLUSTERS.len()
     ));
     Ok(Provisioned {

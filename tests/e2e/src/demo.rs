@@ -69,8 +69,9 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         if let Some(command) = build {
             run_build(&lab, &progress, command)?;
         }
-        let provisioned = bmm::provision(&mut lab, &progress)?;
-        let deployed = tko::deploy(&mut lab, &progress, &root)?;
+        let preparer = tko::store(&mut lab, &progress)?;
+        let provisioned = bmm::provision(&mut lab, &progress, preparer)?;
+        let deployed = tko::deploy(&mut lab, &progress, &root, preparer)?;
         let pods = pods::plug(&mut lab, &progress, &deployed.children, as_root)?;
         let routed = router::route(&mut lab, &progress, &pods.pods)?;
         Ok(Outcome {

@@ -1,6 +1,7 @@
-//! Steps 3–5: the preparer keeps the clusters as Sites, `ntc serve --backend tko` registers as
-//! the NFTopology plugin, and the free5GC-like topology becomes one child deployment per
-//! (NF instance × matching site), the SMF held back until its UPFs are approved.
+//! Steps 1 and 4–5: the preparer (started first, so `bmm-provider` can register the clusters
+//! as its Sites), `ntc serve --backend tko` registering as the NFTopology plugin, and the
+//! free5GC-like topology becoming one child deployment per (NF instance × matching site), the
+//! SMF held back until its UPFs are approved.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -277,21 +278,24 @@ pub fn deployed_topology(
     Ok(count_deployed(&deployment))
 }
 
-/// Runs the preparer and ntc, registers the clusters as sites and deploys the topology.
-pub fn deploy(lab: &mut Lab, progress: &Progress, root: &Path) -> anyhow::Result<Deployed> {
+/// Starts the preparer, the deployment store every later step uses.
+pub fn store(lab: &mut Lab, progress: &Progress) -> anyhow::Result<SocketAddr> {
     let step = progress.step("preparer: deployment store");
     let preparer = start_preparer(lab)?;
     step.done(&format!(
         "Data API on {preparer}, SQLite in the demo's directory"
     ));
+    Ok(preparer)
+}
 
-    let step = progress.step("preparer: clusters as sites");
-    register_sites(lab, preparer, |news| step.message(news))?;
-    step.done(&format!(
-        "{} sites with the clusters' labels (site-type, region)",
-        CLUSTERS.len()
-    ));
-
+/// Runs ntc on the preparer at `preparer` (whose sites `bmm-provider apply --register-sites`
+/// registered) and deploys the topology.
+pub fn deploy(
+    lab: &mut Lab,
+    progress: &Progress,
+    root: &Path,
+    preparer: SocketAddr,
+) -> anyhow::Result<Deployed> {
     let step = progress.step("ntc: NFTopology plugin");
     let ntc = start_ntc(lab, preparer)?;
     step.done(&format!(
