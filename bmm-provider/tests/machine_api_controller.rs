@@ -383,7 +383,7 @@ async fn the_openshift_manifests_are_accepted() {
         .replace("${BMM_ORG}", "acme")
         .replace("${BMM_TOKEN}", "token")
         .replace(
-            "${BMM_PROVIDER_IMAGE:=ghcr.io/nephrite/bmm-provider:latest}",
+            "${BMM_PROVIDER_IMAGE:=nephrite/bmm-provider:0.1.0}",
             "img",
         )
         .replace("${BMM_LOG_LEVEL:=info}", "info");
