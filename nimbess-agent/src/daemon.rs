@@ -221,9 +221,10 @@ async fn serve(agent: Arc<Agent>, socket: &Path, args: &ServeArgs) -> anyhow::Re
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
     }
-    let server = GrpcServer::from_args(
+    let server = GrpcServer::from_args_with_roles(
         DaemonIdentity::new("nimbess-agent", env!("CARGO_PKG_VERSION")),
         args,
+        crate::auth::roles(),
     )?;
     // The socket is created 0600, never open to others for a moment: the
     // umask is narrowed around the bind (process-wide, and nothing else

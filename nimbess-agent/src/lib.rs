@@ -3,6 +3,7 @@
 //! pipeline) and renders it into a data plane.
 //!
 //! - [`cni`]: the CNI's vocabulary (commands, error codes, request, result);
+//! - [`auth`]: the socket's role table (`cni`, `read`);
 //! - [`agent`]: the CNI logic (validation, IPAM, render plans, rollback, persistence);
 //! - [`grpc`]: the only protobuf in the crate: the services `nimbess.cni.v1.Cni` and
 //!   `nimbess.cni.v1.Agent`, their clients, the wire ⇄ domain conversions;
@@ -14,6 +15,7 @@
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
 
 pub mod agent;
+pub mod auth;
 pub mod cli;
 pub mod cni;
 pub mod config;
