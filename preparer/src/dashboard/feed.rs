@@ -118,10 +118,9 @@ impl Feed {
         updates: &mpsc::Sender<Update>,
         wait: &mut Duration,
     ) -> Result<(), String> {
-        // `Watch` gets a connection of its own. Nothing reads the stream while the listing
-        // runs, and on a connection shared with the listing its unread changes held the
-        // HTTP/2 flow-control windows the listing's responses needed: the terminal dashboard
-        // froze part-way through listing a large store.
+        // `Watch` gets a connection of its own: nothing reads the stream while the listing
+        // runs, and on a shared connection its unread changes (up to a stream window) would
+        // count against the receive window the listing's responses need too.
         let mut watcher = (self.connect)().await?;
         let mut client = (self.connect)().await?;
         let mut changes = watcher
