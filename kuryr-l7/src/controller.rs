@@ -268,6 +268,8 @@ pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, Controller
         _ => None,
     };
 
+    // With Kubernetes, only the leader writes to Octavia (as only it writes status).
+    let mut leadership = None;
     match &config.source {
         SourceSpec::Dir(dir) => {
             let first = Arc::new(snapshot_dir(dir, &config.options)?);
@@ -285,6 +287,7 @@ pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, Controller
                 shutdown.clone(),
             )
             .await?;
+            leadership = Some(source.leadership());
             tokio::spawn(source.run());
         }
     }
@@ -300,7 +303,7 @@ pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, Controller
     };
 
     if let Some(driver) = octavia {
-        tokio::spawn(driver.follow(publisher.subscribe(), shutdown.clone()));
+        tokio::spawn(driver.follow(publisher.subscribe(), leadership, shutdown.clone()));
     }
 
     let service = RulesService::new(publisher, shutdown.clone());

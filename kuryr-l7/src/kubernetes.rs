@@ -164,6 +164,12 @@ impl KubeSource {
         })
     }
 
+    /// Whether this controller leads (changes when leadership is gained or lost): the writers
+    /// of shared state (status, the `octavia` driver) act only while it is true.
+    pub fn leadership(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.election.changes()
+    }
+
     /// Rebuilds and publishes on every change; the leader writes status and Events. Steps
     /// down (releasing the Lease) on shutdown.
     pub async fn run(mut self) {

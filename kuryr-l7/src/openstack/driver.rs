@@ -8,7 +8,8 @@
 //! `ERROR`) publishes a Warning Event `OctaviaError` on each Ingress/Route concerned, and the
 //! next sync comes after a backoff (1 s doubling to 60 s) or at the next snapshot, whichever is
 //! first: the calls of other objects ran anyway. After a sync each Ingress/Route gets the ids of
-//! its policies, rules and pools in its versioned annotation ([`state`](super::state)).
+//! its policies, rules and pools in its versioned annotation ([`state`](super::state)). With
+//! Kubernetes only the leader (the Lease holder) syncs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -135,14 +136,30 @@ impl OctaviaDriver {
         })
     }
 
-    /// Follows `snapshots` until `shutdown`.
+    /// Follows `snapshots` until `shutdown`; with `leadership`, syncs only while it says this
+    /// controller leads (a standby keeps still, so two controllers never race on one load
+    /// balancer).
     pub async fn follow(
         mut self,
         mut snapshots: watch::Receiver<Arc<Snapshot>>,
+        mut leadership: Option<watch::Receiver<bool>>,
         shutdown: ShutdownHandle,
     ) {
         let mut backoff = BACKOFF_START;
         loop {
+            if let Some(leading) = &mut leadership
+                && !*leading.borrow_and_update()
+            {
+                tokio::select! {
+                    changed = leading.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                    _ = shutdown.triggered() => return,
+                }
+                continue;
+            }
             let snapshot = snapshots.borrow_and_update().clone();
             let wait = match self.sync(&snapshot.translation).await {
                 Ok(synced) if synced.executed.is_complete() => {
@@ -161,6 +178,17 @@ impl OctaviaDriver {
                     next_backoff(&mut backoff)
                 }
             };
+            let lost = async {
+                match &mut leadership {
+                    Some(leading) => {
+                        if leading.changed().await.is_err() {
+                            // The election ended (shutdown): nothing more will change.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 changed = snapshots.changed() => {
                     if changed.is_err() {
@@ -168,6 +196,7 @@ impl OctaviaDriver {
                     }
                 }
                 () = tokio::time::sleep(wait) => {}
+                () = lost => {}
                 _ = shutdown.triggered() => return,
             }
         }
