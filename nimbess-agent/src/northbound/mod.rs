@@ -4,7 +4,7 @@
 //! derived by `nephrite-pipeline` into load-balancer modules the agent
 //! places in its port pipelines and the data plane renders.
 //!
-//! Both sources produce an [`Objects`] snapshot; [`derive`] is the one
+//! Both sources produce an [`Objects`] snapshot; [`derive()`] is the one
 //! translation; [`follow`] applies each new snapshot to the agent. An object
 //! that cannot be read is logged (a warning naming it and the field) and
 //! skipped; everything else is applied.
