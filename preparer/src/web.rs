@@ -3,7 +3,7 @@
 //! shared [`Board`]; pages are rendered on the server and every open page follows an event
 //! stream (`text/event-stream`) that sends its `<main>` again when the board changes. The
 //! listener speaks the same TLS as the gRPC API (`--tls-cert`, `--tls-key`, and client
-//! certificates with `--tls-client-ca`) and the same credentials and roles (see [`auth`]: a
+//! certificates with `--tls-client-ca`) and the same credentials and roles (see the `auth` module: a
 //! bearer token, a login form's cookie or a client certificate). Nothing is fetched from elsewhere: the script and the
 //! style sheet are compiled into the binary.
 
