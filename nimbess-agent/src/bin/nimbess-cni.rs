@@ -1,16 +1,46 @@
 //! `nimbess-cni`: the CNI 1.1.0 plugin of the Nimbess agent. Executed by the
 //! container runtime with the CNI environment and the network configuration
 //! on stdin (at most [`MAX_STDIN`] bytes); forwards to the agent's Unix
-//! socket; prints the result or the error on stdout.
+//! socket; prints the result or the error on stdout. Run by a person (no
+//! `CNI_COMMAND` in the environment) with `--version` or `--help`, it says
+//! what it is instead.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
-use nimbess_agent::cni::{CniError, ErrorCode};
+use nimbess_agent::cni::{CniError, ErrorCode, SUPPORTED_VERSIONS};
 use nimbess_agent::plugin::{MAX_STDIN, Outcome, read_config};
+
+const HELP: &str = "\
+The CNI plugin of the Nimbess agent: the container runtime executes it with the CNI
+environment (CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, ...) and the network
+configuration on stdin; it forwards each call to nimbess-agent over its Unix socket
+(\"agentSocket\" in the configuration, default /run/nimbess/agent.sock).
+
+Install it in the runtime's CNI bin directory (e.g. /opt/cni/bin) and reference it as
+\"type\": \"nimbess-cni\" in a network configuration; see the nimbess-agent README.
+
+Usage: nimbess-cni [--version | --help]";
 
 fn main() {
     let env: BTreeMap<String, String> = std::env::vars().collect();
+    if !env.contains_key("CNI_COMMAND") {
+        match std::env::args().nth(1).as_deref() {
+            Some("--version" | "-V") => {
+                println!(
+                    "nimbess-cni {} (CNI {})",
+                    env!("CARGO_PKG_VERSION"),
+                    SUPPORTED_VERSIONS.join(", ")
+                );
+                return;
+            }
+            Some("--help" | "-h") => {
+                println!("nimbess-cni {}\n{HELP}", env!("CARGO_PKG_VERSION"));
+                return;
+            }
+            _ => {}
+        }
+    }
     let outcome = run(&env);
     if let Some(doc) = outcome.stdout {
         let mut out = std::io::stdout().lock();
