@@ -1,7 +1,8 @@
 //! `cargo xtask images`: an OCI image per daemon, built with podman and no registry.
 //!
 //! Each image starts `FROM scratch`: the build assembles a root file system under
-//! `target/images/<image>/rootfs` holding the daemon's binaries in `/usr/local/bin`, the shared
+//! `target/images/<image>/rootfs` holding the daemon's binaries in `/usr/local/bin` (and any
+//! program of this machine it runs, such as `nft`), the shared
 //! libraries they load (as `ldd` resolves them on this machine), the CA bundle and a `nobody`
 //! user, then runs `podman build` with the daemon's `deploy/Containerfile` on that context. The
 //! images are named `nephrite/<daemon>:<version>` in podman's default storage, which is what
@@ -24,6 +25,9 @@ struct Image {
     /// Shell tools (busybox from Debian's `busybox-static`: `sh`, `cp`, `test`) for images
     /// whose manifests run commands besides the daemon (nimbess-agent's CNI install step).
     shell: bool,
+    /// Programs of this machine the daemon runs (copied to the same path, with their shared
+    /// libraries): nimbess-agent loads its Service and policy rules with `nft -f -`.
+    host_programs: &'static [&'static str],
 }
 
 /// The shell tools of an image with `shell`, as links to busybox.
@@ -35,6 +39,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-preparer",
         binaries: &["preparer"],
         containerfile: "preparer/deploy/Containerfile",
+        host_programs: &[],
         shell: false,
     },
     Image {
@@ -42,6 +47,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-ntc",
         binaries: &["ntc"],
         containerfile: "topology/deploy/Containerfile",
+        host_programs: &[],
         shell: false,
     },
     Image {
@@ -49,6 +55,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-nimbess-agent",
         binaries: &["nimbess-agent", "nimbess-cni"],
         containerfile: "nimbess-agent/deploy/Containerfile",
+        host_programs: &["/usr/sbin/nft"],
         shell: true,
     },
     Image {
@@ -56,6 +63,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-kuryr-l7",
         binaries: &["kuryr-l7"],
         containerfile: "kuryr-l7/deploy/Containerfile",
+        host_programs: &[],
         shell: false,
     },
     Image {
@@ -63,6 +71,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-bmm-provider",
         binaries: &["bmm-provider"],
         containerfile: "bmm-provider/deploy/Containerfile",
+        host_programs: &[],
         shell: false,
     },
     Image {
@@ -70,6 +79,7 @@ const IMAGES: &[Image] = &[
         package: "nephrite-bmm-provider",
         binaries: &["bmm-sim"],
         containerfile: "bmm-provider/deploy/bmm-sim.Containerfile",
+        host_programs: &[],
         shell: false,
     },
 ];
@@ -201,6 +211,22 @@ fn assemble(image: &Image, binary_dir: &Path, context: &Path) -> anyhow::Result<
         }
         copy(&source, &bin.join(binary))?;
         for library in shared_libraries(&source)? {
+            let inside = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
+            if !inside.exists() {
+                copy(&library, &inside)?;
+            }
+        }
+    }
+    for program in image.host_programs {
+        let program = Path::new(program);
+        if !program.is_file() {
+            bail!(
+                "{} is missing on this machine (the image needs it)",
+                program.display()
+            );
+        }
+        copy(program, &rootfs.join(program.strip_prefix("/")?))?;
+        for library in shared_libraries(program)? {
             let inside = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
             if !inside.exists() {
                 copy(&library, &inside)?;

@@ -38,7 +38,8 @@ tasks:
   images [--dev] [--no-build]
                   build an OCI image per daemon with podman (nephrite/<daemon>:<version>,
                   from scratch, release binaries unless --dev) and run each one's --version
-  bench DOMAIN    run a domain's benchmarks: preparer, ntc (or topology), nimbess, l7, bmm
+  bench DOMAIN    run a domain's benchmarks: preparer, dashboard, ntc (or topology),
+                  nimbess, nimbess-services, l7, l7-octavia, bmm
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
                   write bmm-provider's clusterctl provider repository (default
@@ -51,6 +52,7 @@ const FEATURES: &str = "nephrite-krm/dynamic-object,nephrite-runtime/leader-elec
 /// Benchmark domains: (domain, [(package, bench target)] run in order).
 const BENCHES: &[(&str, &[(&str, &str)])] = &[
     ("preparer", &[("nephrite-preparer", "preparer")]),
+    ("dashboard", &[("nephrite-preparer", "dashboard")]),
     ("ntc", &[("nephrite-topology", "plan")]),
     ("topology", &[("nephrite-topology", "plan")]),
     (
@@ -61,7 +63,12 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
             ("nephrite-nimbess-agent", "throughput"),
         ],
     ),
+    (
+        "nimbess-services",
+        &[("nephrite-nimbess-agent", "services")],
+    ),
     ("l7", &[("nephrite-kuryr-l7", "l7")]),
+    ("l7-octavia", &[("nephrite-kuryr-l7", "l7_octavia")]),
     ("bmm", &[("nephrite-bmm-provider", "bmm")]),
 ];
 
