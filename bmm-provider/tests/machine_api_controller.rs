@@ -382,10 +382,7 @@ async fn the_openshift_manifests_are_accepted() {
         .replace("${BMM_ENDPOINT}", "https://bmm.example.test")
         .replace("${BMM_ORG}", "acme")
         .replace("${BMM_TOKEN}", "token")
-        .replace(
-            "${BMM_PROVIDER_IMAGE:=nephrite/bmm-provider:0.1.0}",
-            "img",
-        )
+        .replace("${BMM_PROVIDER_IMAGE:=nephrite/bmm-provider:0.1.0}", "img")
         .replace("${BMM_LOG_LEVEL:=info}", "info");
     assert!(!text.contains("${"), "every variable substituted");
     let namespace: k8s_openapi::api::core::v1::Namespace =
