@@ -32,7 +32,11 @@ enum Command {
     VifHandler(VifHandlerArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    nephrite_runtime::report::exit("kuryr-l7", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let filter = std::env::var("RUST_LOG").ok();
     match cli.command {

@@ -8,9 +8,6 @@ use nimbess_agent::cli::Cli;
 async fn main() -> std::process::ExitCode {
     match nimbess_agent::cli::run(Cli::parse().command).await {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("Error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => nephrite_runtime::report::exit("nimbess-agent", Err(e)),
     }
 }

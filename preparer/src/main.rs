@@ -38,11 +38,5 @@ async fn main() -> std::process::ExitCode {
         },
         _ => nephrite_preparer::cli::run(cli).await,
     };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    nephrite_runtime::report::exit("preparer", result)
 }

@@ -129,7 +129,11 @@ struct ServeCommand {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    nephrite_runtime::report::exit("ntc", run().await)
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Plan(args) => plan_command(&args),

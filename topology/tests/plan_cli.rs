@@ -298,3 +298,30 @@ fn version_prints_the_name_and_version() {
         format!("ntc {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn a_user_error_is_one_line_without_a_backtrace() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ntc"))
+        .args([
+            "plan",
+            "-f",
+            "/nonexistent/topology.yaml",
+            "--classes",
+            "/nonexistent/classes.yaml",
+            "--clusters",
+            "/nonexistent/clusters.yaml",
+        ])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("ntc: error: "), "{stderr}");
+    assert!(lines[0].contains("/nonexistent/topology.yaml"), "{stderr}");
+    assert!(
+        !stderr.contains("backtrace") && !stderr.contains("Caused by"),
+        "{stderr}"
+    );
+}

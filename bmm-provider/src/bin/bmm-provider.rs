@@ -587,11 +587,5 @@ async fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    match run(cli.command).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    nephrite_runtime::report::exit("bmm-provider", run(cli.command).await)
 }

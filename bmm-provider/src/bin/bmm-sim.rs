@@ -80,7 +80,11 @@ struct ServeFlags {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    nephrite_runtime::report::exit("bmm-sim", run().await)
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(Command::Token { secret, org, ttl }) = cli.command {
         let now = jiff::Timestamp::now().as_second().max(0) as u64;

@@ -32,7 +32,11 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    nephrite_runtime::report::exit("test-apiserver", run().await)
+}
+
+async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(args.log_format, std::env::var("RUST_LOG").ok().as_deref())
         .context("setting up logging from RUST_LOG")?;
