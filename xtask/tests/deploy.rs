@@ -42,10 +42,12 @@ fn service_settings(text: &str) -> Vec<(String, String)> {
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
             in_service = line == "[Service]";
-        } else if in_service && !line.starts_with('#') && !line.starts_with(';') {
-            if let Some((key, value)) = line.split_once('=') {
-                settings.push((key.trim().to_owned(), value.trim().to_owned()));
-            }
+        } else if in_service
+            && !line.starts_with('#')
+            && !line.starts_with(';')
+            && let Some((key, value)) = line.split_once('=')
+        {
+            settings.push((key.trim().to_owned(), value.trim().to_owned()));
         }
     }
     settings
