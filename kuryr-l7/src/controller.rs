@@ -85,6 +85,8 @@ pub enum ControllerError {
 
 /// `kuryr-l7 controller` flags.
 #[derive(Debug, clap::Args)]
+// Every daemon has its own default port, so several run on one host (README, "Ports").
+#[command(mut_arg("listen", |arg| arg.default_value("tcp://127.0.0.1:50081")))]
 pub struct ControllerArgs {
     /// Where the objects come from: dir:PATH or kube.
     #[arg(long, env = "KURYR_L7_SOURCE")]

@@ -25,6 +25,8 @@ const SOCKET_UMASK: u32 = 0o177;
 
 /// `serve` flags.
 #[derive(Debug, Clone, clap::Args)]
+// The agent serves on --socket only: the shared --listen would do nothing, so help hides it.
+#[command(mut_arg("listen", |arg| arg.hide(true)))]
 pub struct ServeCommand {
     /// The config file (YAML: driver, networks).
     #[arg(long, env = "NIMBESS_CONFIG")]

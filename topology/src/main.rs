@@ -89,6 +89,8 @@ enum Backend {
 }
 
 #[derive(clap::Args)]
+// Every daemon has its own default port, so several run on one host (README, "Ports").
+#[command(mut_arg("listen", |arg| arg.default_value("tcp://127.0.0.1:50061")))]
 struct ServeCommand {
     /// Which backend drives the packages.
     #[arg(long, env = "NTC_BACKEND", value_enum, default_value = "tko")]

@@ -152,3 +152,55 @@ fn the_unit_reader_sees_only_the_service_section() {
         ]
     );
 }
+
+/// The gRPC (or health) listeners of the daemons: (binary, subcommand, default address).
+const DEFAULT_PORTS: &[(&str, &str, &str)] = &[
+    ("preparer", "serve", "tcp://127.0.0.1:50051"),
+    ("ntc", "serve", "tcp://127.0.0.1:50061"),
+    ("bmm-provider", "serve", "tcp://127.0.0.1:50071"),
+    ("bmm-provider", "ccm", "tcp://127.0.0.1:50072"),
+    ("bmm-provider", "machine-api", "tcp://127.0.0.1:50073"),
+    ("kuryr-l7", "controller", "tcp://127.0.0.1:50081"),
+];
+
+#[test]
+fn every_daemon_listens_on_its_own_default_port() {
+    let bin = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), PathBuf::from)
+        .join("debug");
+    let missing: Vec<&str> = DEFAULT_PORTS
+        .iter()
+        .map(|(binary, _, _)| *binary)
+        .filter(|binary| !bin.join(binary).is_file())
+        .collect();
+    if !missing.is_empty() {
+        let why = format!(
+            "{missing:?} not built in {} (cargo xtask test builds them)",
+            bin.display()
+        );
+        if std::env::var("CI").is_ok_and(|ci| ci == "true") {
+            panic!("{why}");
+        }
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (binary, command, expected) in DEFAULT_PORTS {
+        let output = std::process::Command::new(bin.join(binary))
+            .args([command, "--help"])
+            .env_remove("NEPHRITE_LISTEN")
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&output.stdout);
+        let listen = help
+            .split("--listen <ENDPOINT>")
+            .nth(1)
+            .and_then(|rest| rest.split("[default: ").nth(1))
+            .and_then(|rest| rest.split(']').next())
+            .unwrap_or_else(|| {
+                panic!("{binary} {command} --help has no --listen default:\n{help}")
+            });
+        assert_eq!(listen, *expected, "{binary} {command}");
+        assert!(seen.insert(listen.to_owned()), "{listen} used twice");
+    }
+}

@@ -38,6 +38,7 @@ enum Command {
     },
     /// Run the NvidiaBMMCluster and NvidiaBMMMachine controllers against the Kubernetes cluster of the kubeconfig
     /// (or the in-cluster service account).
+    #[command(mut_arg("listen", |arg| arg.default_value("tcp://127.0.0.1:50071")))]
     Serve {
         /// Watch only this namespace (all when absent).
         #[arg(long, env = "BMM_WATCH_NAMESPACE")]
@@ -66,6 +67,7 @@ enum Command {
     /// The cloud-controller-manager's node controllers for a workload cluster on BMM: node
     /// initialization (provider ID, addresses, topology labels, the `uninitialized` taint)
     /// and node lifecycle (`shutdown` taint, deletion when the instance is gone).
+    #[command(mut_arg("listen", |arg| arg.default_value("tcp://127.0.0.1:50072")))]
     Ccm {
         /// The workload cluster's kubeconfig (in-cluster service account when absent).
         #[arg(long, env = "KUBECONFIG")]
@@ -106,6 +108,7 @@ enum Command {
     },
     /// The OpenShift Machine API Machine controller on BMM (`machine.openshift.io/v1beta1`
     /// Machines with an `NvidiaBMMMachineProviderSpec`).
+    #[command(mut_arg("listen", |arg| arg.default_value("tcp://127.0.0.1:50073")))]
     MachineApi {
         /// Watch only this namespace (all when absent; OpenShift uses
         /// `openshift-machine-api`).
