@@ -154,6 +154,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         let context = target_dir().join("images").join(image.name);
         assemble(image, &options.binary_dir(), &context)
             .with_context(|| format!("assembling the root file system of {tag}"))?;
+        let previous = image_id(&podman, &tag);
         // `--quiet` prints only the image id, which says nothing here: kept for failures.
         let built = Command::new(&podman)
             .args(["build", "--quiet", "--tag", &tag, "--file"])
@@ -167,6 +168,14 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 built.status,
                 String::from_utf8_lossy(&built.stderr).trim()
             );
+        }
+        // A rebuild moves the tag: the image it leaves behind is removed, not left to pile up.
+        if let Some(previous) = previous
+            && image_id(&podman, &tag).as_ref() != Some(&previous)
+        {
+            let _ = Command::new(&podman)
+                .args(["image", "rm", &previous])
+                .output();
         }
         let output = Command::new(&podman)
             .args(["run", "--rm", "--network", "none"])
@@ -187,6 +196,16 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         eprintln!("xtask: {tag}: {}", said.trim());
     }
     Ok(())
+}
+
+/// The id of the image `tag` names, if there is one.
+fn image_id(podman: &Path, tag: &str) -> Option<String> {
+    let output = Command::new(podman)
+        .args(["image", "inspect", "--format", "{{.Id}}", tag])
+        .output()
+        .ok()?;
+    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    (output.status.success() && !id.is_empty()).then_some(id)
 }
 
 /// The image's context: `rootfs/` with the binaries, their libraries, the CA bundle and
