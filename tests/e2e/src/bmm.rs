@@ -106,7 +106,7 @@ pub fn provision(
 ) -> anyhow::Result<Provisioned> {
     let step = progress.step("BMM: simulator");
     let sim = free_addr()?;
-    let secret = format!("demo-{}", std::process::id());
+    let secret = sim_secret();
     let listen = sim.to_string();
     lab.spawn(
         "bmm-sim",
@@ -123,14 +123,22 @@ pub fn provision(
         ],
     )?;
     lab.wait_listening("bmm-sim", sim)?;
-    let token = lab.run(
-        "bmm-sim",
-        "bmm-sim",
-        &["token", "--secret", &secret, "--org", "demo", "--ttl", "2h"],
-        None,
-        &[],
-    )?;
-    let token_file = lab.write("bmm/token", &token)?;
+    // Not through `Lab::run`, which logs the command and what it printed: the secret goes in
+    // the environment (not the command line) and the token straight into its file.
+    let minted = Command::new(lab.binary("bmm-sim"))
+        .args(["token", "--org", "demo", "--ttl", "2h"])
+        .env("BMM_SIM_JWT_SECRET", &secret)
+        .stdin(Stdio::null())
+        .output()
+        .context("running bmm-sim token")?;
+    if !minted.status.success() {
+        bail!(
+            "bmm-sim token exited with {}: {}",
+            minted.status,
+            String::from_utf8_lossy(&minted.stderr).trim()
+        );
+    }
+    let token_file = lab.write("bmm/token", String::from_utf8_lossy(&minted.stdout).trim())?;
     step.done(&format!("http://{sim}, org demo"));
 
     let step = progress.step("BMM: provision 3 clusters, register them as sites");
@@ -152,6 +160,7 @@ pub fn provision(
             .arg("--state")
             .arg(&state)
             .args(["--poll-interval", "300ms"])
+            .env("RUST_LOG", lab.log_level())
             // Each Ready cluster becomes a preparer Site with its labels (region, site type).
             .args(["--register-sites", &format!("http://{preparer}")])
             .stdin(Stdio::null())
@@ -226,6 +235,11 @@ pub fn provision(
         machines_ready,
         sim,
     })
+}
+
+/// The signing secret the demo's bmm-sim gets (`--jwt-secret`).
+pub fn sim_secret() -> String {
+    format!("demo-secret-{}-nephrite", std::process::id())
 }
 
 /// Ready clusters and ready machines in `bmm-provider status -o json`.

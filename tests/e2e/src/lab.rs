@@ -53,6 +53,8 @@ pub struct Lab {
     /// The host's links before the data plane started: cleanup deletes the data plane's devices
     /// that were not there (`nb…` bridges, `nd…`/`ne…` miss sinks, `nx…` VXLAN).
     links_before: Option<BTreeSet<String>>,
+    /// `RUST_LOG` of every process the lab starts.
+    log_level: String,
 }
 
 impl Lab {
@@ -72,7 +74,18 @@ impl Lab {
             netns: Vec::new(),
             plugged: Vec::new(),
             links_before: None,
+            log_level: "info".to_owned(),
         })
+    }
+
+    /// `RUST_LOG` for the processes started from now on (`info` by default).
+    pub fn set_log_level(&mut self, level: &str) {
+        level.clone_into(&mut self.log_level);
+    }
+
+    /// `RUST_LOG` of the processes the lab starts.
+    pub fn log_level(&self) -> &str {
+        &self.log_level
     }
 
     /// The temporary directory.
@@ -151,7 +164,7 @@ impl Lab {
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", &self.log_level)
             .env_remove("RUST_BACKTRACE")
             .process_group(0)
             .spawn()
@@ -216,6 +229,7 @@ impl Lab {
         let mut command = Command::new(program);
         command
             .args(args)
+            .env("RUST_LOG", &self.log_level)
             .envs(env.iter().copied())
             .env_remove("RUST_BACKTRACE")
             .stdin(if stdin.is_some() {
