@@ -485,16 +485,7 @@ async fn the_binary_initializes_a_node_and_refuses_an_open_port_unless_told() {
     register(&env.client, "w-b", None, true).await;
     let dir = tempfile::tempdir().expect("dir");
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"{}\"}}\n\
-             contexts:\n- name: t\n  context: {{cluster: t, user: t}}\nusers:\n- name: t\n  user: {{}}\n\
-             current-context: t\n",
-            env.server.url()
-        ),
-    )
-    .expect("kubeconfig");
+    std::fs::write(&kubeconfig, env.server.kubeconfig()).expect("kubeconfig");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{}\n", support::token().expose())).expect("token");
     let ccm = |insecure: bool| {

@@ -50,14 +50,7 @@ async fn cluster() -> Cluster {
     let client = server.client().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: '{}'}}}}]\ncontexts: [{{name: t, context: {{cluster: t, user: t, namespace: default}}}}]\ncurrent-context: t\nusers: [{{name: t, user: {{}}}}]\n",
-            server.url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
     Cluster {
         server,
         client,

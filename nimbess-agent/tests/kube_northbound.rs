@@ -120,14 +120,7 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
         .expect("test apiserver");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: \"{}\"}}}}]\nusers: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: t, user: u, namespace: default}}}}]\ncurrent-context: c\n",
-            server.url()
-        ),
-    )
-    .expect("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
     let env = format!("KUBECONFIG={}", kubeconfig.display());
     let net = unique("kn");
     let yaml = format!("driver: kernel\nnetworks:\n  - name: {net}\n    subnet: 10.232.0.0/24\n");

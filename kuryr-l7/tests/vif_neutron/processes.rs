@@ -52,13 +52,7 @@ pub(super) async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(
     let client = server.client()?;
     let dir = tempfile::tempdir()?;
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: '{}'}}}}]\ncontexts: [{{name: t, context: {{cluster: t, user: t, namespace: default}}}}]\ncurrent-context: t\nusers: [{{name: t, user: {{}}}}]\n",
-            server.url()
-        ),
-    )?;
+    std::fs::write(&kubeconfig, server.kubeconfig())?;
     let conf = dir.path().join("kuryr.conf");
     std::fs::write(
         &conf,

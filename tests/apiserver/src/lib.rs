@@ -158,6 +158,17 @@ impl TestApiServer {
         format!("http://{}", self.addr)
     }
 
+    /// A kubeconfig document for this server (no credentials, namespace `default`), for a
+    /// binary started with `KUBECONFIG` or `--kubeconfig`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: '{}'}}}}]\n\
+             contexts: [{{name: t, context: {{cluster: t, user: t, namespace: default}}}}]\n\
+             current-context: t\nusers: [{{name: t, user: {{}}}}]\n",
+            self.url()
+        )
+    }
+
     /// A `kube::Client` for this server, default namespace `default`.
     pub fn client(&self) -> Result<kube::Client, Error> {
         let url = self.url();
