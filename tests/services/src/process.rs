@@ -64,7 +64,17 @@ mod tests {
         let alone = |p: u32| {
             vm_rss_bytes(&std::fs::read_to_string(format!("/proc/{p}/status")).unwrap()).unwrap()
         };
-        let (shell_alone, sleep_alone, tree) = (alone(pid), alone(sleep), tree_rss_bytes(pid));
+        // The forked child's memory moves while it execs `sleep` and while the shell settles
+        // into `wait`: read until a tree read falls between two identical reads of the parts.
+        let (shell_alone, sleep_alone, tree) = loop {
+            let before = (alone(pid), alone(sleep));
+            let tree = tree_rss_bytes(pid);
+            if before == (alone(pid), alone(sleep)) {
+                break (before.0, before.1, tree);
+            }
+            assert!(std::time::Instant::now() < deadline, "memory never settled");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         let _ = std::process::Command::new("kill")
             .arg(sleep.to_string())
             .status();
