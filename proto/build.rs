@@ -24,8 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("nephrite_descriptor.bin"), fds.encode_to_vec())?;
 
-    // One include file nests every package's module (`nephrite.data.v1` →
-    // `nephrite::data::v1`), so adding a `.proto` needs no edit of `lib.rs`.
+    // One include file nests every package's module (`nephrite.preparer.data.v1` →
+    // `nephrite::preparer::data::v1`), so adding a `.proto` needs no edit of `lib.rs`.
     tonic_prost_build::configure()
         .include_file("_includes.rs")
         .compile_fds(fds)?;

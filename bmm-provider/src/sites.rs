@@ -1,12 +1,12 @@
 //! `bmm-provider apply --register-sites URL`: each provisioned cluster of the state becomes a
-//! Site of the preparer (`nephrite.data.v1.Data/RegisterSite`), so topologies can place
+//! Site of the preparer (`nephrite.preparer.data.v1.Data/RegisterSite`), so topologies can place
 //! network functions on it. The site's id is the cluster's name; its package is one
 //! `metadata.nephio.org/v1alpha1` `Site` whose `spec` is the cluster's labels (the preparer
 //! keeps them as metadata `Site.<label>`, which ntc reads back as the cluster's labels) and
 //! the BMM site it runs in (`Site.bmm.nvidia.com/site`). Registering again updates the site.
 
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{ClientArgs, Endpoint};
 use serde_json::{Map, Value, json};
 

@@ -10,8 +10,8 @@ use std::process::Command;
 
 use clap::Parser as _;
 use nephrite_preparer::daemon::{ServeCommand, start};
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::ClientArgs;
 use support::{Harness, ORG, fast_config};
 

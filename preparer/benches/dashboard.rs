@@ -21,8 +21,8 @@ use nephrite_preparer::dashboard::{DeploymentFilter, DeploymentRow, Feed, FeedCo
 use nephrite_preparer::store::{self, DeploymentInfo, NewDeployment};
 use nephrite_preparer::tui::app::App;
 use nephrite_preparer::tui::{connector, draw};
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
 use nephrite_test_services::machine::load_average;
 use ratatui::Terminal;

@@ -1,4 +1,4 @@
-//! A preparation plugin, out of process: serves `nephrite.plugin.v1.Preparer` and prepares a
+//! A preparation plugin, out of process: serves `nephrite.preparer.plugin.v1.Preparer` and prepares a
 //! resource by recording who prepared it in its `status` (`preparedBy`, plus the deployment id).
 //!
 //! ```text
@@ -11,8 +11,8 @@
 
 use clap::{Parser, ValueEnum};
 use nephrite_krm::{Gvk, Package};
-use nephrite_proto::nephrite::plugin::v1::preparer_server::{Preparer, PreparerServer};
-use nephrite_proto::nephrite::plugin::v1::{PrepareRequest, PrepareResponse};
+use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::{Preparer, PreparerServer};
+use nephrite_proto::nephrite::preparer::plugin::v1::{PrepareRequest, PrepareResponse};
 use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
 use tonic::{Request, Response, Status};
 

@@ -1,4 +1,4 @@
-//! The Data API (`nephrite.data.v1.Data`) over a [`Store`]: argument checks (ids, patterns,
+//! The Data API (`nephrite.preparer.data.v1.Data`) over a [`Store`]: argument checks (ids, patterns,
 //! YAML with document and line), package-derived fields (prepared, approved, error,
 //! metadata), modifications, and `Watch`. Every successful write wakes the preparation loop
 //! and the watchers through [`Changes`].
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_server::Data;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_server::Data;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 

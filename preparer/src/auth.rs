@@ -17,7 +17,7 @@ use nephrite_runtime::CallerIdentity;
 use nephrite_runtime::auth::{ADMIN_ROLE, AuthPolicy};
 
 /// The Data API's gRPC service name.
-pub const SERVICE: &str = "nephrite.data.v1.Data";
+pub const SERVICE: &str = "nephrite.preparer.data.v1.Data";
 
 /// The role that reads everything.
 pub const READ_ROLE: &str = "read";

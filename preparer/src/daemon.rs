@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_proto::nephrite::data::v1::data_server::DataServer;
+use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, ShutdownHandle};
 use tokio::task::JoinHandle;
 

@@ -1,4 +1,4 @@
-//! `preparer`: the TKO deployment store, the Data API (`nephrite.data.v1`) and the preparation
+//! `preparer`: the TKO deployment store, the Data API (`nephrite.preparer.data.v1`) and the preparation
 //! loop, in one daemon that is also its own CLI.
 //!
 //! - [`store`]: the [`store::Store`] trait and its SQLite / PostgreSQL backends.

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream};
 use crossterm::execute;
 use futures::StreamExt as _;
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_runtime::{ClientArgs, Endpoint};
 use ratatui::layout::Rect;
 use tokio::sync::mpsc;

@@ -11,8 +11,8 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
-use nephrite_proto::nephrite::data::v1::data_server::DataServer;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
 use nephrite_runtime::{ServeArgs, ShutdownHandle};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use support::binary::*;
 use support::*;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use nephrite_preparer::dashboard::{Board, Connection, Feed, FeedConfig, Update};
 use nephrite_preparer::store::{self, DeploymentInfo, NewDeployment};
 use nephrite_preparer::tui::connector;
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tokio::sync::mpsc;
 
 use support::TestDaemon;

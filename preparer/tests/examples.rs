@@ -3,7 +3,7 @@
 mod support;
 
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use support::*;
 
 fn example(path: &str) -> String {

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use support::*;
 
 struct PluginProcess {

@@ -8,8 +8,8 @@ mod support;
 
 use clap::Parser as _;
 use nephrite_preparer::daemon::{RunningDaemon, start};
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{AuthChannel, ClientArgs, ServeArgs};
 use tonic::Code;
 
@@ -32,10 +32,10 @@ identities:
   idle: []
 ";
 
-/// The methods of `nephrite.data.v1.Data`, read from the proto file itself, so that a method
+/// The methods of `nephrite.preparer.data.v1.Data`, read from the proto file itself, so that a method
 /// added later is checked too (and `call` must learn it).
 fn methods() -> Vec<String> {
-    let proto = include_str!("../../proto/proto/nephrite/data/v1/data.proto");
+    let proto = include_str!("../../proto/proto/nephrite/preparer/data/v1/data.proto");
     let methods: Vec<String> = proto
         .lines()
         .filter_map(|line| line.trim().strip_prefix("rpc "))

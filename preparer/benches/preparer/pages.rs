@@ -8,8 +8,8 @@ use nephrite_merge::metadata::MetadataSelector;
 use nephrite_preparer::store::{
     self, DeploymentFilter, DeploymentInfo, NewDeployment, Store, Window,
 };
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_test_services::machine::load_average;
 
 use super::{Backends, env_usize, ms};

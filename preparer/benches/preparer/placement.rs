@@ -6,8 +6,8 @@ use clap::Parser;
 use futures::StreamExt;
 use nephrite_preparer::daemon::{ServeCommand, start};
 use nephrite_preparer::store::{DeploymentFilter, count_deployments};
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
 use nephrite_test_services::machine::{CpuTimes, load_average};
 

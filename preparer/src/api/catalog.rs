@@ -1,7 +1,7 @@
 //! Catalog handlers of the Data API: templates, sites and plugins.
 
 use nephrite_merge::metadata::{extract_metadata, overlay};
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::{DataApi, Result, Stream_, convert, stream};

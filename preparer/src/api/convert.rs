@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use nephrite_merge::id::IdPattern;
 use nephrite_merge::metadata::{Metadata, MetadataSelector};
-use nephrite_proto::nephrite::data::v1 as pb;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 
 use crate::errors::{ApiError, check_count, check_length};
 use crate::store::{self, CatalogFilter, DeploymentInfo, PluginRecord, StoredGvk};

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use nephrite_merge::DeploymentResource;
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_runtime::CallerIdentity;
 use tonic::{Request, Response, Status};
 

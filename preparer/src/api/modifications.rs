@@ -4,7 +4,7 @@
 use nephrite_krm::Package;
 use nephrite_merge::DeploymentResource;
 use nephrite_merge::metadata::{extract_metadata, overlay};
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tonic::{Request, Response};
 
 use super::{DEFAULT_LEASE, DataApi, Result, convert};

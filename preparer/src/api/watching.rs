@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 

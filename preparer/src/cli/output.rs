@@ -1,6 +1,6 @@
 //! Rendering rows for people (tables) and scripts (JSON / YAML).
 
-use nephrite_proto::nephrite::data::v1::DeploymentInfo;
+use nephrite_proto::nephrite::preparer::data::v1::DeploymentInfo;
 use serde_json::{Value, json};
 
 /// A deployment row in TKO's DeploymentInfo shape.

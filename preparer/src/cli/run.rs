@@ -5,9 +5,9 @@ use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{AuthChannel, Endpoint};
 use serde_json::{Value, json};
 

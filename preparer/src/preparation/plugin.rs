@@ -1,4 +1,4 @@
-//! Calling a remote preparation plugin (`nephrite.plugin.v1.Preparer/Prepare`) with a timeout.
+//! Calling a remote preparation plugin (`nephrite.preparer.plugin.v1.Preparer/Prepare`) with a timeout.
 //! A plugin that cannot be reached, crashes, hangs past the timeout or answers with something
 //! that is not a package is an error naming the plugin; the caller records it and retries.
 
@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use nephrite_krm::{Object, Package};
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
-use nephrite_proto::nephrite::plugin::v1::PrepareRequest;
-use nephrite_proto::nephrite::plugin::v1::preparer_client::PreparerClient;
+use nephrite_proto::nephrite::preparer::plugin::v1::PrepareRequest;
+use nephrite_proto::nephrite::preparer::plugin::v1::preparer_client::PreparerClient;
 use nephrite_runtime::Endpoint;
 
 use crate::store::PluginRecord;

@@ -15,7 +15,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use futures::Stream;
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 
 use super::Shared;
 use super::pages::{self, View};

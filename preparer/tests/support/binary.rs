@@ -125,7 +125,7 @@ pub async fn placement_scene(extra: &[&str]) -> PlacementScene {
     store_sites(&store, sites).await;
     let daemon = serve(&store, extra).await;
     let endpoint: nephrite_runtime::Endpoint = daemon.server.parse().expect("endpoint");
-    let mut client = nephrite_proto::nephrite::data::v1::data_client::DataClient::new(
+    let mut client = nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient::new(
         nephrite_runtime::dial(&endpoint).await.expect("dial"),
     );
     register_template(&mut client, "nf/gw", GATEWAY).await;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use nephrite_preparer::daemon::{RunningDaemon, ServeCommand, start};
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::ServeArgs;
 use tonic::transport::Channel;
 

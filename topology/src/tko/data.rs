@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use nephrite_proto::nephrite::data::v1 as pb;
-use nephrite_proto::nephrite::data::v1::data_client::DataClient;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, Endpoint};
 use nephrite_topology::api::Cluster;
 use nephrite_topology::tko::{ObservedChild, clusters_from_sites};

@@ -1,6 +1,6 @@
-//! The TKO backend: `ntc` as a preparation plugin of the preparer (`nephrite.plugin.v1`) for
+//! The TKO backend: `ntc` as a preparation plugin of the preparer (`nephrite.preparer.plugin.v1`) for
 //! `topology.nephio.org/v1alpha1` `NFTopology`, plus a tracker on the preparer's Data API
-//! (`nephrite.data.v1`).
+//! (`nephrite.preparer.data.v1`).
 //!
 //! - [`plugin`]: `Prepare` plans the NFTopology of the deployment's package (with the
 //!   `NFClass`es in the same package, the registered sites as clusters) and creates one child
@@ -92,7 +92,7 @@ pub const PREPARER_ROLE: &str = "preparer";
 /// # Errors
 /// Never for the built-in patterns (a message naming the pattern otherwise).
 pub fn roles() -> Result<nephrite_runtime::AuthPolicy, String> {
-    use nephrite_proto::nephrite::plugin::v1::preparer_server::PreparerServer;
+    use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::PreparerServer;
     use tonic::server::NamedService as _;
     let service = <PreparerServer<plugin::TopologyPlugin>>::NAME;
     nephrite_runtime::AuthPolicy::new().with_role(PREPARER_ROLE, [format!("{service}/Prepare")])
@@ -148,8 +148,8 @@ pub async fn start(
     listen: &nephrite_runtime::Endpoint,
     config: TkoConfig,
 ) -> anyhow::Result<RunningTko> {
-    use nephrite_proto::nephrite::data::v1 as pb;
-    use nephrite_proto::nephrite::plugin::v1::preparer_server::PreparerServer;
+    use nephrite_proto::nephrite::preparer::data::v1 as pb;
+    use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::PreparerServer;
 
     let data_api = data::DataEndpoint {
         url: config.data.clone(),

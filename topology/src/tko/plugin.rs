@@ -1,8 +1,8 @@
-//! `nephrite.plugin.v1.Preparer` for NFTopology: plan and create the child deployments.
+//! `nephrite.preparer.plugin.v1.Preparer` for NFTopology: plan and create the child deployments.
 
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::plugin::v1::preparer_server::Preparer;
-use nephrite_proto::nephrite::plugin::v1::{PrepareRequest, PrepareResponse};
+use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::Preparer;
+use nephrite_proto::nephrite::preparer::plugin::v1::{PrepareRequest, PrepareResponse};
 use nephrite_topology::tko::child_deployments;
 use nephrite_topology::{RolloutPolicy, plan};
 use tonic::{Request, Response, Status};

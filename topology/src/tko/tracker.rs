@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
 use nephrite_krm::{Gvk, Object, Package};
-use nephrite_proto::nephrite::data::v1 as pb;
+use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_runtime::ShutdownHandle;
 use nephrite_topology::api::{API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND, NF_TOPOLOGY_KIND};
 use nephrite_topology::tko::ChildObservation;
