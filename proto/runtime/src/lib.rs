@@ -29,7 +29,8 @@
 //! Clients use [`dial`] / [`dial_with`] for TCP, HTTPS and Unix endpoints.
 //! [`ClientArgs`] carries a client's credentials (`--ca`, `--cert`, `--key`, `--token-file`).
 //! [`init_tracing`] sets up logging from `--log-format` and a filter string; [`report::exit`]
-//! ends a binary's `main` with one readable error line instead of a backtrace.
+//! ends a binary's `main` with one readable error line instead of a backtrace; every CLI's
+//! `-o table` is a [`table::Table`]; [`host::hostname`] is a daemon's default identity.
 //! With the `leader-election` feature, [`leader`] elects one replica of a
 //! Kubernetes-mode daemon through a Lease; with `kube-watch`, [`watch_backoff`]
 //! is the pause a kube-runtime `Controller` takes after its watches fail.
@@ -42,6 +43,7 @@ mod daemon_info;
 mod dial;
 mod endpoint;
 mod health;
+pub mod host;
 #[cfg(feature = "leader-election")]
 pub mod leader;
 mod listen;
@@ -51,6 +53,7 @@ mod request_telemetry;
 mod server;
 mod shutdown;
 mod status;
+pub mod table;
 mod telemetry;
 mod tls;
 #[cfg(feature = "kube-watch")]
