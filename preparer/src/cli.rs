@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::daemon::ServeCommand;
 
+pub mod jsonpath;
 mod output;
 mod run;
 
@@ -60,15 +61,41 @@ pub enum Command {
     Dashboard,
 }
 
-/// Output formats of listings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Output formats of listings (`-o`): `table`, `json`, `yaml`, `name` or `jsonpath=TEMPLATE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListFormat {
-    /// Aligned columns for people.
+    /// Aligned columns for people, names before ids.
     Table,
     /// One JSON array.
     Json,
     /// A YAML list.
     Yaml,
+    /// `KIND/ID`, one per line, as `kubectl get -o name`.
+    Name,
+    /// A kubectl-style JSONPath template over `{"kind": "List", "items": [...]}`.
+    JsonPath(jsonpath::Template),
+}
+
+impl std::str::FromStr for ListFormat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "table" => Ok(Self::Table),
+            "json" => Ok(Self::Json),
+            "yaml" => Ok(Self::Yaml),
+            "name" => Ok(Self::Name),
+            _ => match text.split_once('=') {
+                Some(("jsonpath", template)) => template
+                    .parse()
+                    .map(Self::JsonPath)
+                    .map_err(|error: jsonpath::TemplateError| error.to_string()),
+                _ => Err(format!(
+                    "{text:?} is not an output format: table, json, yaml, name or jsonpath=TEMPLATE"
+                )),
+            },
+        }
+    }
 }
 
 /// Output formats of `get`.
@@ -87,7 +114,12 @@ pub struct Listing {
     #[arg(long = "metadata", value_name = "K=PATTERN")]
     pub metadata: Vec<String>,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "table",
+        value_name = "FORMAT"
+    )]
     pub output: ListFormat,
 }
 
@@ -152,7 +184,12 @@ pub enum PluginCommand {
     /// List plugins.
     List {
         /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+        #[arg(
+            short = 'o',
+            long = "output",
+            default_value = "table",
+            value_name = "FORMAT"
+        )]
         output: ListFormat,
     },
     /// Show one plugin as JSON.

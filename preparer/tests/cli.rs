@@ -132,8 +132,71 @@ async fn cli_round_trip_against_the_real_daemon() {
             .len(),
         2
     );
-    let table = ok(cli(&s, &["deployment", "list", "--prepared", "true"]));
-    assert!(table.starts_with("ID"));
+    // People see names before ids; scripts get names and JSONPath, as from kubectl.
+    let table = ok(cli(
+        &s,
+        &["deployment", "list", "--parent", &id, "--site", "dc/*"],
+    ));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "TEMPLATE", "SITE", "INSTANCE", "PREPARED", "APPROVED", "ID", "PARENT", "ERROR"
+        ]
+    );
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.contains("dc/") && l.contains(&id)),
+        "{table}"
+    );
+    let names = ok(cli(
+        &s,
+        &[
+            "deployment",
+            "list",
+            "--parent",
+            &id,
+            "--site",
+            "dc/*",
+            "-o",
+            "name",
+        ],
+    ));
+    let children: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&children)
+        .unwrap()
+        .iter()
+        .map(|c| format!("deployment/{}", c["deploymentId"].as_str().unwrap()))
+        .collect();
+    let mut listed: Vec<&str> = names.lines().collect();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> = children.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected);
+    let sites = ok(cli(
+        &s,
+        &[
+            "deployment",
+            "list",
+            "--parent",
+            &id,
+            "--site",
+            "dc/*",
+            "-o",
+            r#"jsonpath={range .items[*]}{.siteId}{"\n"}{end}"#,
+        ],
+    ));
+    assert_eq!(sites.lines().count(), 2);
+    assert!(sites.lines().all(|site| site.starts_with("dc/")), "{sites}");
+    let refused = cli(&s, &["deployment", "list", "-o", "jsonpath={.items"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("never closed"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 
     // get -o yaml is exactly the package.
     let yaml = ok(cli(&s, &["deployment", "get", &id, "-o", "yaml"]));

@@ -1,7 +1,10 @@
 //! Rendering rows for people (tables) and scripts (JSON / YAML).
 
 use nephrite_proto::nephrite::preparer::data::v1::DeploymentInfo;
+use nephrite_runtime::table::Table;
 use serde_json::{Value, json};
+
+use super::ListFormat;
 
 /// A deployment row in TKO's DeploymentInfo shape.
 pub(super) fn deployment_json(info: &DeploymentInfo) -> Value {
@@ -17,34 +20,37 @@ pub(super) fn deployment_json(info: &DeploymentInfo) -> Value {
         "prepared": info.prepared,
         "approved": info.approved,
         "error": info.error,
+        "instanceKey": info.instance_key,
     })
 }
 
-/// Aligned columns.
-pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (at, cell) in row.iter().enumerate() {
-            if let Some(width) = widths.get_mut(at) {
-                *width = (*width).max(cell.chars().count());
-            }
+/// A listing in `format`: `table` as given; `json` / `yaml` the items; `name` as `KIND/ID`
+/// lines; `jsonpath=` over `{"kind": "List", "items": [...]}`.
+pub(super) fn listing(
+    format: &ListFormat,
+    kind: &str,
+    table: &Table,
+    ids: &[String],
+    items: Vec<Value>,
+) -> anyhow::Result<String> {
+    Ok(match format {
+        ListFormat::Table => table.render(),
+        ListFormat::Name => ids.iter().map(|id| format!("{kind}/{id}\n")).collect(),
+        ListFormat::Json | ListFormat::Yaml => {
+            render(&Value::Array(items), *format == ListFormat::Yaml)?
         }
+        ListFormat::JsonPath(template) => template.render(&json!({"kind": "List", "items": items})),
+    })
+}
+
+/// The name a person recognises a child deployment by: its instance key (the NF's deployed id,
+/// when ntc created it), `-` for a deployment without one.
+pub(super) fn instance(info: &DeploymentInfo) -> String {
+    if info.instance_key.is_empty() {
+        "-".to_owned()
+    } else {
+        info.instance_key.clone()
     }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let text: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(at, cell)| format!("{cell:<width$}", width = widths[at]))
-            .collect();
-        out.push_str(text.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(headers.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
 }
 
 /// `k=v` pairs as text.

@@ -11,10 +11,10 @@ use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{AuthChannel, Endpoint};
 use serde_json::{Value, json};
 
-use super::output::{deployment_json, pairs, render, table};
-use super::{
-    CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, ListFormat, Listing, PluginCommand,
-};
+use nephrite_runtime::table::Table;
+
+use super::output::{deployment_json, instance, listing, pairs, render};
+use super::{CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, Listing, PluginCommand};
 
 /// Runs a client subcommand (not `serve`), printing to stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -234,26 +234,19 @@ async fn catalog(
                     break;
                 }
             }
-            match output {
-                ListFormat::Table => Ok(table(
-                    &["ID", "METADATA"],
-                    &rows
-                        .iter()
-                        .map(|(id, m)| vec![id.clone(), pairs(m)])
-                        .collect::<Vec<_>>(),
-                )),
-                format => {
-                    let value = Value::Array(
-                        rows.iter()
-                            .map(|(id, m)| {
-                                let m: std::collections::BTreeMap<_, _> = m.iter().collect();
-                                json!({ "id": id, "metadata": m })
-                            })
-                            .collect(),
-                    );
-                    render(&value, format == ListFormat::Yaml)
-                }
+            let mut table = Table::new(["ID", "METADATA"]);
+            for (id, metadata) in &rows {
+                table.row([id.clone(), pairs(metadata)]);
             }
+            let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
+            let items = rows
+                .iter()
+                .map(|(id, m)| {
+                    let m: std::collections::BTreeMap<_, _> = m.iter().collect();
+                    json!({ "id": id, "metadata": m })
+                })
+                .collect();
+            listing(&output, noun, &table, &ids, items)
         }
         CatalogCommand::Get { id, output } => {
             let (metadata, package_yaml) = kind.get(client, id.clone()).await.map_err(status)?;
@@ -352,24 +345,16 @@ async fn plugin(
                 plugins.push(p);
             }
             let trigger_text = |p: &pb::Plugin| trigger_texts(p).join(",");
-            match output {
-                ListFormat::Table => Ok(table(
-                    &["NAME", "ENDPOINT", "TRIGGERS"],
-                    &plugins
-                        .iter()
-                        .map(|p| vec![p.name.clone(), p.endpoint.clone(), trigger_text(p)])
-                        .collect::<Vec<_>>(),
-                )),
-                format => render(
-                    &Value::Array(
-                        plugins
-                            .iter()
-                            .map(|p| json!({"name": p.name, "endpoint": p.endpoint, "triggers": trigger_text(p)}))
-                            .collect(),
-                    ),
-                    format == ListFormat::Yaml,
-                ),
+            let mut table = Table::new(["NAME", "ENDPOINT", "TRIGGERS"]);
+            for p in &plugins {
+                table.row([p.name.clone(), p.endpoint.clone(), trigger_text(p)]);
             }
+            let names: Vec<String> = plugins.iter().map(|p| p.name.clone()).collect();
+            let items = plugins
+                .iter()
+                .map(|p| json!({"name": p.name, "endpoint": p.endpoint, "triggers": trigger_text(p)}))
+                .collect();
+            listing(&output, "plugin", &table, &names, items)
         }
         PluginCommand::Get { name } => {
             let p = client
@@ -466,31 +451,24 @@ async fn deployment(
                 }
                 after_id = page.next_after_id;
             }
-            match output {
-                ListFormat::Table => Ok(table(
-                    &[
-                        "ID", "PARENT", "TEMPLATE", "SITE", "PREPARED", "APPROVED", "ERROR",
-                    ],
-                    &rows
-                        .iter()
-                        .map(|r| {
-                            vec![
-                                r.deployment_id.clone(),
-                                r.parent_deployment_id.clone(),
-                                r.template_id.clone(),
-                                r.site_id.clone(),
-                                r.prepared.to_string(),
-                                r.approved.to_string(),
-                                r.error.clone(),
-                            ]
-                        })
-                        .collect::<Vec<_>>(),
-                )),
-                format => render(
-                    &Value::Array(rows.iter().map(deployment_json).collect()),
-                    format == ListFormat::Yaml,
-                ),
+            let mut table = Table::new([
+                "TEMPLATE", "SITE", "INSTANCE", "PREPARED", "APPROVED", "ID", "PARENT", "ERROR",
+            ]);
+            for r in &rows {
+                table.row([
+                    r.template_id.clone(),
+                    r.site_id.clone(),
+                    instance(r),
+                    r.prepared.to_string(),
+                    r.approved.to_string(),
+                    r.deployment_id.clone(),
+                    r.parent_deployment_id.clone(),
+                    r.error.clone(),
+                ]);
             }
+            let ids: Vec<String> = rows.iter().map(|r| r.deployment_id.clone()).collect();
+            let items = rows.iter().map(deployment_json).collect();
+            listing(&output, "deployment", &table, &ids, items)
         }
         DeploymentCommand::Get { id, output } => {
             let deployment = client
