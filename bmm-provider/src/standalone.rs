@@ -14,6 +14,7 @@ use nephrite_bmm::decide::Wait;
 use nephrite_bmm::validation::{validate_cluster, validate_machine};
 use nephrite_bmm::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, conditions};
 use nephrite_krm::condition::find_condition;
+use nephrite_runtime::table::Table;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -594,29 +595,24 @@ pub async fn delete(
 
 /// One line per object for `status -o table`.
 pub fn status_table(state: &State) -> String {
-    let mut out = format!(
-        "{:<8} {:<32} {:<8} {:<14} {}\n",
-        "KIND", "NAME", "READY", "STATE", "DETAIL"
-    );
+    let mut table = Table::new(["KIND", "NAME", "READY", "STATE", "DETAIL"]);
     for c in &state.clusters {
         let endpoint = c
             .control_plane_endpoint
             .as_ref()
-            .map(|e| format!("endpoint {}:{}", e.host, e.port))
+            .map(|e| format!(" endpoint {}:{}", e.host, e.port))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "{:<8} {:<32} {:<8} {:<14} vpc {} {}\n",
-            "cluster",
+        let ready = network_ready(&c.status);
+        table.row([
+            "cluster".to_owned(),
             format!("{}/{}", c.namespace, c.name),
-            network_ready(&c.status),
-            if network_ready(&c.status) {
-                "Ready"
-            } else {
-                "Provisioning"
-            },
-            c.status.vpc_id.clone().unwrap_or_else(|| "-".into()),
-            endpoint
-        ));
+            ready.to_string(),
+            if ready { "Ready" } else { "Provisioning" }.to_owned(),
+            format!(
+                "vpc {}{endpoint}",
+                c.status.vpc_id.as_deref().unwrap_or("-")
+            ),
+        ]);
     }
     for m in &state.machines {
         let addresses: Vec<&str> = m
@@ -625,18 +621,22 @@ pub fn status_table(state: &State) -> String {
             .iter()
             .map(|a| a.address.as_str())
             .collect();
-        out.push_str(&format!(
-            "{:<8} {:<32} {:<8} {:<14} {} {}\n",
-            "machine",
+        table.row([
+            "machine".to_owned(),
             format!("{}/{}", m.namespace, m.name),
-            machine_ready(m),
+            machine_ready(m).to_string(),
             m.status
                 .instance_state
                 .clone()
                 .unwrap_or_else(|| "-".into()),
-            m.spec.provider_id.clone().unwrap_or_else(|| "-".into()),
-            addresses.join(",")
-        ));
+            format!(
+                "{} {}",
+                m.spec.provider_id.as_deref().unwrap_or("-"),
+                addresses.join(",")
+            )
+            .trim_end()
+            .to_owned(),
+        ]);
     }
-    out
+    table.render()
 }

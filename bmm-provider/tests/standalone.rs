@@ -121,6 +121,32 @@ async fn apply_is_idempotent_status_reports_and_delete_leaves_nothing() {
     assert!(out.status.success());
     let status: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(status["machines"].as_array().map(Vec::len), Some(3));
+    // ... and as a table for people: a header, then a line per cluster and per machine.
+    let out = provider(
+        dir.path(),
+        &["status", "--state", "state.json", "-o", "table"],
+    );
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["KIND", "NAME", "READY", "STATE", "DETAIL"],
+        "{table}"
+    );
+    let machines: Vec<&str> = lines.filter(|l| l.starts_with("machine ")).collect();
+    assert_eq!(machines.len(), 3, "{table}");
+    assert!(
+        machines
+            .iter()
+            .all(|l| l.split_whitespace().nth(2) == Some("true")),
+        "{table}"
+    );
 
     // delete from the state file alone.
     let out = in_background(

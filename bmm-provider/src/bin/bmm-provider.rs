@@ -259,12 +259,7 @@ async fn serve_role(
 }
 
 fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "bmm-provider".into())
+    nephrite_runtime::host::hostname().unwrap_or_else(|| "bmm-provider".into())
 }
 
 #[derive(Args)]
