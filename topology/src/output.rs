@@ -2,6 +2,7 @@
 //! `packageVariantSets`, `gates`, `deployedTopology`, `rolloutOrder` and, when present,
 //! `capacities` and `unplaced`); `-o table` prints one line per deployed instance.
 
+use nephrite_runtime::table::Table;
 use nephrite_topology::Plan;
 use nephrite_topology::status::{PlanReport, plan_report};
 
@@ -49,20 +50,14 @@ fn table(plan: &Plan) -> String {
             .position(|stage| stage.contains(plan.nf_type(v)))
             .map_or(0, |s| s + 1)
     };
-    let mut rows = vec![[
-        "DEPLOYED ID".to_owned(),
-        "CLUSTER".to_owned(),
-        "TYPE".to_owned(),
-        "STAGE".to_owned(),
-        "WAITS FOR".to_owned(),
-    ]];
+    let mut table = Table::new(["DEPLOYED ID", "CLUSTER", "TYPE", "STAGE", "WAITS FOR"]);
     for (v, variant) in plan.variants().iter().enumerate() {
         let waits: Vec<&str> = plan
             .gates(v)
             .iter()
             .map(|g| plan.variants()[g.waits_for].id.as_str())
             .collect();
-        rows.push([
+        table.row([
             variant.id.clone(),
             variant.cluster.clone(),
             plan.nf_type(v).to_string(),
@@ -74,19 +69,7 @@ fn table(plan: &Plan) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = table.render();
     for instance in plan.unplaced() {
         out.push_str(&format!(
             "instance {instance}: no cluster matches its selector\n"
