@@ -15,9 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, ResourceExt,
-};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, ResourceExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use nephrite_bmm::cloud::CloudInstance;
@@ -28,6 +26,7 @@ use nephrite_bmm::machine_api::{
     MachineApiStep, PROVIDER_STATUS_KIND, ProviderSpec, decide_machine_api, read_provider_spec,
 };
 use nephrite_bmm::{OWNER_LABEL, ProviderId, owner_value};
+use nephrite_krm::Gvk;
 use serde_json::{Value, json};
 
 use super::{
@@ -40,10 +39,7 @@ use crate::observe::instance_view;
 
 /// The Machine API's `Machine`.
 pub fn machine_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "Machine"),
-        "machines",
-    )
+    Gvk::new("machine.openshift.io", "v1beta1", "Machine").api_resource("machines")
 }
 
 /// Runs the Machine controller (in `config.namespace`, or all namespaces) until it stops.

@@ -28,13 +28,13 @@ mod token_file;
 
 use std::time::Duration;
 
-use kube::api::{ApiResource, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Client};
 use nephrite_bmm::conditions::{self, reason};
 use nephrite_bmm::decide::Wait;
 use nephrite_krm::condition::set_condition;
-use nephrite_krm::{Condition, ConditionStatus};
+use nephrite_krm::{Condition, ConditionStatus, Gvk};
 use nephrite_runtime::watch_backoff;
 use serde_json::json;
 
@@ -313,10 +313,7 @@ fn now() -> String {
 
 /// A Cluster API (`cluster.x-k8s.io/v1beta2`) resource.
 fn capi_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind),
-        plural,
-    )
+    Gvk::new("cluster.x-k8s.io", "v1beta2", kind).api_resource(plural)
 }
 
 /// Merge-patches `status` of a namespaced object; the object as patched.

@@ -25,9 +25,32 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use kube_core::DynamicObject;
+use kube_core::discovery::ApiResource;
+use kube_core::{DynamicObject, GroupVersionKind};
 
+use crate::Gvk;
 use crate::object::{Object, ObjectError};
+
+impl Gvk {
+    /// The dynamic API resource of this kind, served under `plural` (`nfclasses`), for
+    /// `kube::Api<DynamicObject>`: the one way every Nephrite crate names a resource it has
+    /// no Rust type for.
+    ///
+    /// ```
+    /// use nephrite_krm::Gvk;
+    ///
+    /// let ingress = Gvk::new("networking.k8s.io", "v1", "Ingress").api_resource("ingresses");
+    /// assert_eq!(ingress.api_version, "networking.k8s.io/v1");
+    /// let pod = Gvk::new("", "v1", "Pod").api_resource("pods");
+    /// assert_eq!((pod.group.as_str(), pod.api_version.as_str()), ("", "v1"));
+    /// ```
+    pub fn api_resource(&self, plural: &str) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(&self.group, &self.version, &self.kind),
+            plural,
+        )
+    }
+}
 
 impl TryFrom<DynamicObject> for Object {
     type Error = ObjectError;
