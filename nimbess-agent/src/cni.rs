@@ -231,6 +231,8 @@ pub struct CniRequest {
     pub pod_namespace: Option<String>,
     /// GC only: the attachments to keep.
     pub valid_attachments: Vec<Attachment>,
+    /// ADD only: plug a VIF reserved before ([`crate::vif`]) with its address.
+    pub vif: Option<crate::vif::VifRef>,
 }
 
 /// An interface of a result.

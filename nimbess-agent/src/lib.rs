@@ -5,13 +5,16 @@
 //! - [`cni`]: the CNI's vocabulary (commands, error codes, request, result);
 //! - [`auth`]: the socket's role table (`cni`, `read`);
 //! - [`agent`]: the CNI logic (validation, IPAM, render plans, rollback, persistence);
-//! - [`grpc`]: the only protobuf in the crate: the services `nimbess.cni.v1.Cni` and
-//!   `nimbess.cni.v1.Agent`, their clients, the wire ⇄ domain conversions;
+//! - [`grpc`]: the only protobuf in the crate: the services `nimbess.cni.v1.Cni`,
+//!   `nimbess.cni.v1.Agent` and `nimbess.cni.v1.Vifs`, their clients, the wire ⇄ domain
+//!   conversions;
 //! - [`daemon`], [`cli`]: `nimbess-agent serve` and the inspection subcommands;
 //! - [`driver`]: the `kernel` (netlink) and `sim` data planes;
 //! - [`northbound`]: Kubernetes Services and their endpoints (`--kube`, `--resources`) → load balancers;
 //! - [`fabric`]: the multi-host fabric's shared state in etcd;
 //! - [`plugin`]: the `nimbess-cni` binary's logic (CNI environment + stdin → the agent);
+//! - [`vif`]: addresses reserved for a pod's VIFs (kuryr-l7's VIF handler), plugged by ADDs
+//!   naming them;
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
 
 pub mod agent;
@@ -27,3 +30,4 @@ pub mod naming;
 pub mod northbound;
 pub mod plugin;
 pub mod state;
+pub mod vif;

@@ -235,6 +235,7 @@ pub fn request(inv: &Invocation, conf: &NetConf) -> CniRequest {
         pod_name: inv.args.get("K8S_POD_NAME").cloned(),
         pod_namespace: inv.args.get("K8S_POD_NAMESPACE").cloned(),
         valid_attachments: conf.valid_attachments.clone().unwrap_or_default(),
+        vif: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The agent's persistent state: the model (networks, ports with their
-//! render facts) and the IPAM pools.
+//! render facts), the IPAM pools and the reserved VIFs ([`crate::vif`]).
 //!
 //! Two files in the state directory: a snapshot (`state.json`, written
 //! atomically: temporary file, fsync, rename) and a journal
@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use nephrite_pipeline::{Ipam, Model, Owner, Port, PortId};
 use serde::{Deserialize, Serialize};
 
+use crate::vif::{VifEntry, VifRef, Vifs};
+
 /// File name of the snapshot inside the state directory.
 pub const STATE_FILE: &str = "state.json";
 /// File name of the journal inside the state directory.
@@ -38,6 +40,9 @@ pub struct PersistedState {
     pub model: Model,
     /// Address pools.
     pub ipam: Ipam,
+    /// Reserved VIFs (absent from the files of agents before VIFs).
+    #[serde(default)]
+    pub vifs: Vifs,
 }
 
 /// One change, as the journal records it.
@@ -68,6 +73,16 @@ pub enum Record {
         /// Its id.
         port: PortId,
     },
+    /// The VIF is reserved as given (its address is journaled by a `Held` before it).
+    VifPut {
+        /// The reservation.
+        vif: VifEntry,
+    },
+    /// The VIF is released.
+    VifGone {
+        /// Which.
+        vif: VifRef,
+    },
 }
 
 impl Record {
@@ -97,6 +112,14 @@ impl Record {
                 if state.model.port(port).is_some() {
                     state.model.remove_port(port)?;
                 }
+                Ok(())
+            }
+            Record::VifPut { vif } => {
+                state.vifs.put(vif.clone());
+                Ok(())
+            }
+            Record::VifGone { vif } => {
+                state.vifs.remove(vif);
                 Ok(())
             }
         }
@@ -268,15 +291,16 @@ impl StateStore {
     ///
     /// # Errors
     /// IO failure.
-    pub fn save(&mut self, model: &Model, ipam: &Ipam) -> Result<(), StateError> {
+    pub fn save(&mut self, model: &Model, ipam: &Ipam, vifs: &Vifs) -> Result<(), StateError> {
         #[derive(Serialize)]
         struct Snapshot<'a> {
             model: &'a Model,
             ipam: &'a Ipam,
+            vifs: &'a Vifs,
         }
         let path = self.path();
         let tmp = self.dir.join(format!("{STATE_FILE}.tmp"));
-        let bytes = serde_json::to_vec(&Snapshot { model, ipam }).map_err(|source| {
+        let bytes = serde_json::to_vec(&Snapshot { model, ipam, vifs }).map_err(|source| {
             StateError::Corrupt {
                 path: path.display().to_string(),
                 source,
@@ -296,7 +320,7 @@ impl StateStore {
     }
 
     /// Append records to the journal (one write); fold the
-    /// journal into a snapshot of `model` and `ipam` (which already hold
+    /// journal into a snapshot of `model`, `ipam` and `vifs` (which already hold
     /// the records) when it has outgrown the snapshot.
     ///
     /// # Errors
@@ -306,9 +330,10 @@ impl StateStore {
         records: &[Record],
         model: &Model,
         ipam: &Ipam,
+        vifs: &Vifs,
     ) -> Result<(), StateError> {
         if self.journal_len > JOURNAL_FLOOR.max(self.snapshot_len) {
-            return self.save(model, ipam);
+            return self.save(model, ipam, vifs);
         }
         let journal = self.journal_path();
         let mut bytes = Vec::new();

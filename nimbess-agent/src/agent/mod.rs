@@ -27,6 +27,7 @@ mod reap;
 mod services;
 #[cfg(test)]
 mod tests;
+mod vifs;
 
 /// Everything behind the lock.
 #[derive(Debug)]
@@ -51,6 +52,8 @@ pub(crate) struct AgentState {
     >,
     /// The NetworkPolicies' ACL modules, by pod address (not persisted either).
     pub(crate) policies: std::collections::BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    /// Reserved VIFs ([`crate::vif`]).
+    pub(crate) vifs: crate::vif::Vifs,
 }
 
 /// Why the agent could not start or reload.
@@ -232,7 +235,11 @@ impl Agent {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
         };
-        let address = st.allocate(&req.network, &owner).await?;
+        // A VIF's address is held by the VIF, not by the port: rollback and DEL leave it.
+        let address = match &req.vif {
+            Some(vif) => st.reserved_address(vif, &req.network)?,
+            None => st.allocate(&req.network, &owner).await?,
+        };
         let plan = match st.model.add_port(PortRequest {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
@@ -378,6 +385,10 @@ impl Agent {
             .unwrap_or_default();
         let mut changed = false;
         for owner in orphans {
+            if st.vifs.holds(&owner) {
+                // a reserved VIF: ReleaseVif frees it
+                continue;
+            }
             let known = st
                 .model
                 .port_of(&owner.container_id, &owner.ifname)
@@ -455,6 +466,7 @@ impl AgentState {
         let PersistedState {
             mut model,
             mut ipam,
+            vifs,
         } = store.load()?;
         let remote: Vec<String> = model
             .ports()
@@ -482,6 +494,7 @@ impl AgentState {
             view,
             services: std::collections::BTreeMap::new(),
             policies: std::collections::BTreeMap::new(),
+            vifs,
         })
     }
 
@@ -511,26 +524,35 @@ impl AgentState {
 
     /// Write a full snapshot (start, reload, GC).
     fn persist(&mut self) -> Result<(), StateError> {
-        self.store.save(&self.model, &self.ipam)
+        self.store.save(&self.model, &self.ipam, &self.vifs)
     }
 
-    /// Journal a port as it now is, with its address.
+    /// Journal a port as it now is, with its address (unless a VIF holds the address: the
+    /// VIF's own records journaled it).
     fn persist_port(&mut self, id: &str) -> Result<(), StateError> {
         let Some(port) = self.model.port(id) else {
             return Ok(());
         };
-        let records = [
-            Record::Held {
+        let owner = Owner {
+            container_id: port.container_id.clone(),
+            ifname: port.ifname.clone(),
+        };
+        let own_address = self
+            .ipam
+            .pool(&port.network)
+            .and_then(|p| p.held.get(&port.address.addr))
+            .is_none_or(|holder| *holder == owner);
+        let mut records = Vec::with_capacity(2);
+        if own_address {
+            records.push(Record::Held {
                 network: port.network.clone(),
                 address: port.address.addr,
-                owner: Owner {
-                    container_id: port.container_id.clone(),
-                    ifname: port.ifname.clone(),
-                },
-            },
-            Record::PortPut { port: port.clone() },
-        ];
-        self.store.append(&records, &self.model, &self.ipam)
+                owner,
+            });
+        }
+        records.push(Record::PortPut { port: port.clone() });
+        self.store
+            .append(&records, &self.model, &self.ipam, &self.vifs)
     }
 
     /// Undo a failed ADD: the data plane objects of the new port, the model
@@ -599,7 +621,7 @@ impl AgentState {
         if released {
             let records = [Record::PortGone { port: id }, Record::Released { owner }];
             self.store
-                .append(&records, &self.model, &self.ipam)
+                .append(&records, &self.model, &self.ipam, &self.vifs)
                 .map_err(|e| store_failure(&e))?;
         }
         Ok(())

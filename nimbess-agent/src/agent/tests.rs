@@ -297,3 +297,172 @@ async fn an_add_into_the_agents_own_namespace_is_refused() {
     }
     assert!(agent.ports().await.is_empty());
 }
+
+fn vif_ref(uid: &str, key: &str) -> crate::vif::VifRef {
+    crate::vif::VifRef {
+        pod_uid: uid.into(),
+        key: key.into(),
+    }
+}
+
+fn claim(uid: &str, key: &str, network: &str) -> crate::vif::VifClaim {
+    crate::vif::VifClaim {
+        vif: vif_ref(uid, key),
+        network: network.into(),
+        pod_namespace: "ns".into(),
+        pod_name: "pod".into(),
+    }
+}
+
+#[tokio::test]
+async fn vifs_are_idempotent_plugged_by_add_and_survive_a_restart() {
+    use crate::vif::VifFailure;
+    let dir = tempfile::tempdir().expect("tmp");
+    let netns = fake_netns(dir.path(), "ns");
+    let nets = [spec("blue", "10.5.0.0/29"), spec("red", "10.6.0.0/24")];
+    let state = dir.path().join("state");
+    let agent = sim_agent(&state, &nets).await;
+
+    let a = agent
+        .allocate_vif(&claim("u1", "net/a", "red"))
+        .await
+        .expect("a");
+    assert_eq!(a.entry.address.to_string(), "10.6.0.2/24");
+    assert_eq!(a.gateway, Some("10.6.0.1".parse().expect("ip")));
+    assert_eq!(a.plugged, None);
+    // the same VIF again: the same address, nothing more held
+    let again = agent
+        .allocate_vif(&claim("u1", "net/a", "red"))
+        .await
+        .expect("again");
+    assert_eq!(again, a);
+    // the same VIF on another network, an unknown network, an empty key: refused by name
+    let other = agent
+        .allocate_vif(&claim("u1", "net/a", "blue"))
+        .await
+        .expect_err("other");
+    assert!(
+        matches!(&other, VifFailure::Invalid(m) if m.contains("red")),
+        "{other}"
+    );
+    let unknown = agent
+        .allocate_vif(&claim("u1", "k", "green"))
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown, VifFailure::UnknownNetwork("green".into()));
+    assert!(unknown.to_string().contains("green"));
+    assert!(matches!(
+        agent.allocate_vif(&claim("u1", "", "red")).await,
+        Err(VifFailure::Invalid(_))
+    ));
+
+    // an ADD naming the VIF plugs its address; a plain ADD on red gets another one
+    let mut plug = req("c1", "red", &netns);
+    plug.ifname = "eth1".into();
+    plug.vif = Some(vif_ref("u1", "net/a"));
+    let result = agent.add(&plug).await.expect("plug");
+    assert_eq!(result.ips[0].address, a.entry.address);
+    let plain = agent.add(&req("c2", "red", &netns)).await.expect("plain");
+    assert_ne!(plain.ips[0].address, a.entry.address);
+    let plugged = agent.vif(&vif_ref("u1", "net/a")).await.expect("get");
+    assert_eq!(
+        plugged.plugged.as_ref().map(|p| p.ifname.as_str()),
+        Some("eth1")
+    );
+    // a second interface naming the same VIF, an unknown VIF, another network: 7
+    let mut twice = req("c3", "red", &netns);
+    twice.vif = Some(vif_ref("u1", "net/a"));
+    assert_eq!(
+        agent.add(&twice).await.expect_err("twice").code,
+        ErrorCode::InvalidConfig
+    );
+    twice.vif = Some(vif_ref("u9", "net/a"));
+    assert_eq!(
+        agent.add(&twice).await.expect_err("unknown").code,
+        ErrorCode::InvalidConfig
+    );
+    let mut wrong_net = req("c3", "blue", &netns);
+    wrong_net.vif = Some(vif_ref("u1", "net/a"));
+    assert_eq!(
+        agent.add(&wrong_net).await.expect_err("net").code,
+        ErrorCode::InvalidConfig
+    );
+
+    // GC keeps reserved VIFs; DEL unplugs and keeps the reservation
+    let mut gc = req("", "red", "");
+    gc.valid_attachments = vec![Attachment {
+        container_id: "c1".into(),
+        ifname: "eth1".into(),
+    }];
+    agent.gc(&gc).await.expect("gc");
+    assert_eq!(agent.vifs(Some("u1")).await.len(), 1);
+    let mut del = req("c1", "red", &netns);
+    del.ifname = "eth1".into();
+    agent.del(&del).await.expect("del");
+    let unplugged = agent.vif(&vif_ref("u1", "net/a")).await.expect("kept");
+    assert_eq!(unplugged.plugged, None);
+    assert_eq!(unplugged.entry.address, a.entry.address);
+    // plugged again, then the agent restarts on the same state: the VIF and its port stay
+    agent.add(&plug).await.expect("plug again");
+    drop(agent);
+    let agent = sim_agent(&state, &nets).await;
+    let back = agent.vifs(Some("u1")).await;
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].entry.address, a.entry.address);
+    assert!(back[0].plugged.is_some());
+    // a second VIF of the pod, listed in key order; another pod's is not listed
+    agent
+        .allocate_vif(&claim("u1", "main", "blue"))
+        .await
+        .expect("main");
+    agent
+        .allocate_vif(&claim("u2", "main", "blue"))
+        .await
+        .expect("u2");
+    let keys: Vec<String> = agent
+        .vifs(Some("u1"))
+        .await
+        .into_iter()
+        .map(|v| v.entry.vif.key)
+        .collect();
+    assert_eq!(keys, ["main", "net/a"]);
+    assert_eq!(agent.vifs(None).await.len(), 3);
+
+    // release unplugs the port and frees the address for the next comer
+    assert!(
+        agent
+            .release_vif(&vif_ref("u1", "net/a"))
+            .await
+            .expect("release")
+    );
+    assert!(
+        !agent
+            .release_vif(&vif_ref("u1", "net/a"))
+            .await
+            .expect("twice")
+    );
+    assert_eq!(
+        agent.vif(&vif_ref("u1", "net/a")).await,
+        Err(VifFailure::NotFound(vif_ref("u1", "net/a")))
+    );
+    {
+        let st = agent.lock().await;
+        assert!(st.model.port_of("c1", "eth1").is_none());
+        let held = &st.ipam.pool("red").expect("pool").held;
+        assert!(!held.contains_key(&a.entry.address.addr), "{held:?}");
+    }
+    drop(agent);
+    let agent = sim_agent(&state, &nets).await;
+    assert!(
+        agent
+            .vifs(Some("u1"))
+            .await
+            .iter()
+            .all(|v| v.entry.vif.key != "net/a")
+    );
+    let next = agent
+        .allocate_vif(&claim("u3", "x", "red"))
+        .await
+        .expect("next");
+    assert_eq!(next.entry.address, a.entry.address);
+}

@@ -44,7 +44,7 @@ fn optional(text: String) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-fn parse<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, WireError>
+pub(crate) fn parse<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, WireError>
 where
     T::Err: std::fmt::Display,
 {
@@ -55,7 +55,7 @@ where
     })
 }
 
-fn parse_optional<T: std::str::FromStr>(
+pub(crate) fn parse_optional<T: std::str::FromStr>(
     field: &'static str,
     text: &str,
 ) -> Result<Option<T>, WireError>
@@ -102,6 +102,10 @@ impl TryFrom<pb::CniRequest> for CniRequest {
                     ifname: a.ifname,
                 })
                 .collect(),
+            vif: req.vif.map(|v| crate::vif::VifRef {
+                pod_uid: v.pod_uid,
+                key: v.key,
+            }),
         })
     }
 }
@@ -134,6 +138,10 @@ impl From<&CniRequest> for pb::CniRequest {
                     ifname: a.ifname.clone(),
                 })
                 .collect(),
+            vif: req.vif.as_ref().map(|v| pb::VifRef {
+                pod_uid: v.pod_uid.clone(),
+                key: v.key.clone(),
+            }),
         }
     }
 }
@@ -333,6 +341,10 @@ mod tests {
                 container_id: "c".into(),
                 ifname: "eth0".into(),
             }],
+            vif: Some(crate::vif::VifRef {
+                pod_uid: "u".into(),
+                key: "network/ns/a/0".into(),
+            }),
         };
         let back = CniRequest::try_from(pb::CniRequest::from(&req)).expect("parses");
         assert_eq!(back, req);

@@ -62,12 +62,14 @@ impl AgentService {
     }
 }
 
-/// Add both services over `agent` to `server`.
+/// Add the services over `agent` to `server`: `Cni`, `Agent` and `Vifs`.
 pub fn add_services(server: GrpcServer, agent: Arc<Agent>) -> GrpcServer {
+    let vifs = super::VifService::new(Arc::clone(&agent));
     let service = AgentService::new(agent);
     server
         .add_service(CniServer::new(service.clone()))
         .add_service(AgentServer::new(service))
+        .add_service(vifs.server())
 }
 
 #[tonic::async_trait]

@@ -17,7 +17,7 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
     let mut st = PersistedState::default();
     st.model.apply_networks(&nets).expect("nets");
     st.ipam.sync_networks(&nets).expect("pools");
-    store.save(&st.model, &st.ipam).expect("snapshot");
+    store.save(&st.model, &st.ipam, &st.vifs).expect("snapshot");
     for k in 0..n {
         let c = format!("c{k}");
         let address = st.ipam.allocate("blue", &owner(&c)).expect("address");
@@ -46,7 +46,9 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
             },
             Record::PortPut { port },
         ];
-        store.append(&records, &st.model, &st.ipam).expect("append");
+        store
+            .append(&records, &st.model, &st.ipam, &st.vifs)
+            .expect("append");
     }
     st
 }
@@ -64,7 +66,9 @@ fn journal_replays_onto_the_snapshot() {
         Record::PortGone { port: gone },
         Record::Released { owner: owner("c2") },
     ];
-    store.append(&records, &st.model, &st.ipam).expect("append");
+    store
+        .append(&records, &st.model, &st.ipam, &st.vifs)
+        .expect("append");
     let journal = std::fs::read_to_string(store.journal_path()).expect("journal");
     assert_eq!(journal.lines().count(), 12, "one line per record");
     assert_eq!(store.load().expect("load"), st);
@@ -131,6 +135,7 @@ fn state_files_are_readable_by_their_owner_only() {
             }],
             &Model::new(),
             &Ipam::new(),
+            &Default::default(),
         )
         .expect("append");
     assert_eq!(mode(&store.journal_path()), 0o600);
@@ -139,7 +144,9 @@ fn state_files_are_readable_by_their_owner_only() {
         std::fs::write(&p, b"").expect("write");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     }
-    store.save(&Model::new(), &Ipam::new()).expect("save");
+    store
+        .save(&Model::new(), &Ipam::new(), &Default::default())
+        .expect("save");
     assert_eq!(mode(&store.path()), 0o600);
     assert_eq!(mode(&store.journal_path()), 0o600);
 }

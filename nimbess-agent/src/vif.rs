@@ -1,0 +1,209 @@
+//! VIFs: addresses reserved on named networks for a pod before its sandbox exists.
+//!
+//! kuryr-l7's VIF handler asks the agent for a pod's VIFs when the pod is created
+//! (`AllocateVif`), records them in the pod's `openstack.org/kuryr-vif` annotation, and
+//! `nimbess-cni` plugs each one with an ADD naming the VIF ([`VifRef`]): the port takes the
+//! reserved address instead of a new one. A VIF is identified by the pod's UID and the
+//! handler's key for the request, so asking twice (a handler restarted mid-creation) gets the
+//! same VIF back. The address is held in the network's pool by the VIF's own [`owner`]
+//! (`vif:<uid>` / key), not by the port: a CNI DEL unplugs the interface and leaves the
+//! reservation; `ReleaseVif` frees it (unplugging the interface first if one still uses it).
+//!
+//! VIFs are persisted with the rest of the agent's state (journal records
+//! [`crate::state::Record::VifPut`] and [`crate::state::Record::VifGone`]).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use nephrite_pipeline::{Ipv4Cidr, Mac, Owner, PortId};
+use serde::{Deserialize, Serialize};
+
+/// The container id prefix of a VIF's address holder in the pools.
+pub const VIF_OWNER_PREFIX: &str = "vif:";
+
+/// Which VIF: the pod and the handler's request key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct VifRef {
+    /// The pod's UID.
+    pub pod_uid: String,
+    /// The handler's key for the request (`main`, `network/ns/name/0`, …).
+    pub key: String,
+}
+
+impl std::fmt::Display for VifRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.pod_uid, self.key)
+    }
+}
+
+/// The holder of a VIF's address in the network's pool.
+pub fn owner(vif: &VifRef) -> Owner {
+    Owner {
+        container_id: format!("{VIF_OWNER_PREFIX}{}", vif.pod_uid),
+        ifname: vif.key.clone(),
+    }
+}
+
+/// Whether a pool holder is a VIF (not a container's interface).
+pub fn is_vif_owner(owner: &Owner) -> bool {
+    owner.container_id.starts_with(VIF_OWNER_PREFIX)
+}
+
+/// What to reserve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifClaim {
+    /// Which VIF.
+    pub vif: VifRef,
+    /// The network's name.
+    pub network: String,
+    /// The pod's namespace (informational).
+    pub pod_namespace: String,
+    /// The pod's name (informational).
+    pub pod_name: String,
+}
+
+/// A reserved VIF, as persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VifEntry {
+    /// Which VIF.
+    pub vif: VifRef,
+    /// The network's name.
+    pub network: String,
+    /// The reserved address with the network's prefix.
+    pub address: Ipv4Cidr,
+    /// The pod's namespace.
+    #[serde(default)]
+    pub pod_namespace: String,
+    /// The pod's name.
+    #[serde(default)]
+    pub pod_name: String,
+}
+
+/// The port a VIF is plugged as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plugged {
+    /// The port's id.
+    pub port: PortId,
+    /// Its container.
+    pub container_id: String,
+    /// Its interface in the container.
+    pub ifname: String,
+    /// The MAC the data plane gave it, once rendered.
+    pub mac: Option<Mac>,
+}
+
+/// A VIF as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VifView {
+    /// The reservation.
+    #[serde(flatten)]
+    pub entry: VifEntry,
+    /// The network's gateway.
+    pub gateway: Option<Ipv4Addr>,
+    /// The port using it, if plugged.
+    pub plugged: Option<Plugged>,
+}
+
+/// Why a VIF call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VifFailure {
+    /// The network is not one of the agent's.
+    #[error("network {0:?} is not served by this agent")]
+    UnknownNetwork(String),
+    /// The request is malformed or conflicts with the VIF that exists.
+    #[error("{0}")]
+    Invalid(String),
+    /// The VIF does not exist.
+    #[error("VIF {0} is not allocated on this agent")]
+    NotFound(VifRef),
+    /// No address now (pool exhausted, fabric store unreachable) or the state could not be
+    /// written; nothing was reserved.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Every VIF of the agent, by identity. Serialized as a list (JSON keys must be strings).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<VifEntry>", into = "Vec<VifEntry>")]
+pub struct Vifs(pub BTreeMap<VifRef, VifEntry>);
+
+impl From<Vec<VifEntry>> for Vifs {
+    fn from(list: Vec<VifEntry>) -> Self {
+        Vifs(list.into_iter().map(|e| (e.vif.clone(), e)).collect())
+    }
+}
+
+impl From<Vifs> for Vec<VifEntry> {
+    fn from(vifs: Vifs) -> Self {
+        vifs.0.into_values().collect()
+    }
+}
+
+impl Vifs {
+    /// One VIF.
+    pub fn get(&self, vif: &VifRef) -> Option<&VifEntry> {
+        self.0.get(vif)
+    }
+
+    /// Put (replace) a VIF.
+    pub fn put(&mut self, entry: VifEntry) {
+        self.0.insert(entry.vif.clone(), entry);
+    }
+
+    /// Remove a VIF; returns it.
+    pub fn remove(&mut self, vif: &VifRef) -> Option<VifEntry> {
+        self.0.remove(vif)
+    }
+
+    /// The VIFs of a pod, or all, in (UID, key) order.
+    pub fn of_pod<'a>(&'a self, pod_uid: Option<&'a str>) -> impl Iterator<Item = &'a VifEntry> {
+        self.0
+            .values()
+            .filter(move |e| pod_uid.is_none_or(|uid| e.vif.pod_uid == uid))
+    }
+
+    /// Whether `owner` is the holder of one of these VIFs' addresses.
+    pub fn holds(&self, owner: &Owner) -> bool {
+        is_vif_owner(owner)
+            && self.0.keys().any(|v| {
+                owner.ifname == v.key && owner.container_id[VIF_OWNER_PREFIX.len()..] == *v.pod_uid
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vifs_round_trip_as_a_list_and_know_their_owners() {
+        let vif = VifRef {
+            pod_uid: "u1".into(),
+            key: "network/ns/a/0".into(),
+        };
+        let mut vifs = Vifs::default();
+        vifs.put(VifEntry {
+            vif: vif.clone(),
+            network: "a".into(),
+            address: "10.1.0.2/24".parse().expect("cidr"),
+            pod_namespace: "ns".into(),
+            pod_name: "p".into(),
+        });
+        let json = serde_json::to_string(&vifs).expect("json");
+        assert!(json.starts_with('['), "{json}");
+        let back: Vifs = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, vifs);
+        assert!(vifs.holds(&owner(&vif)));
+        let other = VifRef {
+            pod_uid: "u2".into(),
+            key: vif.key.clone(),
+        };
+        assert!(!vifs.holds(&owner(&other)));
+        assert!(!vifs.holds(&Owner {
+            container_id: "abc".into(),
+            ifname: vif.key.clone()
+        }));
+        assert_eq!(vifs.of_pod(Some("u1")).count(), 1);
+        assert_eq!(vifs.of_pod(Some("u2")).count(), 0);
+    }
+}
