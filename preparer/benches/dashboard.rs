@@ -78,6 +78,7 @@ async fn main() {
         max_backoff: Duration::from_secs(1),
         concurrency: 4,
         web: Some(([127, 0, 0, 1], web_port).into()),
+        plugin_credentials: Default::default(),
     };
     let started = Instant::now();
     let daemon = start(&command, false).await.expect("daemon");

@@ -3,6 +3,11 @@
 //! itself (client certificates, the `--auth-tokens` file) is the runtime's; see
 //! `preparer/README.md`, "Credentials".
 //!
+//! Without `--auth-policy`, every authenticated caller has the role `write` ([`DEFAULT_ROLE`]):
+//! it may do the daily work (templates, sites, deployments), but registering a plugin needs an
+//! identity the policy file names `admin`. A policy file is an allowlist: identities it does
+//! not name get its `default_roles` (none when it has no such key).
+//!
 //! | role | may call |
 //! |---|---|
 //! | `read` | `Get*`, `List*`, `Watch` |
@@ -25,6 +30,8 @@ pub const READ_ROLE: &str = "read";
 pub const WRITE_ROLE: &str = "write";
 /// The role of preparation plugins: token-bound writes to the deployments handed to them.
 pub const PLUGIN_ROLE: &str = "plugin";
+/// The role of authenticated callers when no `--auth-policy` names them.
+pub const DEFAULT_ROLE: &str = WRITE_ROLE;
 
 const READ: &[&str] = &["Get*", "List*", "Watch"];
 
@@ -58,7 +65,8 @@ fn patterns(methods: &[&[&str]]) -> Vec<String> {
         .collect()
 }
 
-/// The default role table (`admin` is the runtime's: every method).
+/// The default role table (`admin` is the runtime's: every method), unnamed identities
+/// [`DEFAULT_ROLE`].
 pub fn roles() -> AuthPolicy {
     let table = [
         (READ_ROLE, patterns(&[READ])),
@@ -72,6 +80,8 @@ pub fn roles() -> AuthPolicy {
                 .with_role(role, &patterns)
                 .unwrap_or_else(|e| unreachable!("the built-in role {role} is valid: {e}"))
         })
+        .with_default_roles([DEFAULT_ROLE])
+        .unwrap_or_else(|e| unreachable!("the default role is in the table: {e}"))
 }
 
 /// The gRPC path of a Data API method, as policies match it.
@@ -113,5 +123,6 @@ mod tests {
             assert!(!can("write", method) && !can("read", method) && !can("plugin", method));
         }
         assert!(can("plugin", "UpdateDeployment") && !can("plugin", "CreateDeployment"));
+        assert_eq!(policy.roles_of("someone-unnamed"), [WRITE_ROLE]);
     }
 }

@@ -9,6 +9,7 @@ use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, Shutdown
 use tokio::task::JoinHandle;
 
 use crate::api::{Changes, DataApi};
+use crate::plugin_credentials::PluginCredentials;
 use crate::preparation::{LoopConfig, PreparationLoop};
 use crate::store::{self, Store};
 
@@ -46,6 +47,10 @@ pub struct ServeCommand {
     /// API's TLS.
     #[arg(long, env = "PREPARER_WEB", value_name = "HOST:PORT")]
     pub web: Option<std::net::SocketAddr>,
+    /// Credentials presented to plugins (--plugin-ca, --plugin-cert, --plugin-key,
+    /// --plugin-token-file).
+    #[command(flatten)]
+    pub plugin_credentials: PluginCredentials,
 }
 
 /// A started daemon.
@@ -114,6 +119,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
         max_backoff: command.max_backoff,
         concurrency: command.concurrency,
         data_endpoint: endpoint.to_string(),
+        plugin_credentials: command.plugin_credentials.client_args(),
     };
     let preparation = tokio::spawn(
         PreparationLoop::new(Arc::clone(&store), changes.clone(), config).run(shutdown.clone()),

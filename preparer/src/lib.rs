@@ -20,6 +20,7 @@ pub mod creation;
 pub mod daemon;
 pub mod dashboard;
 pub mod errors;
+pub mod plugin_credentials;
 pub mod plugins;
 pub mod preparation;
 pub mod store;

@@ -43,6 +43,8 @@ pub struct LoopConfig {
     pub concurrency: usize,
     /// The Data API endpoint handed to plugins.
     pub data_endpoint: String,
+    /// The credentials presented to plugins.
+    pub plugin_credentials: nephrite_runtime::ClientArgs,
 }
 
 impl Default for LoopConfig {
@@ -56,6 +58,7 @@ impl Default for LoopConfig {
             max_backoff: Duration::from_secs(60),
             concurrency: 4,
             data_endpoint: String::new(),
+            plugin_credentials: nephrite_runtime::ClientArgs::default(),
         }
     }
 }
@@ -261,6 +264,7 @@ impl PreparationLoop {
                             data_endpoint: &self.config.data_endpoint,
                             token,
                             timeout: self.config.plugin_timeout,
+                            credentials: &self.config.plugin_credentials,
                         };
                         plugin::call(plugin_record, &call, &package, &target)
                             .await

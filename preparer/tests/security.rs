@@ -181,23 +181,29 @@ struct Secured {
 
 impl Secured {
     async fn start(web: bool) -> Secured {
+        Secured::start_with(web, Some(POLICY)).await
+    }
+
+    /// The daemon with the test's tokens and `policy` (`None`: no `--auth-policy`).
+    async fn start_with(web: bool, policy: Option<&str>) -> Secured {
         let dir = tempfile::tempdir().expect("tempdir");
         let tokens = dir.path().join("tokens");
-        let policy = dir.path().join("policy.yaml");
         std::fs::write(&tokens, TOKENS).expect("tokens");
-        std::fs::write(&policy, POLICY).expect("policy");
         let store = format!("sqlite:{}", dir.path().join("p.db").display());
         let mut command = support::serve_command(&store);
-        command.serve = ServeArgs::try_parse_from([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--auth-tokens",
-            &tokens.display().to_string(),
-            "--auth-policy",
-            &policy.display().to_string(),
-        ])
-        .expect("serve args");
+        let mut args = vec![
+            "serve".to_owned(),
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--auth-tokens".to_owned(),
+            tokens.display().to_string(),
+        ];
+        if let Some(policy) = policy {
+            let path = dir.path().join("policy.yaml");
+            std::fs::write(&path, policy).expect("policy");
+            args.extend(["--auth-policy".to_owned(), path.display().to_string()]);
+        }
+        command.serve = ServeArgs::try_parse_from(args).expect("serve args");
         if web {
             let port = nephrite_test_services::free_loopback_port().expect("port");
             command.web = Some(([127, 0, 0, 1], port).into());
@@ -278,6 +284,32 @@ async fn every_method_is_refused_without_credentials_with_wrong_ones_and_with_an
             }
         }
     }
+    secured.daemon.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn without_a_policy_file_every_token_holder_writes_and_none_registers_plugins() {
+    let secured = Secured::start_with(false, None).await;
+    let methods = methods();
+    for token in ["read-token", "plugin-token", "admin-token"] {
+        let mut client = secured.client(Some(token)).await;
+        for method in &methods {
+            let result = call(&mut client, method).await;
+            if allowed("write", method) {
+                if let Err(err) = &result {
+                    assert!(!refused(err.code()), "{token} → {method}: {err:?}");
+                }
+            } else {
+                let err = result.expect_err(&format!("{token} may not call {method}"));
+                assert_eq!(err.code(), Code::PermissionDenied, "{token} → {method}");
+                assert!(err.message().contains("(roles: write)"), "{err:?}");
+            }
+        }
+    }
+    // Credentials are still required.
+    let mut anonymous = secured.client(None).await;
+    let err = call(&mut anonymous, "ListDeployments").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
     secured.daemon.stop().await.expect("stop");
 }
 

@@ -122,6 +122,7 @@ async fn placement(
         max_backoff: Duration::from_secs(1),
         concurrency: 4,
         web: None,
+        plugin_credentials: Default::default(),
     };
     let daemon = start(&command, false).await.expect("daemon");
     let mut client = DataClient::new(

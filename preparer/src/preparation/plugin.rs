@@ -8,7 +8,7 @@ use nephrite_krm::{Object, Package};
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
 use nephrite_proto::nephrite::preparer::plugin::v1::PrepareRequest;
 use nephrite_proto::nephrite::preparer::plugin::v1::preparer_client::PreparerClient;
-use nephrite_runtime::Endpoint;
+use nephrite_runtime::{ClientArgs, Endpoint};
 
 use crate::store::PluginRecord;
 
@@ -18,6 +18,8 @@ pub(super) struct PluginCall<'a> {
     pub(super) data_endpoint: &'a str,
     pub(super) token: &'a str,
     pub(super) timeout: Duration,
+    /// What the preparer presents to the plugin (`--plugin-*`).
+    pub(super) credentials: &'a ClientArgs,
 }
 
 /// Calls `plugin` to prepare `target`; the new package (unchanged when the plugin returned
@@ -34,7 +36,9 @@ pub(super) async fn call(
             .endpoint
             .parse()
             .map_err(|e| format!("plugin {name}: bad endpoint {}: {e}", plugin.endpoint))?;
-        let channel = nephrite_runtime::dial(&endpoint)
+        let channel = call
+            .credentials
+            .dial(&endpoint)
             .await
             .map_err(|e| format!("plugin {name}: {e}"))?;
         let gvk = target.gvk();

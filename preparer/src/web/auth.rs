@@ -10,9 +10,9 @@
 //!
 //! Roles come from `--auth-policy` over the preparer's table ([`crate::auth`]): pages and
 //! event streams need what `Watch` needs (`read`), Approve and Delete what
-//! `ApproveDeployment` / `DeleteDeployment` need (`write`). Without a policy every
-//! authenticated caller may do everything, as on the gRPC API. The login page, the style sheet
-//! and the script are open.
+//! `ApproveDeployment` / `DeleteDeployment` need (`write`). Without a policy file every
+//! authenticated caller has the table's default role (`write`), as on the gRPC API. The login
+//! page, the style sheet and the script are open.
 
 use std::sync::Arc;
 
@@ -38,7 +38,7 @@ pub(super) struct PeerIdentity(pub Option<String>);
 /// What the dashboard checks callers with.
 pub(super) struct WebAuth {
     tokens: Option<TokenFile>,
-    policy: Option<AuthPolicy>,
+    policy: AuthPolicy,
     certificates: bool,
     tls: bool,
 }
@@ -74,11 +74,7 @@ impl WebAuth {
     }
 
     fn caller(&self, name: String) -> Caller {
-        let roles = self
-            .policy
-            .as_ref()
-            .map(|p| p.roles_of(&name))
-            .unwrap_or_default();
+        let roles = self.policy.roles_of(&name);
         Caller { name, roles }
     }
 
@@ -116,9 +112,7 @@ impl WebAuth {
     }
 
     fn allows(&self, caller: &Caller, method: &str) -> bool {
-        self.policy
-            .as_ref()
-            .is_none_or(|policy| policy.allows(&caller.roles, &method_path(method)))
+        self.policy.allows(&caller.roles, &method_path(method))
     }
 }
 

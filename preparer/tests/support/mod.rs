@@ -36,6 +36,7 @@ pub fn serve_command(store: &str) -> ServeCommand {
         max_backoff: Duration::from_millis(500),
         concurrency: 4,
         web: None,
+        plugin_credentials: Default::default(),
     }
 }
 

@@ -53,8 +53,10 @@ pub struct ServeArgs {
     )]
     pub tls_client_ca: Option<PathBuf>,
 
-    /// Who may call what: a YAML file of roles (method patterns) and identities' roles. Without
-    /// it, every authenticated caller may call every method.
+    /// Who may call what: a YAML file of roles (method patterns), identities' roles and the
+    /// `default_roles` of identities it does not name (none when absent). Without it, the
+    /// daemon's own role table applies and every authenticated caller gets the daemon's default
+    /// roles (a daemon without a table: every method).
     #[arg(long, env = "NEPHRITE_AUTH_POLICY", value_name = "YAML")]
     pub auth_policy: Option<PathBuf>,
 
@@ -117,16 +119,16 @@ impl ServeArgs {
 }
 
 impl ServeArgs {
-    /// The policy of `--auth-policy` merged onto `base` (the roles the daemon defines), or
-    /// `None` without the flag.
+    /// The policy calls are checked against: `base` (the daemon's role table and default
+    /// roles) with `--auth-policy` merged onto it, or `base` alone without the flag.
     ///
     /// # Errors
     /// When the file cannot be read or is not a valid policy.
-    pub fn auth_policy(&self, base: AuthPolicy) -> Result<Option<AuthPolicy>, PolicyError> {
-        self.auth_policy
-            .as_deref()
-            .map(|path| base.merge_file(path))
-            .transpose()
+    pub fn auth_policy(&self, base: AuthPolicy) -> Result<AuthPolicy, PolicyError> {
+        match self.auth_policy.as_deref() {
+            Some(path) => base.merge_file(path),
+            None => Ok(base),
+        }
     }
 
     /// The token file of `--auth-tokens`, loaded.

@@ -182,8 +182,9 @@ impl GrpcServer {
         Self::from_args_with_roles(identity, args, AuthPolicy::new())
     }
 
-    /// [`GrpcServer::from_args`] for a daemon that defines roles (`read`, `write`, narrow ones):
-    /// `--auth-policy`, when given, is merged onto `roles`.
+    /// [`GrpcServer::from_args`] for a daemon that defines roles (`read`, `write`, narrow ones)
+    /// and the default roles of identities a policy does not name: calls are checked against
+    /// `roles`, with `--auth-policy`, when given, merged onto it.
     ///
     /// # Errors
     /// When the TLS, policy or token files cannot be read or are invalid.
@@ -194,7 +195,7 @@ impl GrpcServer {
     ) -> Result<Self, ServeError> {
         Ok(Self::new(identity)
             .tls(args.server_tls()?)
-            .auth_policy(args.auth_policy(roles)?)
+            .auth_policy(Some(args.auth_policy(roles)?))
             .token_file(args.token_file()?)
             .insecure(args.insecure)
             .max_calls(args.max_calls)
@@ -540,7 +541,10 @@ impl BoundServer {
             endpoint = %endpoint,
             tls = tls.is_some(),
             authentication = auth.authenticates(),
-            roles = auth.policy.is_some(),
+            default_roles = %auth
+                .policy
+                .as_ref()
+                .map_or_else(|| "every method".to_owned(), |p| p.default_roles().join(",")),
             services = %services.join(","),
             "serving gRPC"
         );

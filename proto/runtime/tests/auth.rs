@@ -225,6 +225,68 @@ async fn tokens_prove_identities_and_roles_decide_each_method() -> anyhow::Resul
     Ok(())
 }
 
+#[tokio::test]
+async fn without_a_policy_file_the_daemons_table_and_default_roles_apply() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tokens = write(
+        dir.path(),
+        "tokens.csv",
+        "t-anyone,anyone
+",
+    )?;
+    let args = <ServeArgs as clap::Parser>::try_parse_from([
+        "serve",
+        "--auth-tokens",
+        tokens.to_str().context("path")?,
+    ])?;
+    let anyone = with_token(dir.path(), "anyone", "t-anyone")?;
+
+    // A daemon with a table: an identity nobody named has the table's default role only.
+    let table = roles()
+        .with_default_roles(["asker"])
+        .map_err(anyhow::Error::msg)?;
+    let (endpoint, shutdown) =
+        start(GrpcServer::from_args_with_roles(identity(), &args, table)?).await?;
+    let channel = anyone.dial(&endpoint).await?;
+    assert_eq!(
+        ask(channel.clone(), "hi".to_owned()).await?,
+        "anyone [asker]"
+    );
+    let err = support::sleep_call_on(channel, 1).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert_eq!(
+        err.message(),
+        "anyone (roles: asker) may not call /nephrite.test.Slow/Sleep"
+    );
+    shutdown.trigger();
+
+    // A table without default roles: unnamed identities may call nothing that needs a role.
+    let (endpoint, shutdown) = start(GrpcServer::from_args_with_roles(
+        identity(),
+        &args,
+        roles()
+            .with_default_roles(Vec::<String>::new())
+            .map_err(anyhow::Error::msg)?,
+    )?)
+    .await?;
+    let channel = anyone.dial(&endpoint).await?;
+    let err = ask(channel.clone(), "hi".to_owned()).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    support::daemon_info_on(channel).await?;
+    shutdown.trigger();
+
+    // A daemon without a table: every authenticated caller may call everything.
+    let (endpoint, shutdown) = start(GrpcServer::from_args(identity(), &args)?).await?;
+    let channel = anyone.dial(&endpoint).await?;
+    assert_eq!(
+        ask(channel.clone(), "hi".to_owned()).await?,
+        "anyone [admin]"
+    );
+    support::sleep_call_on(channel, 1).await?;
+    shutdown.trigger();
+    Ok(())
+}
+
 /// Files of a test PKI: the CA, the server's certificate and key, and per client
 /// `NAME.pem` / `NAME.key` (`Some(cn)`: subject CN; `None`: only the SAN `client.test`).
 struct PkiFiles {

@@ -84,10 +84,12 @@ pub fn topology_of(
 }
 
 /// The role the preparer calls ntc with: it may call `Prepare`, nothing else (`admin` may call
-/// everything). Give the preparer's identity this role in `--auth-policy`.
+/// everything). Without `--auth-policy` every authenticated caller has it (ntc's one caller is
+/// the preparer); with a policy file, give the preparer's identity this role there.
 pub const PREPARER_ROLE: &str = "preparer";
 
-/// ntc's roles, onto which `--auth-policy` is merged.
+/// ntc's roles, onto which `--auth-policy` is merged; identities it does not name are
+/// [`PREPARER_ROLE`] unless a policy file says otherwise.
 ///
 /// # Errors
 /// Never for the built-in patterns (a message naming the pattern otherwise).
@@ -95,7 +97,9 @@ pub fn roles() -> Result<nephrite_runtime::AuthPolicy, String> {
     use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::PreparerServer;
     use tonic::server::NamedService as _;
     let service = <PreparerServer<plugin::TopologyPlugin>>::NAME;
-    nephrite_runtime::AuthPolicy::new().with_role(PREPARER_ROLE, [format!("{service}/Prepare")])
+    nephrite_runtime::AuthPolicy::new()
+        .with_role(PREPARER_ROLE, [format!("{service}/Prepare")])?
+        .with_default_roles([PREPARER_ROLE])
 }
 
 /// A running TKO backend: the plugin server and the tracker.

@@ -21,7 +21,8 @@ pub struct CallerIdentity {
     /// The identity's name: a token's identity, or a certificate's subject CN (else its first
     /// DNS, then URI, subject alternative name).
     pub name: String,
-    /// The roles the policy gives it (empty when no policy is configured).
+    /// The roles the policy gives it (the policy's default roles when it does not name it;
+    /// empty on a server built without a policy).
     pub roles: Vec<String>,
     /// How it was proven.
     pub credential: Credential,

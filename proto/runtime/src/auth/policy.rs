@@ -7,10 +7,17 @@
 //! identities:
 //!   ops.example.com: [admin]
 //!   router-a: [router]
+//! default_roles: []            # the roles of identities not named above (none when absent)
 //! ```
 //!
 //! A pattern is `package.Service/Method`, `package.Service/Prefix*` (`/*` for the whole service)
 //! or `*`. The role `admin` may call everything unless the daemon or the file defines it.
+//!
+//! **Identities the policy does not name.** Without a file, the daemon's role table applies
+//! and every authenticated identity gets the daemon's *default roles*
+//! ([`AuthPolicy::with_default_roles`]; the preparer's `write`, ntc's `preparer`; a daemon
+//! without a table: `admin`, i.e. everything). A file is an allowlist: identities it does not
+//! name get the roles of its `default_roles` key, none when the key is absent.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,23 +93,59 @@ struct PolicyFile {
     roles: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     identities: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    default_roles: Vec<String>,
 }
 
-/// Roles (method patterns) and the roles of each identity.
+/// Roles (method patterns), the roles of each identity, and the roles of the others.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthPolicy {
     roles: BTreeMap<String, Vec<MethodPattern>>,
     identities: BTreeMap<String, Vec<String>>,
+    default_roles: Vec<String>,
 }
 
 impl AuthPolicy {
-    /// A policy with only the built-in `admin` role and no identities.
+    /// A policy with only the built-in `admin` role and no identities, under which every
+    /// identity is `admin` (what a daemon without a role table means: an authenticated caller
+    /// may call everything). A daemon with a table narrows that with
+    /// [`AuthPolicy::with_default_roles`].
     pub fn new() -> Self {
         let mut policy = AuthPolicy::default();
         policy
             .roles
             .insert(ADMIN_ROLE.to_owned(), vec![MethodPattern("*".to_owned())]);
+        policy.default_roles = vec![ADMIN_ROLE.to_owned()];
         policy
+    }
+
+    /// Gives identities the policy does not name the `roles` (none: they may call only what
+    /// needs no role: health, reflection, daemon info).
+    ///
+    /// # Errors
+    /// The first role that is not defined.
+    pub fn with_default_roles<S: Into<String>>(
+        mut self,
+        roles: impl IntoIterator<Item = S>,
+    ) -> Result<Self, String> {
+        let roles: Vec<String> = roles.into_iter().map(Into::into).collect();
+        if let Some(unknown) = roles.iter().find(|r| !self.roles.contains_key(*r)) {
+            return Err(format!(
+                "the default role {unknown:?} is not defined (roles: {})",
+                self.role_names()
+            ));
+        }
+        self.default_roles = roles;
+        Ok(self)
+    }
+
+    /// The roles of identities the policy does not name.
+    pub fn default_roles(&self) -> &[String] {
+        &self.default_roles
+    }
+
+    fn role_names(&self) -> String {
+        self.roles.keys().cloned().collect::<Vec<_>>().join(", ")
     }
 
     /// Defines (or redefines) `role` as the methods matching `patterns`.
@@ -137,7 +180,8 @@ impl AuthPolicy {
     }
 
     /// This policy with the roles and identities of the YAML `text` added (a role the text
-    /// defines replaces the one of the same name).
+    /// defines replaces the one of the same name). The text is an allowlist: identities it
+    /// does not name get its `default_roles`, none when it has no such key.
     ///
     /// # Errors
     /// A message naming what is wrong: bad YAML, a bad pattern, an identity with an unknown role.
@@ -152,12 +196,13 @@ impl AuthPolicy {
             if let Some(unknown) = roles.iter().find(|r| !self.roles.contains_key(*r)) {
                 return Err(format!(
                     "identity {identity:?} has the role {unknown:?}, which is not defined (roles: {})",
-                    self.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    self.role_names()
                 ));
             }
             self = self.with_identity(&identity, roles);
         }
-        Ok(self)
+        self.with_default_roles(file.default_roles)
+            .map_err(|e| format!("default_roles: {e}"))
     }
 
     /// This policy with the file at `path` merged in (see [`AuthPolicy::merge_yaml`]).
@@ -176,9 +221,12 @@ impl AuthPolicy {
             })
     }
 
-    /// The roles of `identity` (none for an identity the policy does not name).
+    /// The roles of `identity` (the default roles for an identity the policy does not name).
     pub fn roles_of(&self, identity: &str) -> Vec<String> {
-        self.identities.get(identity).cloned().unwrap_or_default()
+        self.identities
+            .get(identity)
+            .unwrap_or(&self.default_roles)
+            .clone()
     }
 
     /// Whether one of `roles` allows the request path `/package.Service/Method`.
@@ -247,5 +295,45 @@ mod tests {
             "{err}"
         );
         assert!(AuthPolicy::new().merge_yaml("rolez: {}\n").is_err());
+        let err = AuthPolicy::new()
+            .merge_yaml("default_roles: [writer]\n")
+            .unwrap_err();
+        assert!(
+            err.starts_with("default_roles: the default role \"writer\" is not defined"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unnamed_identities_get_the_default_roles_which_a_file_replaces() {
+        // A daemon without a table: everyone authenticated is admin.
+        let open = AuthPolicy::new();
+        assert_eq!(open.roles_of("anyone"), ["admin"]);
+        assert!(open.allows(&open.roles_of("anyone"), "/x.v1.Y/Z"));
+
+        let table = AuthPolicy::new()
+            .with_role("read", ["a.v1.Svc/Get*"])
+            .unwrap()
+            .with_role("write", ["a.v1.Svc/*"])
+            .unwrap()
+            .with_default_roles(["read"])
+            .unwrap();
+        assert_eq!(table.roles_of("anyone"), ["read"]);
+        assert!(table.allows(&table.roles_of("anyone"), "/a.v1.Svc/GetX"));
+        assert!(!table.allows(&table.roles_of("anyone"), "/a.v1.Svc/Delete"));
+        assert!(table.clone().with_default_roles(["nope"]).is_err());
+
+        // A file names its identities; the others get its default_roles, else nothing.
+        let allowlist = table
+            .clone()
+            .merge_yaml("identities:\n  ops: [admin]\n")
+            .unwrap();
+        assert_eq!(allowlist.roles_of("ops"), ["admin"]);
+        assert!(allowlist.roles_of("anyone").is_empty());
+        let widened = table
+            .merge_yaml("identities:\n  ops: [admin]\ndefault_roles: [write]\n")
+            .unwrap();
+        assert_eq!(widened.roles_of("anyone"), ["write"]);
+        assert_eq!(widened.default_roles(), ["write"]);
     }
 }
