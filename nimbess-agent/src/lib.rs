@@ -14,7 +14,7 @@
 //! - [`fabric`]: the multi-host fabric's shared state in etcd;
 //! - [`plugin`]: the `nimbess-cni` binary's logic (CNI environment + stdin → the agent);
 //! - [`vif`]: addresses reserved for a pod's VIFs (kuryr-l7's VIF handler), plugged by ADDs
-//!   naming them;
+//!   naming them; [`vif_plug`]: the plugin's side (the pod's record → the interfaces to plug);
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
 
 pub mod agent;
@@ -31,3 +31,4 @@ pub mod northbound;
 pub mod plugin;
 pub mod state;
 pub mod vif;
+pub mod vif_plug;

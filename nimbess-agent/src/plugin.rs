@@ -7,6 +7,11 @@
 //! built from them ([`request`]) are plain functions so they are tested
 //! without a process; [`run`] wires them to the agent through
 //! [`crate::grpc::AgentConnection`] and prints the [`crate::cni`] documents.
+//!
+//! ADD and DEL of a Kubernetes pod with VIFs (kuryr-l7's `openstack.org/kuryr-vif` record)
+//! plug and unplug every interface the record lists ([`crate::vif_plug`]): the additional
+//! VIFs first and the main interface last (so the pod's default route is the main
+//! interface's), all of them unplugged again when one fails.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,10 +19,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cni::{
-    Attachment, CniError, CniRequest, Command, ErrorCode, SUPPORTED_VERSIONS, valid_ifname,
-    version_json,
+    Attachment, CniError, CniRequest, CniResult, Command, ErrorCode, SUPPORTED_VERSIONS,
+    valid_ifname, version_json,
 };
 use crate::grpc::AgentConnection;
+use crate::vif_plug::{self, Plug, PodRef};
 
 #[cfg(test)]
 mod tests;
@@ -288,11 +294,136 @@ pub async fn run_with_wait(
         Ok(c) => c,
         Err(f) => return Outcome::failure(&f, &version),
     };
-    match agent.call(inv.command, &request(&inv, &conf)).await {
+    let outcome = match inv.command {
+        Command::Add => add(&mut agent, &inv, &conf, env).await.map(Some),
+        Command::Del => del(&mut agent, &inv, &conf, env).await.map(|()| None),
+        command => agent.call(command, &request(&inv, &conf)).await,
+    };
+    match outcome {
         Err(f) => Outcome::failure(&f, &version),
         Ok(result) => Outcome {
             stdout: result.map(|r| r.to_json(&version)),
             exit_code: 0,
         },
     }
+}
+
+/// The request plugging `plug`.
+fn plug_request(inv: &Invocation, conf: &NetConf, plug: &Plug) -> CniRequest {
+    let mut req = request(inv, conf);
+    req.ifname.clone_from(&plug.ifname);
+    req.network.clone_from(&plug.network);
+    req.vif.clone_from(&plug.vif);
+    req
+}
+
+/// What to plug: the pod's recorded VIFs when the runtime names a pod and a cluster is
+/// configured, else the one interface of the configuration.
+async fn plugs(
+    inv: &Invocation,
+    conf: &NetConf,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<Plug>, CniError> {
+    let plain = Plug {
+        ifname: inv.ifname.clone(),
+        network: conf.name.clone(),
+        vif: None,
+    };
+    let (Some(pod), Some(kubeconfig)) = (
+        PodRef::from_args(&inv.args),
+        vif_plug::kubeconfig_path(&conf.raw, env),
+    ) else {
+        return Ok(vec![plain]);
+    };
+    let timeout = vif_plug::vif_timeout(&conf.raw)?;
+    let client = vif_plug::client(&kubeconfig).await?;
+    vif_plug::wait_for_record(&client, &pod, &inv.ifname, &conf.name, timeout).await
+}
+
+/// ADD: every interface of the pod, additional VIFs first, the main one last; one failure
+/// unplugs what this ADD plugged.
+async fn add(
+    agent: &mut AgentConnection,
+    inv: &Invocation,
+    conf: &NetConf,
+    env: &BTreeMap<String, String>,
+) -> Result<CniResult, CniError> {
+    let plugs = plugs(inv, conf, env).await?;
+    let order: Vec<usize> = (1..plugs.len()).chain([0]).collect();
+    let mut results: Vec<(usize, CniResult)> = Vec::new();
+    for i in order {
+        let plug = &plugs[i];
+        let outcome = agent
+            .call(Command::Add, &plug_request(inv, conf, plug))
+            .await
+            .and_then(|r| {
+                r.ok_or_else(|| CniError::new(ErrorCode::Decode, "the agent's ADD had no result"))
+            });
+        match outcome {
+            Ok(result) => results.push((i, result)),
+            Err(e) => {
+                for (j, _) in results.iter().rev() {
+                    let undo = plug_request(inv, conf, &plugs[*j]);
+                    if let Err(undo_error) = agent.call(Command::Del, &undo).await {
+                        tracing::warn!(ifname = %plugs[*j].ifname, error = %undo_error.msg, "unplugging after a failed ADD");
+                    }
+                }
+                if plugs.len() == 1 {
+                    return Err(e);
+                }
+                return Err(CniError {
+                    msg: format!(
+                        "interface {} on network {}: {}",
+                        plug.ifname, plug.network, e.msg
+                    ),
+                    ..e
+                });
+            }
+        }
+    }
+    results.sort_by_key(|(i, _)| *i);
+    Ok(vif_plug::merge(
+        results.into_iter().map(|(_, r)| r).collect(),
+    ))
+}
+
+/// DEL: the main interface, and the pod's recorded VIFs when the pod can still be read (when
+/// it cannot, releasing the VIFs unplugs them, and the agent reaps ports whose namespace is
+/// gone).
+async fn del(
+    agent: &mut AgentConnection,
+    inv: &Invocation,
+    conf: &NetConf,
+    env: &BTreeMap<String, String>,
+) -> Result<(), CniError> {
+    let mut first_error = None;
+    if let (Some(pod), Some(kubeconfig)) = (
+        PodRef::from_args(&inv.args),
+        vif_plug::kubeconfig_path(&conf.raw, env),
+    ) {
+        let found = async {
+            let client = vif_plug::client(&kubeconfig).await?;
+            let facts = vif_plug::read_pod(&client, &pod).await?;
+            vif_plug::plan(&pod, &facts, &inv.ifname, &conf.name)
+        }
+        .await;
+        let extra = match found {
+            Ok(vif_plug::Decision::Plug(plugs)) => plugs.into_iter().skip(1).collect(),
+            Ok(vif_plug::Decision::Wait { .. }) => Vec::new(),
+            Err(e) => {
+                tracing::info!(%pod, error = %e.msg, "DEL: the pod's VIFs are not readable; releasing them unplugs them");
+                Vec::new()
+            }
+        };
+        for plug in extra {
+            if let Err(e) = agent
+                .call(Command::Del, &plug_request(inv, conf, &plug))
+                .await
+            {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    agent.call(Command::Del, &request(inv, conf)).await?;
+    first_error.map_or(Ok(()), Err)
 }
