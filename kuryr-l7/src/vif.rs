@@ -6,6 +6,7 @@
 //! - [`settings`]: `kuryr.conf` (`enabled_vif_drivers`, `pod_subnet`, `[sriov]`, credentials).
 //! - [`handler`]: one pod's VIFs brought up to date or released, whatever the source.
 //! - [`neutron`]: the Neutron backend (ports through `/v2.0/ports`).
+//! - [`nimbess`]: the Nimbess backend (addresses on named networks through the node agent).
 //! - [`kube`]: the Kubernetes source (Controller, finalizer, NetworkAttachmentDefinitions).
 //! - [`dir`]: the directory source (records as files, no cluster).
 
@@ -13,6 +14,7 @@ pub mod dir;
 pub mod handler;
 pub mod kube;
 pub mod neutron;
+pub mod nimbess;
 pub mod settings;
 
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use nephrite_vif::{AttachmentFlavor, Config};
 use crate::openstack::Session;
 use handler::{Backend, Handler};
 use neutron::{NeutronSettings, NeutronVifs};
+use nimbess::NimbessVifs;
 
 /// Which backend VIFs are made on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -74,6 +77,10 @@ pub struct VifHandlerArgs {
         default_value = "/run/nimbess/agent.sock"
     )]
     pub agent_socket: PathBuf,
+    /// The Nimbess network of every pod's main VIF (`eth0`; the `nimbess` backend): the
+    /// network the node's default nimbess-cni configuration names.
+    #[arg(long, env = "KURYR_POD_NETWORK")]
+    pub pod_network: Option<String>,
     /// How long activation waits for a port to leave DOWN.
     #[arg(long, env = "KURYR_VIF_ACTIVATION_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
     pub activation_timeout: Duration,
@@ -94,11 +101,11 @@ pub enum StartError {
     /// The Neutron backend has no credentials.
     #[error("{0}: the neutron backend needs [neutron] auth_type (and its options)")]
     NoCredentials(String),
-    /// The Nimbess backend needs agent calls that do not exist yet.
+    /// The Nimbess backend needs the pod network.
     #[error(
-        "the nimbess backend needs the agent's VIF calls (nimbess.cni.v1 AllocateVif/ReleaseVif), which nimbess-agent does not serve yet; use --backend neutron"
+        "the nimbess backend needs --pod-network (the Nimbess network of each pod's main VIF, as the node's nimbess-cni configuration names it)"
     )]
-    NimbessUnavailable,
+    NoPodNetwork,
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Http(String),
@@ -120,7 +127,14 @@ pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
         sriov_resources: conf.sriov_resources.clone(),
     };
     let backend = match args.backend {
-        BackendKind::Nimbess => return Err(StartError::NimbessUnavailable),
+        BackendKind::Nimbess => {
+            let network = args
+                .pod_network
+                .clone()
+                .filter(|n| !n.is_empty())
+                .ok_or(StartError::NoPodNetwork)?;
+            Backend::Nimbess(NimbessVifs::new(&args.agent_socket, network))
+        }
         BackendKind::Neutron => {
             let credentials = conf
                 .conf

@@ -47,11 +47,11 @@ fn the_neutron_backend_needs_credentials() {
 }
 
 #[test]
-fn the_nimbess_backend_says_what_it_is_missing() {
+fn the_nimbess_backend_needs_the_pod_network() {
     let (ok, stderr) = start("[kubernetes]\nenabled_vif_drivers = sriov\n", "nimbess");
     assert!(!ok);
     assert!(
-        stderr.contains("the nimbess backend needs the agent's VIF calls"),
+        stderr.contains("the nimbess backend needs --pod-network"),
         "{stderr}"
     );
 }

@@ -6,7 +6,11 @@
 //! every port that exists. A failed allocation releases what the same pass allocated: a pod
 //! whose request cannot be met holds nothing new. [`Handler::cleanup`] releases the recorded
 //! VIFs and then sweeps the backend for anything the pod still holds (a port made by a
-//! handler that died before recording it).
+//! handler that died before recording it). With the Nimbess backend, every apply also
+//! releases what the agent holds for the pod beyond the record's keys (a VIF allocated by a
+//! handler that died before recording it, for a request the pod no longer makes).
+
+use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
 use nephrite_vif::{
@@ -14,12 +18,15 @@ use nephrite_vif::{
 };
 
 use super::neutron::{Activation, BackendError, NeutronVifs, PodIdentity};
+use super::nimbess::NimbessVifs;
 
 /// Where VIFs come from.
 #[derive(Debug, Clone)]
 pub enum Backend {
     /// Neutron ports.
     Neutron(NeutronVifs),
+    /// Addresses on Nimbess networks, reserved by the node's agent.
+    Nimbess(NimbessVifs),
 }
 
 /// Why a pod's VIFs could not be brought up to date.
@@ -79,18 +86,21 @@ impl Handler {
     ) -> Result<Vif, BackendError> {
         match &self.backend {
             Backend::Neutron(n) => n.allocate(pod, allocation).await,
+            Backend::Nimbess(n) => n.allocate(pod, allocation).await,
         }
     }
 
     async fn release(&self, pod: &PodIdentity, vif: &Vif) -> Result<(), BackendError> {
         match &self.backend {
             Backend::Neutron(n) => n.release(pod, vif).await,
+            Backend::Nimbess(n) => n.release(pod, vif).await,
         }
     }
 
     async fn activate(&self, pod: &PodIdentity, vif: &Vif) -> Result<Activation, BackendError> {
         match &self.backend {
             Backend::Neutron(n) => n.activate(pod, vif).await,
+            Backend::Nimbess(n) => n.activate(pod, vif).await,
         }
     }
 
@@ -132,6 +142,13 @@ impl Handler {
                 .await
                 .map_err(HandlerError::Persist)?;
         }
+        if let Backend::Nimbess(n) = &self.backend {
+            let keep: BTreeSet<String> = vifs.iter().map(|v| v.key.clone()).collect();
+            let swept = n.sweep(pod, &keep).await?;
+            if swept > 0 {
+                tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), swept, "released VIFs the record does not list");
+            }
+        }
         // Every port waits out its activation timeout at once, not one after another.
         let inactive: Vec<usize> = (0..vifs.len()).filter(|&i| !vifs[i].active).collect();
         let outcomes =
@@ -171,6 +188,12 @@ impl Handler {
                 let swept = n.sweep(pod).await?;
                 if swept > 0 {
                     tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), swept, "released ports the record did not list");
+                }
+            }
+            Backend::Nimbess(n) => {
+                let swept = n.sweep(pod, &BTreeSet::new()).await?;
+                if swept > 0 {
+                    tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), swept, "released VIFs the record did not list");
                 }
             }
         }

@@ -84,6 +84,17 @@ pub enum BackendError {
     /// The main VIF needs `[neutron_defaults] pod_subnet`.
     #[error("[neutron_defaults] pod_subnet is not set")]
     NoPodSubnet,
+    /// The Nimbess agent refused or did not answer (its message names the network or VIF).
+    #[error(transparent)]
+    Nimbess(#[from] nimbess_agent::grpc::VifCallError),
+    /// The target is not a Nimbess network.
+    #[error(
+        "{0:?} is a Neutron target (subnet, port or SR-IOV VF); the Nimbess backend has networks"
+    )]
+    NotNimbess(Target),
+    /// A recorded VIF the Nimbess agent no longer holds.
+    #[error("the nimbess agent no longer holds VIF {0}")]
+    VifGone(String),
 }
 
 impl BackendError {
@@ -92,6 +103,7 @@ impl BackendError {
     pub fn is_retryable(&self) -> bool {
         match self {
             BackendError::Api(e) => e.is_retryable(),
+            BackendError::Nimbess(e) => e.is_retryable(),
             _ => false,
         }
     }
