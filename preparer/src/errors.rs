@@ -97,7 +97,24 @@ pub fn check_id(what: &str, id: &str) -> Result<(), ApiError> {
     })
 }
 
-/// Reads a YAML package argument.
+/// Reads a YAML package argument of a request off the async runtime's threads (a blocking
+/// task), so a large or hostile document never holds up other calls, health checks or
+/// shutdown. The KRM reader's limits apply (a document over
+/// [`nephrite_krm::DEFAULT_MAX_DOCUMENT_BYTES`] or nesting deeper than
+/// [`nephrite_krm::DEFAULT_MAX_DEPTH`] is refused, in time linear in its size); the error
+/// names `what` and the request `field`.
+pub async fn parse_package(
+    what: String,
+    field: &'static str,
+    yaml: String,
+) -> Result<nephrite_krm::Package, ApiError> {
+    let what = format!("{what} ({field})");
+    tokio::task::spawn_blocking(move || read_package(&what, &yaml))
+        .await
+        .map_err(|e| ApiError::Invalid(format!("reading {field}: {e}")))?
+}
+
+/// Reads a YAML package argument (on the calling thread: see [`parse_package`] for requests).
 pub fn read_package(what: &str, yaml: &str) -> Result<nephrite_krm::Package, ApiError> {
     nephrite_krm::Package::from_yaml(yaml).map_err(|e| ApiError::BadPackage {
         what: what.to_owned(),

@@ -5,7 +5,7 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::{DataApi, Result, Stream_, convert, stream};
-use crate::errors::{ApiError, check_id, read_package};
+use crate::errors::{ApiError, check_id, parse_package};
 use crate::store::{SiteRecord, TemplateRecord};
 
 pub(super) async fn register_template(
@@ -14,7 +14,12 @@ pub(super) async fn register_template(
 ) -> Result<Response<pb::RegisterResponse>> {
     let r = request.into_inner();
     check_id("template id", &r.id)?;
-    let package = read_package(&format!("template {}", r.id), &r.package_yaml)?;
+    let package = parse_package(
+        format!("template {}", r.id),
+        "package_yaml",
+        r.package_yaml.clone(),
+    )
+    .await?;
     let metadata = overlay(&extract_metadata(&package), &convert::metadata(r.metadata));
     let created = api
         .store
@@ -87,7 +92,12 @@ pub(super) async fn register_site(
 ) -> Result<Response<pb::RegisterResponse>> {
     let r = request.into_inner();
     check_id("site id", &r.id)?;
-    let package = read_package(&format!("site {}", r.id), &r.package_yaml)?;
+    let package = parse_package(
+        format!("site {}", r.id),
+        "package_yaml",
+        r.package_yaml.clone(),
+    )
+    .await?;
     let metadata = overlay(&extract_metadata(&package), &convert::metadata(r.metadata));
     let created = api
         .store

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use super::{DataApi, Result, convert};
 use crate::clock::{now_ms, now_text};
 use crate::creation::{CreateDeployment, CreationContext, create_deployments};
-use crate::errors::{ApiError, check_id, read_package};
+use crate::errors::{ApiError, check_id, parse_package};
 use crate::plugins::PreparerSet;
 use crate::store::{DeploymentFilter, Window};
 
@@ -62,7 +62,12 @@ pub(super) async fn create_deployment(
     request: Request<pb::CreateDeploymentRequest>,
 ) -> Result<Response<pb::CreateDeploymentResponse>> {
     let r = request.into_inner();
-    let merge = read_package("merge package", &r.merge_package_yaml)?;
+    let merge = parse_package(
+        "merge package".to_owned(),
+        "merge_package_yaml",
+        r.merge_package_yaml.clone(),
+    )
+    .await?;
     let preparers = PreparerSet::load(api.store.as_ref())
         .await
         .map_err(ApiError::from)?;
@@ -160,7 +165,12 @@ pub(super) async fn update_deployment(
             "a plugin updates a deployment only with the modification token it was sent",
         ));
     }
-    let package = read_package(&format!("deployment {}", r.deployment_id), &r.package_yaml)?;
+    let package = parse_package(
+        format!("deployment {}", r.deployment_id),
+        "package_yaml",
+        r.package_yaml.clone(),
+    )
+    .await?;
     let info = if r.modification_token.is_empty() {
         api.modify(&r.deployment_id, |current| {
             *current = package;

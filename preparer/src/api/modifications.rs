@@ -9,7 +9,7 @@ use tonic::{Request, Response};
 
 use super::{DEFAULT_LEASE, DataApi, Result, convert};
 use crate::clock::{ms_text, now_ms, now_text};
-use crate::errors::{ApiError, check_id, read_package};
+use crate::errors::{ApiError, check_id, parse_package, read_package};
 use crate::store::{DeploymentRecord, DeploymentUpdate};
 
 fn token() -> String {
@@ -124,7 +124,12 @@ pub(super) async fn end_modification(
     let update = if r.package_yaml.is_empty() {
         None
     } else {
-        let package = read_package(&format!("deployment {}", r.deployment_id), &r.package_yaml)?;
+        let package = parse_package(
+            format!("deployment {}", r.deployment_id),
+            "package_yaml",
+            r.package_yaml.clone(),
+        )
+        .await?;
         let record = api
             .store
             .get_deployment(&r.deployment_id)

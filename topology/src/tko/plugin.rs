@@ -26,10 +26,20 @@ impl TopologyPlugin {
 
     async fn prepare_package(&self, request: &PrepareRequest) -> Result<usize, TkoError> {
         let deployment = &request.deployment_id;
-        let package = Package::from_yaml(&request.package_yaml).map_err(|e| TkoError::Package {
-            deployment: deployment.clone(),
-            message: e.to_string(),
-        })?;
+        // Parsed off the async runtime's threads: a large or hostile document (the KRM reader
+        // refuses one over its size or depth limit, in linear time) holds up no other call,
+        // health check or shutdown.
+        let yaml = request.package_yaml.clone();
+        let package = tokio::task::spawn_blocking(move || Package::from_yaml(&yaml))
+            .await
+            .map_err(|e| TkoError::Package {
+                deployment: deployment.clone(),
+                message: format!("package_yaml: {e}"),
+            })?
+            .map_err(|e| TkoError::Package {
+                deployment: deployment.clone(),
+                message: format!("package_yaml: {e}"),
+            })?;
         let (topology, classes) = topology_of(deployment, &package, &request.target_name)?;
         // The Data API is the one this plugin was configured with, never one a caller names:
         // a request's `data_endpoint` is only compared, so no caller can make ntc dial (and
