@@ -98,6 +98,27 @@ fn pods_reach_the_outside_through_masquerade_and_the_host_reaches_them() {
     );
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
 
+    // drift: the masquerade rules flushed behind the agent's back are named,
+    // then rendered again, and the outside answers again
+    let ok = Command::new("ip")
+        .args(["netns", "exec", &host.name, "nft", "flush", "chain", "ip"])
+        .args(["nimbess", "postrouting"])
+        .status()
+        .expect("nft");
+    assert!(ok.success());
+    let (code, out) = agent.cli(&["verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("egress: chain postrouting of table ip nimbess holds 0 rules"),
+        "{out}"
+    );
+    assert_eq!(
+        agent.cli(&["verify"]),
+        (0, "no drift\n".to_string()),
+        "repaired"
+    );
+    assert_eq!(ping(&a.path(), OUTSIDE, 2), 2, "masqueraded again");
+
     // the outside excepted from masquerade: the pods' own addresses arrive
     // there, and the outside has no route back
     std::fs::write(

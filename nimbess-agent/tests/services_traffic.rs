@@ -5,72 +5,21 @@
 //! and counts which backend pod answered. Needs root.
 
 mod support;
+mod traffic;
 
-use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{AgentProcess, Netns, first_ip, unique};
+use traffic::{connect_many, serve_on};
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 
-/// Run `f` on a thread inside the network namespace at `path`.
-fn in_netns<T: Send + 'static>(path: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = path.to_string();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open netns");
-        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-        f()
-    })
-    .join()
-    .expect("netns thread")
-}
-
-/// A TCP server in the pod at `netns` on port 8080 answering every
-/// connection with `name` (runs until the test process ends).
+/// A server on port 8080 of the pod at `netns` answering with `name`.
 fn serve(netns: &str, name: &str) {
     serve_on(netns, name, 8080);
-}
-
-/// [`serve`] on `port`.
-fn serve_on(netns: &str, name: &str, port: u16) {
-    let name = name.to_string();
-    let listener = in_netns(netns, move || {
-        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).expect("bind")
-    });
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            let _ = conn.write_all(name.as_bytes());
-        }
-    });
-}
-
-/// Open `n` connections from the pod at `netns` to `dst`; count the
-/// answers by backend name ("refused" and "timeout" for failures).
-fn connect_many(netns: &str, dst: SocketAddrV4, n: usize) -> BTreeMap<String, usize> {
-    in_netns(netns, move || {
-        let mut counts = BTreeMap::new();
-        for _ in 0..n {
-            let answer = match TcpStream::connect_timeout(&dst.into(), Duration::from_secs(1)) {
-                Ok(mut s) => {
-                    s.set_read_timeout(Some(Duration::from_secs(2)))
-                        .expect("timeout");
-                    let mut buf = String::new();
-                    match s.read_to_string(&mut buf) {
-                        Ok(_) => buf,
-                        Err(_) => "timeout".to_string(),
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused".into(),
-                Err(_) => "timeout".into(),
-            };
-            *counts.entry(answer).or_insert(0) += 1;
-        }
-        counts
-    })
 }
 
 fn service_yaml(affinity: &str, endpoints: &[(Ipv4Addr, bool)]) -> String {
@@ -361,6 +310,28 @@ fn a_network_policy_lets_the_labelled_client_in_and_keeps_others_out() {
         "nor the client on another port"
     );
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+
+    // drift: the server's ingress chain flushed by hand is named, then
+    // rendered again (and keeps the other pod out again)
+    let chain = format!("in.{}", ips[0]);
+    let ok = Command::new("ip")
+        .args(["netns", "exec", &host.name, "nft", "flush", "chain", "ip"])
+        .args(["nimbess-policy", &chain])
+        .status()
+        .expect("nft");
+    assert!(ok.success());
+    let (code, out) = agent.cli(&["verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("policy: chain {chain} holds 0 rules, the model ")),
+        "{out}"
+    );
+    assert_eq!(
+        agent.cli(&["verify"]),
+        (0, "no drift\n".to_string()),
+        "repaired"
+    );
+    assert_eq!(once(&other, 8080), "timeout", "the policy holds again");
 
     // an egress policy: the client reaches TCP 8080 only
     publish_policy(

@@ -147,3 +147,59 @@ pub fn enable_forwarding() -> Result<(), DriverError> {
         source,
     })
 }
+
+/// The rules each chain of `table` (family `ip`) holds, by chain, as `nft`
+/// lists them (`None`: no such table).
+pub fn listed_rules(table: &str) -> Option<std::collections::BTreeMap<String, usize>> {
+    let out = std::process::Command::new("nft")
+        .args(["-j", "list", "table", "ip", table])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let mut chains = std::collections::BTreeMap::new();
+    for item in json["nftables"].as_array().into_iter().flatten() {
+        if let Some(name) = item["chain"]["name"].as_str() {
+            chains.entry(name.to_string()).or_insert(0);
+        }
+        if let Some(name) = item["rule"]["chain"].as_str() {
+            *chains.entry(name.to_string()).or_insert(0) += 1;
+        }
+    }
+    Some(chains)
+}
+
+/// The rules [`render`] gives each chain of the table.
+fn wanted_rules(policy: &EgressPolicy, bridges: &[String]) -> Vec<(&'static str, usize)> {
+    let mut out = vec![("forward", bridges.len())];
+    if policy.masquerades() {
+        let per_subnet = policy.masquerade_exclusions().len() + 1;
+        out.push(("postrouting", policy.pod_subnets().len() * per_subnet));
+    }
+    out
+}
+
+/// Differences between what [`render`] makes of `policy` and the kernel's
+/// table, one line each (a missing table or chain, a chain whose rules
+/// were added or removed by hand).
+pub fn verify(policy: &EgressPolicy, bridges: &[String]) -> Vec<String> {
+    let Some(have) = listed_rules(TABLE) else {
+        return vec![format!("egress: table ip {TABLE} is missing")];
+    };
+    let mut drift = Vec::new();
+    for (chain, want) in wanted_rules(policy, bridges) {
+        match have.get(chain) {
+            None => drift.push(format!(
+                "egress: chain {chain} of table ip {TABLE} is missing"
+            )),
+            Some(n) if *n != want => drift.push(format!(
+                "egress: chain {chain} of table ip {TABLE} holds {n} rules, the model {want}"
+            )),
+            Some(_) => {}
+        }
+    }
+    drift
+}

@@ -144,6 +144,10 @@ impl KernelDriver {
                 .filter(|l| !matches!(l, super::sweep::Leftover::Routed { route: true, .. }))
                 .map(|l| l.to_string()),
         );
+        drift.extend(
+            self.verify_egress(model.networks().values().map(|n| &n.spec))
+                .await?,
+        );
         Ok(drift)
     }
 

@@ -193,21 +193,28 @@ impl KernelDriver {
         self.egress = Some((service_cidr, masquerade));
     }
 
-    /// Render `lbs` as the Services' DNAT (the first time since start: the
-    /// whole table; then only what changed).
+    /// Render `lbs` as the Services' DNAT (the first time since start, and
+    /// after a failure: the whole table; then only what changed).
     ///
     /// # Errors
-    /// `nft` refused the rules (what was rendered before stays).
+    /// `nft` or the kernel refused the rules.
     pub fn apply_services(
         &mut self,
         lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
     ) -> Result<(), DriverError> {
-        let script = match &self.services {
-            Some(old) if !old.is_empty() && !lbs.is_empty() => services::diff_script(old, lbs),
-            Some(old) if old.is_empty() && lbs.is_empty() => String::new(),
-            _ => services::full_script(lbs),
+        let applied = match &self.services {
+            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs),
+            Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
+            _ => services::load(
+                &services::full_script(lbs),
+                &format!("{} service ports", lbs.len()),
+            ),
         };
-        services::load(&script, &format!("{} service ports", lbs.len()))?;
+        if let Err(e) = applied {
+            // part of a diff may have landed: the next render replaces the table
+            self.services = None;
+            return Err(e);
+        }
         self.services = Some(lbs.clone());
         Ok(())
     }
@@ -244,13 +251,14 @@ impl KernelDriver {
         self.egress.is_some() && spec.kind == NetworkKind::L2
     }
 
-    /// Render the egress table for `networks` (nothing without [`KernelDriver::set_egress`]).
-    async fn render_egress<'a>(
+    /// What the egress table holds for `networks`: the policy and the L2
+    /// networks' bridges (`None` without [`KernelDriver::set_egress`]).
+    fn egress_plan<'a>(
         &self,
         networks: impl Iterator<Item = &'a NetworkSpec>,
-    ) -> Result<(), DriverError> {
+    ) -> Result<Option<(EgressPolicy, Vec<String>)>, DriverError> {
         let Some((service_cidr, masquerade)) = &self.egress else {
-            return Ok(());
+            return Ok(None);
         };
         let specs: Vec<NetworkSpec> = networks.cloned().collect();
         let policy = EgressPolicy::new(&specs, *service_cidr, masquerade.clone())
@@ -260,8 +268,35 @@ impl KernelDriver {
             .filter(|s| s.kind == NetworkKind::L2)
             .map(|s| bridge_name(&s.name))
             .collect();
+        Ok(Some((policy, bridges)))
+    }
+
+    /// Render the egress table for `networks` (nothing without [`KernelDriver::set_egress`]).
+    async fn render_egress<'a>(
+        &self,
+        networks: impl Iterator<Item = &'a NetworkSpec>,
+    ) -> Result<(), DriverError> {
+        let Some((policy, bridges)) = self.egress_plan(networks)? else {
+            return Ok(());
+        };
         egress::render(Some(&policy), &bridges)?;
         egress::enable_forwarding()
+    }
+
+    /// Drift of the egress table for `networks`, one line each; rendered
+    /// again when there is any.
+    pub(crate) async fn verify_egress<'a>(
+        &self,
+        networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
+    ) -> Result<Vec<String>, DriverError> {
+        let Some((policy, bridges)) = self.egress_plan(networks.clone())? else {
+            return Ok(Vec::new());
+        };
+        let drift = egress::verify(&policy, &bridges);
+        if !drift.is_empty() {
+            self.render_egress(networks).await?;
+        }
+        Ok(drift)
     }
 
     /// The network's gateway on its bridge, with a MAC every host of a

@@ -89,36 +89,42 @@ pub fn script(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> String {
     out
 }
 
-/// The chains the kernel holds in the table.
-pub fn rendered_chains() -> Vec<String> {
-    let out = std::process::Command::new("nft")
-        .args(["-j", "list", "table", "ip", TABLE])
-        .stderr(std::process::Stdio::null())
-        .output();
-    let Ok(out) = out else { return Vec::new() };
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    json["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// Differences between `acls` and the kernel, one line each.
+/// Differences between `acls` and the kernel, one line each: a missing
+/// table or chain, a chain whose rules differ in number from what
+/// [`script`] writes (a peer or a port added or deleted by hand).
 pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
-    let have = rendered_chains();
-    let mut drift = Vec::new();
-    for (pod, acl) in acls {
-        for (direction, list) in [("out", &acl.egress), ("in", &acl.ingress)] {
-            let chain = chain_name(direction, *pod);
-            if list.is_some() && !have.contains(&chain) {
-                drift.push(format!("policy: chain {chain} of pod {pod} is missing"));
-            }
+    let have = super::egress::listed_rules(TABLE);
+    if acls.is_empty() {
+        return match have {
+            Some(_) => vec![format!("policy: table ip {TABLE} exists with no policy")],
+            None => Vec::new(),
+        };
+    }
+    let Some(have) = have else {
+        return vec![format!("policy: table ip {TABLE} is missing")];
+    };
+    // what the script adds, rule by rule, counted by chain
+    let mut want: BTreeMap<String, usize> = BTreeMap::new();
+    let prefix = format!("add rule ip {TABLE} ");
+    for line in script(acls).lines() {
+        if let Some(chain) = line.strip_prefix(&prefix).and_then(|r| r.split(' ').next()) {
+            *want.entry(chain.to_string()).or_insert(0) += 1;
         }
     }
-    if !acls.is_empty() && !have.iter().any(|c| c == "forward") {
-        drift.push("policy: the forward chain is missing".into());
+    let mut drift = Vec::new();
+    for (chain, n) in &want {
+        match have.get(chain) {
+            None => drift.push(format!("policy: chain {chain} is missing")),
+            Some(h) if h != n => drift.push(format!(
+                "policy: chain {chain} holds {h} rules, the model {n}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for chain in have.keys().filter(|c| !want.contains_key(*c)) {
+        drift.push(format!(
+            "policy: chain {chain} is in no policy of the model"
+        ));
     }
     drift
 }

@@ -24,7 +24,9 @@
 //!
 //! The rules are written as `nft` input and loaded by `nft -f -` (one
 //! transaction each: a full render replaces the table atomically, a diff
-//! touches only the Services it names).
+//! touches only the Services it names). A change of backends alone (the
+//! common endpoint change) skips `nft`: [`backends`] rewrites the map (and
+//! the rule when the slot count moves) over netlink in one batch.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,6 +36,8 @@ use std::process::{Command, Stdio};
 use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey, Protocol};
 
 use crate::driver::DriverError;
+
+pub mod backends;
 
 /// The table's name.
 pub const TABLE: &str = "nimbess-svc";
@@ -69,12 +73,38 @@ pub fn map_name(key: &LoadBalancerKey) -> String {
     )
 }
 
-/// The slots of the backend map: each backend as often as its weight.
-fn slots(lb: &LoadBalancer) -> Vec<String> {
+fn proto_number(p: Protocol) -> u8 {
+    match p {
+        Protocol::Tcp => 6,
+        Protocol::Udp => 17,
+        Protocol::Sctp => 132,
+    }
+}
+
+/// The backend of each slot of the map: each backend as often as its weight.
+fn slot_backends(lb: &LoadBalancer) -> Vec<(std::net::Ipv4Addr, u16)> {
     lb.backends
         .iter()
-        .flat_map(|b| std::iter::repeat_n(format!("{} . {}", b.address, b.port), b.weight as usize))
+        .flat_map(|b| std::iter::repeat_n((b.address, b.port), b.weight as usize))
         .collect()
+}
+
+/// The slots of the backend map as `nft` writes them.
+fn slots(lb: &LoadBalancer) -> Vec<String> {
+    slot_backends(lb)
+        .into_iter()
+        .map(|(address, port)| format!("{address} . {port}"))
+        .collect()
+}
+
+/// True when `was` and `lb` differ in their backends only (same VIP,
+/// NodePort, affinity and reachability).
+fn backends_only(was: &LoadBalancer, lb: &LoadBalancer) -> bool {
+    was != lb
+        && was.vip == lb.vip
+        && was.node_port == lb.node_port
+        && was.affinity == lb.affinity
+        && was.backends.is_empty() == lb.backends.is_empty()
 }
 
 fn service_element(key: &LoadBalancerKey, lb: &LoadBalancer) -> String {
@@ -89,7 +119,7 @@ fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer) -> Option<String> {
     }
     let pick = match lb.affinity {
         Affinity::None => format!("numgen random mod {n}"),
-        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed 0x6e696d62"),
+        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed {:#x}", backends::JHASH_SEED),
     };
     Some(format!(
         "meta l4proto {p} dnat ip to {pick} map @{map}",
@@ -229,12 +259,7 @@ pub fn diff_script(
         match old.get(key) {
             Some(was) if was == lb => {}
             // same VIP, NodePort and reachability: only the backends change
-            Some(was)
-                if was.vip == lb.vip
-                    && was.node_port == lb.node_port
-                    && was.affinity == lb.affinity
-                    && was.backends.is_empty() == lb.backends.is_empty() =>
-            {
+            Some(was) if backends_only(was, lb) => {
                 let _ = writeln!(out, "flush map ip {TABLE} {}", map_name(key));
                 if slots(was).len() != slots(lb).len() {
                     let _ = writeln!(out, "flush chain ip {TABLE} {}", chain_name(key));
@@ -262,6 +287,39 @@ pub fn diff_script(
         }
     }
     out
+}
+
+/// Take the table from `old` to `new` (both non-empty, or the caller
+/// renders in full): Service ports whose backends alone changed over
+/// netlink ([`backends`]), the rest with `nft -f -` ([`diff_script`] of
+/// them). Two transactions at most, the `nft` one first.
+///
+/// # Errors
+/// `nft` or the kernel refused (what was applied before stays).
+pub fn apply_diff(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+) -> Result<(), DriverError> {
+    let mut updates = Vec::new();
+    let (mut old_rest, mut new_rest) = (old.clone(), new.clone());
+    for (key, lb) in new {
+        if let Some(was) = old.get(key)
+            && backends_only(was, lb)
+        {
+            updates.push(backends::BackendUpdate {
+                key: key.clone(),
+                lb: lb.clone(),
+                rule: slots(was).len() != slots(lb).len(),
+            });
+            old_rest.remove(key);
+            new_rest.remove(key);
+        }
+    }
+    load(
+        &diff_script(&old_rest, &new_rest),
+        &format!("{} service ports", new.len()),
+    )?;
+    backends::apply(&updates)
 }
 
 /// Load `script` with `nft -f -` (one transaction).
