@@ -1,9 +1,12 @@
 //! `nimbess-agent serve --kube` against the test API server: the agent's
 //! reflectors follow Services and EndpointSlices and the kernel's Service
-//! maps follow them (created, an endpoint turned not-ready, deleted). The
-//! test API server serves no NetworkPolicies: the agent takes that as none.
-//! The agent runs in a namespace playing the host, joined to the test's
-//! namespace by a veth the API server listens on. Needs root.
+//! maps follow them (created, an endpoint turned not-ready, deleted);
+//! NetworkPolicies and Pods become the policy table's chains (created,
+//! deleted); a policy with an invalid CIDR and a Service whose targetPort
+//! name no endpoint has are skipped, each with a Warning Event on it, while
+//! the rest stays applied. The agent runs in a namespace playing the host,
+//! joined to the test's namespace by a veth the API server listens on.
+//! Needs root.
 
 mod support;
 
@@ -11,10 +14,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use support::{AgentProcess, Netns, unique};
 
 const API: Ipv4Addr = Ipv4Addr::new(198, 18, 77, 1);
@@ -60,6 +65,88 @@ fn wait_for(host: &str, want: Option<usize>, agent: &AgentProcess) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The chains of the policy table (none: no table).
+fn policy_chains(host: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", host, "nft", "-j", "list", "table", "ip"])
+        .arg("nimbess-policy")
+        .output()
+        .expect("nft");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut chains: Vec<String> = v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
+        .filter(|c| c != "forward")
+        .collect();
+    chains.sort();
+    chains
+}
+
+fn wait_for_chains(host: &str, want: &[&str], agent: &AgentProcess) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while policy_chains(host) != want {
+        assert!(
+            Instant::now() < deadline,
+            "policy chains {:?}, want {want:?}\n{}",
+            policy_chains(host),
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait for a Warning Event with `reason` on `kind` `name`; its note.
+fn wait_for_event(
+    rt: &tokio::runtime::Runtime,
+    events: &Api<Event>,
+    kind: &str,
+    name: &str,
+    reason: &str,
+    agent: &AgentProcess,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = rt
+            .block_on(events.list(&ListParams::default()))
+            .expect("list events");
+        let found = list.items.into_iter().find(|e| {
+            let about = e.regarding.as_ref();
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && about.and_then(|r| r.kind.as_deref()) == Some(kind)
+                && about.and_then(|r| r.name.as_deref()) == Some(name)
+        });
+        if let Some(event) = found {
+            return event.note.unwrap_or_default();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no Warning Event {reason} on {kind} {name}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn policy(name: &str, cidr: Option<&str>) -> NetworkPolicy {
+    let from = match cidr {
+        Some(cidr) => serde_json::json!([{"ipBlock": {"cidr": cidr}}]),
+        None => serde_json::json!([{"podSelector": {"matchLabels": {"role": "client"}}}]),
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "podSelector": {"matchLabels": {"role": "server"}},
+            "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": 8080}]}],
+        },
+    }))
+    .expect("policy")
 }
 
 fn slice(ready: [bool; 2]) -> EndpointSlice {
@@ -136,7 +223,7 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
 
     let client = server.client().expect("client");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let slices: Api<EndpointSlice> = Api::namespaced(client, "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
     let service: Service = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web", "namespace": "default"},
@@ -155,14 +242,77 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
         .expect("replace slice");
     wait_for(&host.name, Some(1), &agent);
 
+    // a Service whose targetPort name no endpoint has: a Warning Event on
+    // it, web stays rendered
+    let typo: Service = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "typo", "namespace": "default"},
+        "spec": {"clusterIP": "10.96.0.21", "ports": [{"port": 80, "targetPort": "htp"}]},
+    }))
+    .expect("service");
+    rt.block_on(services.create(&PostParams::default(), &typo))
+        .expect("create service");
+    let mut typo_slice = slice([true, true]);
+    typo_slice.metadata.name = Some("typo-1".into());
+    typo_slice.metadata.labels =
+        Some([("kubernetes.io/service-name".to_string(), "typo".to_string())].into());
+    rt.block_on(slices.create(&PostParams::default(), &typo_slice))
+        .expect("create slice");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let note = wait_for_event(&rt, &events, "Service", "typo", "UnknownTargetPort", &agent);
+    assert!(note.contains("targetPort \"htp\""), "{note}");
+    wait_for(&host.name, Some(1), &agent);
+
     rt.block_on(services.delete("web", &DeleteParams::default()))
         .expect("delete service");
     wait_for(&host.name, None, &agent);
-    assert!(
-        agent.log().contains("does not serve this kind"),
-        "NetworkPolicies taken as none: {}",
-        agent.log()
+
+    // NetworkPolicies: pods by their status.podIP, a policy isolating the
+    // server, one with an invalid CIDR skipped with a Warning Event
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, role, ip) in [
+        ("server", "server", "10.232.0.2"),
+        ("client", "client", "10.232.0.3"),
+    ] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"role": role}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }))
+        .expect("pod");
+        rt.block_on(pods.create(&PostParams::default(), &pod))
+            .expect("create pod");
+        let status = serde_json::json!({"status": {"podIP": ip}});
+        rt.block_on(pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)))
+            .expect("pod status");
+    }
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), "default");
+    rt.block_on(policies.create(&PostParams::default(), &policy("allow-client", None)))
+        .expect("create policy");
+    wait_for_chains(&host.name, &["in.10.232.0.2"], &agent);
+    rt.block_on(policies.create(
+        &PostParams::default(),
+        &policy("bad-cidr", Some("10.0.0.0/33")),
+    ))
+    .expect("create policy");
+    let note = wait_for_event(
+        &rt,
+        &events,
+        "NetworkPolicy",
+        "bad-cidr",
+        "InvalidNetworkPolicy",
+        &agent,
     );
+    assert!(note.contains("ipBlock.cidr \"10.0.0.0/33\""), "{note}");
+    assert_eq!(
+        policy_chains(&host.name),
+        ["in.10.232.0.2"],
+        "the rest applied"
+    );
+    assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+    rt.block_on(policies.delete("allow-client", &DeleteParams::default()))
+        .expect("delete policy");
+    wait_for_chains(&host.name, &[], &agent);
     drop(agent);
     let _ = Command::new("ip").args(["link", "del", &near]).status();
 }

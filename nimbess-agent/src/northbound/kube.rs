@@ -2,8 +2,13 @@
 //! kube-runtime reflector per kind (Services, EndpointSlices,
 //! NetworkPolicies, Namespaces, Pods), restarted after failures with the
 //! project's watch backoff. A snapshot is sent once every kind has been
-//! listed, then after every change.
+//! listed, then after every change. What the translation skips (an invalid
+//! CIDR, an unknown selector operator, a targetPort name no endpoint has, …)
+//! is also a Warning Event on the object (`events.k8s.io/v1`, reporting
+//! controller `nimbess-agent`, instance the host name), published once while
+//! the warning lasts.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,11 +18,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::runtime::WatchStreamExt as _;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, watch};
 
-use super::Objects;
+use super::{Objects, Warning, derive};
 
 /// The kinds' stores.
 #[derive(Clone)]
@@ -106,9 +112,57 @@ fn not_served(e: &watcher::Error) -> bool {
     }
 }
 
+/// Publish a Warning Event on the object of each warning the snapshots
+/// derive to, once per warning while it lasts (one that goes away and comes
+/// back is published again); a failed publication is tried again with the
+/// next snapshot.
+async fn publish_warnings(client: kube::Client, mut snapshots: watch::Receiver<Option<Objects>>) {
+    let reporter = Reporter {
+        controller: "nimbess-agent".to_owned(),
+        instance: nephrite_runtime::host::hostname(),
+    };
+    let recorder = Recorder::new(client, reporter);
+    let mut published: BTreeSet<Warning> = BTreeSet::new();
+    loop {
+        let current = snapshots.borrow_and_update().clone();
+        if let Some(objects) = current {
+            let now: BTreeSet<Warning> = derive(&objects).warnings.into_iter().collect();
+            published.retain(|w| now.contains(w));
+            for w in now.difference(&published.clone()) {
+                let event = KubeEvent {
+                    type_: EventType::Warning,
+                    reason: w.reason.to_owned(),
+                    note: Some(format!("{w}; skipped").chars().take(1024).collect()),
+                    action: "Translate".to_owned(),
+                    secondary: None,
+                };
+                match recorder
+                    .publish(&event, &w.regarding.object_reference())
+                    .await
+                {
+                    Ok(()) => {
+                        published.insert(w.clone());
+                    }
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "publishing a Warning Event on {} {}/{}",
+                        w.regarding.kind,
+                        w.regarding.namespace.as_deref().unwrap_or(""),
+                        w.regarding.name.as_deref().unwrap_or("")
+                    ),
+                }
+            }
+        }
+        if snapshots.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Watch the cluster `client` reaches, sending snapshots to `tx` until the
-/// receiver is gone.
+/// receiver is gone; what they cannot translate becomes Warning Events.
 pub async fn watch_cluster(client: kube::Client, tx: watch::Sender<Option<Objects>>) {
+    tokio::spawn(publish_warnings(client.clone(), tx.subscribe()));
     let changed = Arc::new(Notify::new());
     let listed = Arc::new(AtomicUsize::new(0));
     let readers = Readers {

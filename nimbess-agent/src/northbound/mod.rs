@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use nephrite_pipeline::{LoadBalancer, LoadBalancerKey, cluster_load_balancers};
+use nephrite_pipeline::{LoadBalancer, LoadBalancerKey, ServiceWarning, cluster_load_balancers};
 use tokio::sync::watch;
 
 use crate::agent::Agent;
@@ -72,8 +72,87 @@ pub struct Derived {
     pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
     /// The NetworkPolicies' ACL modules, by pod address.
     pub acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
-    /// What was skipped, one line each naming the object and the field.
-    pub warnings: Vec<String>,
+    /// What was skipped, each naming the object and the field.
+    pub warnings: Vec<Warning>,
+}
+
+/// An object (or part of one) the translation skipped: the object, a
+/// reason (a Kubernetes Event's `reason`), and what was wrong, naming the
+/// field. Displayed as that text.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Warning {
+    /// Why, in one CamelCase word (`InvalidService`, `UnknownTargetPort`, …).
+    pub reason: &'static str,
+    /// The object: kind, API version, namespace, name, uid.
+    pub regarding: Reference,
+    /// What was wrong, naming the object and the field.
+    pub text: String,
+}
+
+/// The parts of an object a Warning Event refers to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Reference {
+    /// The object's kind.
+    pub kind: &'static str,
+    /// Its API version.
+    pub api_version: &'static str,
+    /// Its namespace.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: Option<String>,
+    /// Its uid (set by an API server).
+    pub uid: Option<String>,
+}
+
+impl Reference {
+    fn of<K: ::kube::Resource<DynamicType = ()>>(object: &K) -> Reference {
+        let meta = object.meta();
+        Reference {
+            kind: match K::kind(&()) {
+                std::borrow::Cow::Borrowed(k) => k,
+                std::borrow::Cow::Owned(_) => "Unknown",
+            },
+            api_version: match K::api_version(&()) {
+                std::borrow::Cow::Borrowed(v) => v,
+                std::borrow::Cow::Owned(_) => "v1",
+            },
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            uid: meta.uid.clone(),
+        }
+    }
+
+    /// As a Kubernetes `ObjectReference`.
+    pub fn object_reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.api_version.to_string()),
+            kind: Some(self.kind.to_string()),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            ..ObjectReference::default()
+        }
+    }
+}
+
+impl Warning {
+    fn on<K: ::kube::Resource<DynamicType = ()>>(
+        object: &K,
+        reason: &'static str,
+        text: String,
+    ) -> Warning {
+        Warning {
+            reason,
+            regarding: Reference::of(object),
+            text,
+        }
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// The one translation of a snapshot (pure).
@@ -87,7 +166,7 @@ pub fn derive(objects: &Objects) -> Derived {
         };
         match objects::endpoints(slice) {
             Ok(eps) => endpoints.entry(owner).or_default().extend(eps),
-            Err(w) => warnings.push(w),
+            Err(w) => warnings.push(Warning::on(slice, "InvalidEndpointSlice", w)),
         }
     }
     let mut services = Vec::new();
@@ -101,16 +180,32 @@ pub fn derive(objects: &Objects) -> Derived {
                 services.push((svc, eps));
             }
             Ok(None) => {}
-            Err(w) => warnings.push(w),
+            Err(w) => warnings.push(Warning::on(s, "InvalidService", w)),
         }
     }
     let (load_balancers, w) = cluster_load_balancers(&services);
-    warnings.extend(w.iter().map(ToString::to_string));
+    for w in w {
+        let (namespace, service, reason) = match &w {
+            ServiceWarning::UnknownTargetPort {
+                namespace, service, ..
+            } => (namespace, service, "UnknownTargetPort"),
+            ServiceWarning::VipTaken {
+                namespace, service, ..
+            } => (namespace, service, "ClusterIPTaken"),
+        };
+        let object = objects.services.iter().find(|s| {
+            s.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                && s.metadata.name.as_deref() == Some(service.as_str())
+        });
+        if let Some(object) = object {
+            warnings.push(Warning::on(object, reason, w.to_string()));
+        }
+    }
     let mut policies = Vec::new();
     for p in &objects.policies {
         match policies::policy(p) {
             Ok(p) => policies.push(p),
-            Err(w) => warnings.push(w),
+            Err(w) => warnings.push(Warning::on(p, "InvalidNetworkPolicy", w)),
         }
     }
     let pods: Vec<_> = objects.pods.iter().filter_map(policies::pod).collect();
@@ -139,12 +234,12 @@ pub fn derive(objects: &Objects) -> Derived {
 /// Apply every snapshot `snapshots` yields to `agent`, until it closes.
 /// Warnings are logged once per distinct line.
 pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Objects>>) {
-    let mut warned: BTreeSet<String> = BTreeSet::new();
+    let mut warned: BTreeSet<Warning> = BTreeSet::new();
     loop {
         let current = snapshots.borrow_and_update().clone();
         if let Some(objects) = current {
             let derived = derive(&objects);
-            let now: BTreeSet<String> = derived.warnings.iter().cloned().collect();
+            let now: BTreeSet<Warning> = derived.warnings.iter().cloned().collect();
             for w in now.difference(&warned) {
                 tracing::warn!("{w}; skipped, everything else applied");
             }

@@ -65,7 +65,11 @@ fn services_and_slices_become_load_balancers_of_ready_endpoints() {
     assert_eq!((objects.services.len(), objects.slices.len()), (3, 1));
     let derived = derive(&objects);
     assert_eq!(
-        derived.warnings,
+        derived
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         vec![
             "service shop/broken: spec.clusterIP \"10.96.0.300\" is not an IPv4 address"
                 .to_string()

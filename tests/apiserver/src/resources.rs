@@ -174,6 +174,15 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         builtin(
             "networking.k8s.io",
             "v1",
+            "networkpolicies",
+            "NetworkPolicy",
+            true,
+            &["netpol"],
+            false,
+        ),
+        builtin(
+            "networking.k8s.io",
+            "v1",
             "ingressclasses",
             "IngressClass",
             false,
