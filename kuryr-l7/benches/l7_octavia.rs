@@ -16,23 +16,24 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nephrite_kuryr_l7::openstack::auth::Credentials;
 use nephrite_kuryr_l7::openstack::executor::execute;
-use nephrite_kuryr_l7::openstack::neutron::Neutron;
 use nephrite_kuryr_l7::openstack::observe::read_tree;
 use nephrite_kuryr_l7::openstack::octavia::{
-    NewListener, NewLoadBalancer, NewMember, NewPool, Octavia, Settle,
+    NewListener, NewLoadBalancer, NewMember, NewPool, Octavia,
 };
-use nephrite_kuryr_l7::openstack::{Endpoint, Session};
 use nephrite_l7::octavia::{Desired, HTTP_LISTENER, Ownership, minimal_calls, plan};
 use nephrite_l7::{Action, CompareType, L7Config, Member, Policy, Pool, Rule, RuleType};
-use nephrite_test_services::{OpenStack, new_project_id};
+use nephrite_test_services::OpenStack;
 use reqwest::Method;
 use serde_json::json;
+
+/// The project's clients, as the OpenStack tests make them.
+#[path = "../tests/support/cloud.rs"]
+mod cloud;
+use cloud::project_clients;
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -115,22 +116,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(cloud: &OpenStack) -> anyhow::Result<()> {
     let ingresses = env_number("L7_OCTAVIA_INGRESSES", 10) as u32;
     let changes = env_number("L7_OCTAVIA_CHANGES", 100);
-    let project = new_project_id();
-    let session = Arc::new(Session::new(
-        Credentials::NoAuth {
-            project_id: project.clone(),
-        },
-        Duration::from_secs(60),
-    )?);
-    let octavia = Octavia::new(
-        session.clone(),
-        Endpoint::Url(cloud.octavia_url()),
-        Settle {
-            poll: Duration::from_millis(20),
-            timeout: Duration::from_secs(120),
-        },
-    );
-    let neutron = Neutron::new(session, Endpoint::Url(cloud.neutron_url()));
+    let (project, octavia, neutron) = project_clients(cloud, Duration::from_millis(20))?;
     let network = neutron.create_network("bench", None).await?;
     let subnet = neutron
         .create_subnet("bench", &network.id, "10.0.0.0/16")

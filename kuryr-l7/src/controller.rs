@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nephrite_l7::Options;
-use nephrite_runtime::{DaemonIdentity, GrpcServer, ServeArgs, ServeError, ServeReport};
+use nephrite_runtime::{
+    DaemonIdentity, GrpcServer, ServeArgs, ServeError, ServeReport, ShutdownHandle,
+};
 use tokio::sync::watch;
 
 use crate::haproxy::{Haproxy, HaproxyError, HaproxySettings};
@@ -17,11 +19,14 @@ use crate::kubernetes::{KubeSettings, KubeSource, KubeSourceError};
 use crate::machine::{PemError, hostname, read_certificate};
 use crate::openstack;
 use crate::openstack::config::RouterDriver;
+use crate::openstack::neutron::Neutron;
+use crate::openstack::octavia::Octavia;
 use crate::openstack::settings::{
     OpenStackArgs, OpenStackSettings, SettingsError, file_driver, merged,
 };
 use crate::openstack::startup::StartError;
 use crate::publisher::Publisher;
+use crate::rules_auth;
 use crate::rules_service::RulesService;
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir, watch_dir};
 
@@ -233,45 +238,60 @@ pub async fn publish_all(publisher: Publisher, mut snapshots: watch::Receiver<Ar
     }
 }
 
+/// The `octavia` driver: the Router LB found or created (by the leader), its floating IP given
+/// to status, then every snapshot synced.
+#[allow(clippy::too_many_arguments)]
+async fn octavia(
+    clients: (Octavia, Neutron),
+    settings: OpenStackSettings,
+    kube: Option<kube::Client>,
+    identity: String,
+    publisher: Publisher,
+    leadership: Option<watch::Receiver<bool>>,
+    status_settings: Option<Arc<watch::Sender<StatusSettings>>>,
+    shutdown: ShutdownHandle,
+) {
+    let snapshots = publisher.subscribe();
+    let started = openstack::startup::start(
+        clients,
+        &settings,
+        kube,
+        &identity,
+        &snapshots,
+        leadership.clone(),
+        &shutdown,
+    )
+    .await;
+    let Ok((driver, state)) = started else {
+        return;
+    };
+    // Ingress status carries the floating IP (unless --status-address says otherwise), Route
+    // status it as routerCanonicalHostname.
+    if let Some(status) = status_settings {
+        status.send_modify(|status| {
+            if status.addresses.is_empty() {
+                status.addresses = vec![state.fip.clone()];
+            }
+            status.canonical_hostname.get_or_insert(state.fip.clone());
+        });
+    }
+    driver.follow(snapshots, leadership, shutdown).await;
+}
+
 /// Runs the controller until SIGTERM/SIGINT (or the server's shutdown handle).
-pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, ControllerError> {
+pub async fn run(config: ControllerConfig) -> Result<ServeReport, ControllerError> {
     if config.driver == Driver::Haproxy && config.haproxy.is_none() {
         return Err(ControllerError::HaproxyListenMissing);
     }
     let identity = DaemonIdentity::new("kuryr-l7-controller", env!("CARGO_PKG_VERSION"));
-    let server = GrpcServer::from_args(identity, &config.serve)?;
+    let server = GrpcServer::from_args_with_roles(identity, &config.serve, rules_auth::roles())?;
     let shutdown = server.shutdown_handle();
     let publisher = Publisher::default();
 
-    // The Router LB comes first: its floating IP is what Ingress and Route status carry.
-    let octavia = match config.driver {
-        Driver::Octavia => {
-            let settings = config
-                .openstack
-                .as_ref()
-                .ok_or(ControllerError::OpenStackMissing)?;
-            let kube = match config.source {
-                SourceSpec::Kube => Some(
-                    kube::Client::try_default()
-                        .await
-                        .map_err(KubeSourceError::from)?,
-                ),
-                SourceSpec::Dir(_) => None,
-            };
-            let (driver, state) =
-                openstack::startup::start(settings, kube, &config.kube.identity, &shutdown).await?;
-            let status = &mut config.kube.status;
-            if status.addresses.is_empty() {
-                status.addresses = vec![state.fip.clone()];
-            }
-            status.canonical_hostname.get_or_insert(state.fip);
-            Some(driver)
-        }
-        _ => None,
-    };
-
-    // With Kubernetes, only the leader writes to Octavia (as only it writes status).
+    // The source comes first: the Router LB is created with the translation's tree on it,
+    // and (with Kubernetes) only by the leader.
     let mut leadership = None;
+    let mut status_settings = None;
     match &config.source {
         SourceSpec::Dir(dir) => {
             let first = Arc::new(snapshot_dir(dir, &config.options)?);
@@ -290,6 +310,7 @@ pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, Controller
             )
             .await?;
             leadership = Some(source.leadership());
+            status_settings = Some(source.status_settings());
             tokio::spawn(source.run());
         }
     }
@@ -304,8 +325,30 @@ pub async fn run(mut config: ControllerConfig) -> Result<ServeReport, Controller
         _ => None,
     };
 
-    if let Some(driver) = octavia {
-        tokio::spawn(driver.follow(publisher.subscribe(), leadership, shutdown.clone()));
+    if config.driver == Driver::Octavia {
+        let settings = config
+            .openstack
+            .clone()
+            .ok_or(ControllerError::OpenStackMissing)?;
+        let clients = openstack::startup::clients(&settings)?;
+        let kube = match config.source {
+            SourceSpec::Kube => Some(
+                kube::Client::try_default()
+                    .await
+                    .map_err(KubeSourceError::from)?,
+            ),
+            SourceSpec::Dir(_) => None,
+        };
+        tokio::spawn(octavia(
+            clients,
+            settings,
+            kube,
+            config.kube.identity.clone(),
+            publisher.clone(),
+            leadership,
+            status_settings,
+            shutdown.clone(),
+        ));
     }
 
     let service = RulesService::new(publisher, shutdown.clone());

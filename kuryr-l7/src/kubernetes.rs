@@ -15,6 +15,8 @@ use nephrite_l7::{Options, SourceObject};
 use nephrite_runtime::ShutdownHandle;
 use nephrite_runtime::leader::{LeaderElection, LeaseLock, LeaseTiming};
 
+use tokio::sync::watch::{Receiver, Sender, channel};
+
 use crate::publisher::Publisher;
 use crate::source::Snapshot;
 
@@ -119,7 +121,9 @@ pub struct KubeSource {
     publisher: Publisher,
     election: LeaderElection,
     writer: StatusWriter,
-    settings: KubeSettings,
+    /// What goes into status: the flags', until the `octavia` driver knows its floating IP.
+    status: Receiver<StatusSettings>,
+    status_sender: Arc<Sender<StatusSettings>>,
     shutdown: ShutdownHandle,
 }
 
@@ -153,13 +157,15 @@ impl KubeSource {
             LeaseTiming::default(),
         );
         let writer = StatusWriter::new(client, "kuryr-l7", &settings.identity);
+        let (status_sender, status) = channel(settings.status);
         Ok(KubeSource {
             store,
             options,
             publisher,
             election,
             writer,
-            settings,
+            status,
+            status_sender: Arc::new(status_sender),
             shutdown,
         })
     }
@@ -168,6 +174,12 @@ impl KubeSource {
     /// of shared state (status, the `octavia` driver) act only while it is true.
     pub fn leadership(&self) -> tokio::sync::watch::Receiver<bool> {
         self.election.changes()
+    }
+
+    /// Changes what goes into status from now on (the `octavia` driver's floating IP, once the
+    /// Router LB is ready); the leader then rewrites status.
+    pub fn status_settings(&self) -> Arc<Sender<StatusSettings>> {
+        self.status_sender.clone()
     }
 
     /// Rebuilds and publishes on every change; the leader writes status and Events. Steps
@@ -183,8 +195,8 @@ impl KubeSource {
             if leader {
                 let objects = self.store.objects();
                 let now = jiff::Timestamp::now().to_string();
-                let decisions =
-                    status::decide(&objects, &snapshot.translation, &self.settings.status, &now);
+                let settings = self.status.borrow_and_update().clone();
+                let decisions = status::decide(&objects, &snapshot.translation, &settings, &now);
                 self.writer.write(decisions, &self.store).await;
             }
             tokio::select! {
@@ -198,6 +210,8 @@ impl KubeSource {
                     let now_leading = *leading.borrow_and_update();
                     tracing::info!("{} the leader", if now_leading { "became" } else { "no longer" });
                 }
+                // The sender is kept in `self`: this never ends.
+                _ = self.status.changed() => {}
                 _ = self.shutdown.triggered() => {}
             }
         }

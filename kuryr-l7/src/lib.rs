@@ -14,7 +14,7 @@
 //!   `kuryr-l7 router`.
 //! - [`rules`]: `kuryr-l7 rules`, the rendering of a snapshot.
 //! - [`wire`]: snapshots on the wire and their content-hash versions.
-//! - [`rules_service`]: the rules service every controller serves.
+//! - [`rules_service`]: the rules service every controller serves; [`rules_auth`]: its roles.
 //! - [`subscription`]: a router following the rules service, failing over between controllers.
 //! - [`machine`]: the host name and PEM files the daemons read.
 //! - [`vif`]: `kuryr-l7 vif-handler`, Kuryr's VIF handler on `nephrite-vif`'s multi-VIF drivers.
@@ -27,6 +27,7 @@ pub mod openstack;
 pub mod publisher;
 pub mod router;
 pub mod rules;
+pub mod rules_auth;
 pub mod rules_service;
 pub mod source;
 pub mod subscription;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use nephrite_l7::{Action, Listener, Options};
-use nephrite_runtime::{Endpoint, LogFormat};
+use nephrite_runtime::{ClientArgs, Endpoint, LogFormat};
 
 use crate::kubernetes::{self, KubeSourceError};
 use crate::publisher::RouterAck;
@@ -72,6 +72,10 @@ pub struct RulesArgs {
     /// Log line format.
     #[arg(long, env = "NEPHRITE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// The credentials presented to the rules service (--rules): `--ca`, `--cert`/`--key`,
+    /// `--token-file`; a `read` identity sees the certificates without their keys.
+    #[command(flatten)]
+    pub credentials: ClientArgs,
 }
 
 /// Why `rules` could not show the rules.
@@ -94,6 +98,21 @@ pub enum RulesError {
     Json(#[from] serde_json::Error),
 }
 
+/// The SHA-256 of the leaf certificate's DER (hex): how the CLI names a certificate (the
+/// private key is never shown, and a `read` identity does not receive it).
+pub fn fingerprint(cert_pem: &str) -> String {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    use sha2::{Digest, Sha256};
+    match CertificateDer::pem_slice_iter(cert_pem.as_bytes()).next() {
+        Some(Ok(der)) => Sha256::digest(der.as_ref())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        _ => "(unreadable)".to_owned(),
+    }
+}
+
 /// What `kuryr-l7 rules` prints for `args`.
 pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
     let options = Options {
@@ -106,7 +125,7 @@ pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
             let mut failures = Vec::new();
             let mut found = None;
             for url in &urls {
-                match fetch(url).await {
+                match fetch(url, &args.credentials).await {
                     Ok(fetched) => {
                         found = Some(fetched);
                         break;
@@ -242,9 +261,10 @@ pub fn render_table(snapshot: &Snapshot) -> String {
     for certificate in &config.certificates {
         let _ = writeln!(
             out,
-            "CERTIFICATE {} for [{}]",
+            "CERTIFICATE {} for [{}] sha256:{}",
             certificate.origin,
-            certificate.hosts.join(", ")
+            certificate.hosts.join(", "),
+            fingerprint(&certificate.cert_pem)
         );
     }
     let t = &snapshot.translation;

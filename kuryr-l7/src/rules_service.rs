@@ -7,6 +7,9 @@
 //! SIGTERM drain is not held up by routers following the rules. A router that accepts deltas
 //! gets, after a whole snapshot, each new version as the changes from the one before
 //! ([`delta`](crate::wire::delta)).
+//!
+//! Who may call what is [`rules_auth`]'s table: private keys go only to routers and admins, a
+//! router watches and acknowledges only as itself; at most [`MAX_ROUTERS`] routers are kept.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -14,13 +17,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nephrite_proto::kuryr::l7::v1 as pb;
-use nephrite_runtime::ShutdownHandle;
+use nephrite_runtime::{CallerIdentity, ShutdownHandle};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::publisher::{Publisher, RouterAck};
+use crate::rules_auth;
 use crate::source::Snapshot;
 use crate::wire::delta::delta;
 use crate::wire::short;
@@ -33,6 +37,11 @@ mod tests;
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A router that heard nothing for this long fails over to the next controller.
 pub const WATCH_SILENCE: Duration = Duration::from_secs(6);
+
+/// The most routers a controller keeps acknowledgements of.
+pub const MAX_ROUTERS: usize = 4096;
+/// The longest router name, address or version an acknowledgement may carry.
+pub const MAX_NAME: usize = 256;
 
 /// A snapshot and its wire form.
 type Converted = (Arc<Snapshot>, Arc<pb::Snapshot>);
@@ -102,10 +111,26 @@ impl RulesService {
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
 
-fn snapshot_event(snapshot: &pb::Snapshot) -> pb::WatchEvent {
-    pb::WatchEvent {
-        event: Some(pb::watch_event::Event::Snapshot(snapshot.clone())),
+/// `snapshot` as an event; without private keys unless `keys`.
+fn snapshot_event(snapshot: &pb::Snapshot, keys: bool) -> pb::WatchEvent {
+    let mut snapshot = snapshot.clone();
+    if !keys {
+        rules_auth::strip_keys(&mut snapshot);
     }
+    pb::WatchEvent {
+        event: Some(pb::watch_event::Event::Snapshot(snapshot)),
+    }
+}
+
+/// INVALID_ARGUMENT when `value` (a router name or address) is longer than [`MAX_NAME`].
+fn bounded(field: &str, value: &str) -> Result<(), Status> {
+    if value.len() > MAX_NAME {
+        return Err(Status::invalid_argument(format!(
+            "{field} is {} bytes long, more than {MAX_NAME}",
+            value.len()
+        )));
+    }
+    Ok(())
 }
 
 fn unchanged_event(version: &str) -> pb::WatchEvent {
@@ -124,6 +149,10 @@ impl pb::rules_server::Rules for RulesService {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<WatchStream>, Status> {
+        let caller = CallerIdentity::of(&request);
+        let keys = rules_auth::sees_keys(caller);
+        bounded("router", &request.get_ref().router)?;
+        rules_auth::as_itself(caller, &request.get_ref().router)?;
         let request = request.into_inner();
         let mut current = self.publisher.subscribe();
         let shutdown = self.shutdown.clone();
@@ -139,7 +168,7 @@ impl pb::rules_server::Rules for RulesService {
                 unchanged_event(&first.version)
             } else {
                 sent = Some(first.clone());
-                snapshot_event(&first)
+                snapshot_event(&first, keys)
             };
             if sender.send(Ok(event)).await.is_err() {
                 return;
@@ -156,10 +185,16 @@ impl pb::rules_server::Rules for RulesService {
                         }
                         version = snapshot.version.clone();
                         let event = match &sent {
-                            Some(base) if request.accept_deltas => pb::WatchEvent {
-                                event: Some(pb::watch_event::Event::Delta(delta(base, &snapshot))),
-                            },
-                            _ => snapshot_event(&snapshot),
+                            Some(base) if request.accept_deltas => {
+                                let mut delta = delta(base, &snapshot);
+                                if !keys {
+                                    rules_auth::strip_delta_keys(&mut delta);
+                                }
+                                pb::WatchEvent {
+                                    event: Some(pb::watch_event::Event::Delta(delta)),
+                                }
+                            }
+                            _ => snapshot_event(&snapshot, keys),
                         };
                         sent = Some(snapshot);
                         event
@@ -176,18 +211,29 @@ impl pb::rules_server::Rules for RulesService {
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
-    async fn get(&self, _: Request<pb::GetRequest>) -> Result<Response<pb::Snapshot>, Status> {
-        Ok(Response::new((*self.current()).clone()))
+    async fn get(
+        &self,
+        request: Request<pb::GetRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        let mut snapshot = (*self.current()).clone();
+        if !rules_auth::sees_keys(CallerIdentity::of(&request)) {
+            rules_auth::strip_keys(&mut snapshot);
+        }
+        Ok(Response::new(snapshot))
     }
 
     async fn acknowledge(
         &self,
         request: Request<pb::AcknowledgeRequest>,
     ) -> Result<Response<pb::AcknowledgeReply>, Status> {
+        rules_auth::as_itself(CallerIdentity::of(&request), &request.get_ref().router)?;
         let request = request.into_inner();
         if request.router.is_empty() {
             return Err(Status::invalid_argument("router name is empty"));
         }
+        bounded("router", &request.router)?;
+        bounded("address", &request.address)?;
+        bounded("version", &request.version)?;
         tracing::info!(router = %request.router, version = short(&request.version), "router serves");
         let ack = RouterAck {
             router: request.router.clone(),
@@ -195,10 +241,26 @@ impl pb::rules_server::Rules for RulesService {
             address: request.address,
             acknowledged_at: jiff::Timestamp::now().to_string(),
         };
-        self.routers
+        let mut routers = self
+            .routers
             .lock()
-            .map_err(|_| Status::internal("router table poisoned"))?
-            .insert(request.router, ack);
+            .map_err(|_| Status::internal("router table poisoned"))?;
+        if !routers.contains_key(&request.router) && routers.len() >= MAX_ROUTERS {
+            // The table is bounded: the router heard from longest ago makes room (a router
+            // still running acknowledges again at its next version).
+            let stalest = routers
+                .values()
+                .min_by_key(|a| a.acknowledged_at.parse::<jiff::Timestamp>().ok())
+                .map(|a| a.router.clone());
+            if let Some(stalest) = stalest {
+                tracing::warn!(
+                    router = %stalest,
+                    "{MAX_ROUTERS} routers tracked: forgetting the one heard from longest ago"
+                );
+                routers.remove(&stalest);
+            }
+        }
+        routers.insert(request.router, ack);
         Ok(Response::new(pb::AcknowledgeReply {}))
     }
 

@@ -19,10 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nephrite_proto::kuryr::l7::v1 as pb;
-use nephrite_runtime::{DialOptions, Endpoint, dial_with};
+use nephrite_runtime::{AuthChannel, ClientArgs, Endpoint};
 use prost::Message as _;
 use tokio::sync::watch;
-use tonic::transport::Channel;
 
 use crate::rules_service::WATCH_SILENCE;
 use crate::source::Snapshot;
@@ -46,8 +45,8 @@ pub struct Subscription {
     pub router: String,
     /// Where it serves traffic (sent with acknowledgements).
     pub address: String,
-    /// TLS and connect timeout.
-    pub dial: DialOptions,
+    /// The credentials: TLS (a CA, a client certificate) and a bearer token.
+    pub credentials: ClientArgs,
     /// Where the last snapshot is kept across restarts.
     pub cache: Option<PathBuf>,
 }
@@ -56,7 +55,7 @@ pub struct Subscription {
 #[derive(Debug, thiserror::Error)]
 enum WatchEnd {
     #[error("{0}")]
-    Dial(#[from] nephrite_runtime::DialError),
+    Dial(#[from] nephrite_runtime::ClientError),
     #[error("{0}")]
     Status(#[from] tonic::Status),
     #[error("no message for {0:?}")]
@@ -154,7 +153,7 @@ impl Subscription {
         url: &Endpoint,
         sender: &watch::Sender<Arc<Followed>>,
     ) -> Result<(), WatchEnd> {
-        let channel = dial_with(url, &self.dial).await?;
+        let channel = self.credentials.dial(url).await?;
         let mut client = pb::rules_client::RulesClient::new(channel.clone())
             .max_decoding_message_size(usize::MAX);
         let known_version = sender.borrow().version.clone();
@@ -235,7 +234,7 @@ impl Subscription {
         Ok(())
     }
 
-    async fn acknowledge(&self, channel: &Channel, version: &str) {
+    async fn acknowledge(&self, channel: &AuthChannel, version: &str) {
         let mut client = pb::rules_client::RulesClient::new(channel.clone());
         let request = pb::AcknowledgeRequest {
             router: self.router.clone(),

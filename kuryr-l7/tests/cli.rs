@@ -2,9 +2,10 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use support::daemon::Daemon;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
@@ -103,15 +104,6 @@ fn rules_refuses_an_unknown_source() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("expected dir:PATH or kube"));
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `GET /metrics` from `address`: the body.

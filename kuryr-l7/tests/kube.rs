@@ -6,7 +6,7 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -15,28 +15,11 @@ use nephrite_kuryr_l7::wire::to_wire;
 use nephrite_l7::{Options, SourceObject, translate};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
+use support::daemon::Daemon;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
 const ROUTE_CRD: &str = include_str!("../examples/kubernetes/route-crd.yaml");
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Daemon {
-    fn terminate(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
 
 struct Cluster {
     server: TestApiServer,

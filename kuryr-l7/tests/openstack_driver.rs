@@ -2,9 +2,9 @@
 //! and Neutron 29 (`nephrite_test_services::OpenStack`, noauth) and the in-memory Kubernetes API
 //! server, the built binary run as an operator runs it:
 //!
-//! - first start: the VIP port, the Router LB, its listener and the floating IP are created, the
-//!   Node annotation written in the seed's shape, Ingress and Route status carry the floating IP,
-//!   each object's state annotation names its Octavia ids, and the tree read back from Octavia
+//! - first start: the VIP port, the Router LB with its listener and L7 tree (one call), and the
+//!   floating IP are created, the Node annotation written in the seed's shape, Ingress and
+//!   Route status carry the floating IP, each object's state annotation names its Octavia ids, and the tree read back from Octavia
 //!   routes every conformance request to the same backend as the translation;
 //! - an endpoint change replaces members only (policy and pool ids unchanged);
 //! - a Route survives the deletion of another Route to the same Service, and an Ingress on a
@@ -15,33 +15,20 @@
 //!
 //! One `#[test]`: under nextest each test is a process, and each would start its own services.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod support;
 
-use anyhow::{Context, bail, ensure};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use nephrite_kuryr_l7::kubernetes::watch::kinds;
-use nephrite_kuryr_l7::openstack::auth::Credentials;
-use nephrite_kuryr_l7::openstack::neutron::Neutron;
+use anyhow::{Context, ensure};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use nephrite_kuryr_l7::openstack::observe::read_tree;
-use nephrite_kuryr_l7::openstack::octavia::{Octavia, Settle};
-use nephrite_kuryr_l7::openstack::router_lb::{DEVICE_OWNER, ROUTER_NAME, device_id};
-use nephrite_kuryr_l7::openstack::state::{
-    INGRESS_STATE, ObjectState, ROUTE_STATE, ROUTER_STATE, RouterState,
-};
-use nephrite_kuryr_l7::openstack::{Endpoint, Session};
-use nephrite_l7::octavia::{Desired, HTTP_LISTENER, OBJECT_TAG, Ownership, Tree, plan};
-use nephrite_l7::{Options, Outcome, Request, SourceObject, Translation, translate};
-use nephrite_test_apiserver::TestApiServer;
-use nephrite_test_services::{OpenStack, new_project_id};
-use serde_json::{Value, json};
+use nephrite_kuryr_l7::openstack::router_lb::ROUTER_NAME;
+use nephrite_kuryr_l7::openstack::state::{INGRESS_STATE, ObjectState, ROUTE_STATE, ROUTER_STATE};
+use nephrite_l7::octavia::{HTTP_LISTENER, OBJECT_TAG, Tree};
+use nephrite_l7::{Outcome, Request};
+use nephrite_test_services::OpenStack;
+use serde_json::json;
+use support::openstack::{NODE, World, events, eventually, log_text};
 
 const TEST: &str = "the_octavia_driver_against_the_real_apis";
-const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
-const ROUTE_CRD: &str = include_str!("../examples/kubernetes/route-crd.yaml");
-const NODE: &str = "node-1";
 
 #[test]
 fn the_octavia_driver_against_the_real_apis() -> anyhow::Result<()> {
@@ -57,298 +44,6 @@ fn the_octavia_driver_against_the_real_apis() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(scenario(cloud))
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Daemon {
-    fn terminate(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-struct World {
-    project: String,
-    cluster: String,
-    octavia: Octavia,
-    neutron: Neutron,
-    server: TestApiServer,
-    client: kube::Client,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-    conf: PathBuf,
-}
-
-fn resource_of(api_version: &str, kind: &str) -> ApiResource {
-    match kind {
-        "CustomResourceDefinition" => ApiResource {
-            group: "apiextensions.k8s.io".into(),
-            version: "v1".into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: "customresourcedefinitions".into(),
-        },
-        "Node" => ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Node".into(),
-            plural: "nodes".into(),
-        },
-        _ => kinds()
-            .into_iter()
-            .map(|k| k.resource)
-            .find(|r| r.api_version == api_version && r.kind == kind)
-            .unwrap_or_else(|| panic!("no resource for {api_version} {kind}")),
-    }
-}
-
-impl World {
-    async fn apply(&self, yaml: &str) -> anyhow::Result<()> {
-        for document in yaml.split("\n---\n") {
-            let value: Value = serde_norway::from_str(document)?;
-            let object: DynamicObject = serde_json::from_value(value.clone())?;
-            let types = object.types.clone().context("apiVersion and kind")?;
-            let resource = resource_of(&types.api_version, &types.kind);
-            let name = object.metadata.name.clone().context("name")?;
-            let api: Api<DynamicObject> = match &object.metadata.namespace {
-                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-                None => Api::all_with(self.client.clone(), &resource),
-            };
-            api.patch(
-                &name,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(&value),
-            )
-            .await
-            .with_context(|| format!("applying {name}"))?;
-        }
-        Ok(())
-    }
-
-    fn api(&self, kind: &str) -> Api<DynamicObject> {
-        let resource = match kind {
-            "Ingress" => resource_of("networking.k8s.io/v1", kind),
-            "Route" => resource_of("route.openshift.io/v1", kind),
-            _ => resource_of("v1", kind),
-        };
-        if kind == "Node" {
-            Api::all_with(self.client.clone(), &resource)
-        } else {
-            Api::namespaced_with(self.client.clone(), "default", &resource)
-        }
-    }
-
-    async fn get(&self, kind: &str, name: &str) -> anyhow::Result<Value> {
-        Ok(serde_json::to_value(self.api(kind).get(name).await?)?)
-    }
-
-    /// The translation of what the API server holds (what the controller must reach).
-    async fn translation(&self) -> anyhow::Result<Translation> {
-        let mut objects = Vec::new();
-        for kind in kinds() {
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-            let mut params = ListParams::default();
-            if let Some(fields) = kind.field_selector {
-                params = params.fields(fields);
-            }
-            let Ok(list) = api.list(&params).await else {
-                continue;
-            };
-            for mut item in list.items {
-                item.types = Some(kube::api::TypeMeta {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                });
-                objects.push(SourceObject {
-                    object: item.try_into()?,
-                    origin: "kube".into(),
-                });
-            }
-        }
-        Ok(translate(&objects, &Options::default()))
-    }
-
-    fn controller(&self, name: &str) -> anyhow::Result<(Daemon, PathBuf)> {
-        let log = self.dir.path().join(format!("{name}.log"));
-        let daemon = Command::new(BIN)
-            .args(["controller", "--source", "kube", "--listen", "127.0.0.1:0"])
-            .arg("--config-file")
-            .arg(&self.conf)
-            .args(["--cluster-name", &self.cluster, "--identity", name])
-            .env("KURYR_NODE_NAME", NODE)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        Ok((Daemon(daemon), log))
-    }
-
-    /// (load balancers named as the router, VIP ports, floating IPs, listeners) in the project.
-    async fn counts(&self) -> anyhow::Result<(usize, usize, usize, usize)> {
-        let lbs = self
-            .octavia
-            .load_balancers(&[("name", ROUTER_NAME), ("project_id", &self.project)])
-            .await?;
-        let device = device_id(&self.cluster);
-        let ports = self
-            .neutron
-            .ports(&[("device_id", &device), ("device_owner", DEVICE_OWNER)])
-            .await?;
-        let fips = self
-            .neutron
-            .floating_ips(&[("project_id", &self.project)])
-            .await?;
-        let mut listeners = 0;
-        for lb in &lbs {
-            listeners += self
-                .octavia
-                .listeners(&[("loadbalancer_id", &lb.id)])
-                .await?
-                .len();
-        }
-        Ok((lbs.len(), ports.len(), fips.len(), listeners))
-    }
-
-    async fn router_state(&self) -> anyhow::Result<Option<RouterState>> {
-        let node = self.get("Node", NODE).await?;
-        match node["metadata"]["annotations"][ROUTER_STATE].as_str() {
-            Some(text) => Ok(Some(RouterState::from_annotation(text)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Waits until Octavia's tree is the translation's: the plan from it is empty.
-    async fn converged(&self, lb_id: &str, what: &str) -> anyhow::Result<(Tree, Translation)> {
-        let owner = Ownership::new(self.cluster.clone());
-        let began = Instant::now();
-        loop {
-            let translation = self.translation().await?;
-            let tree = read_tree(&self.octavia, lb_id).await?;
-            let calls = plan(&Desired::from_config(&translation.config), &tree, &owner)?;
-            if calls.is_empty() {
-                return Ok((tree, translation));
-            }
-            if began.elapsed() > Duration::from_secs(120) {
-                bail!("{what}: never converged; still to do: {calls:#?}");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-async fn eventually<T>(
-    what: &str,
-    mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>,
-) -> anyhow::Result<T> {
-    let began = Instant::now();
-    loop {
-        if let Some(value) = check().await? {
-            return Ok(value);
-        }
-        if began.elapsed() > Duration::from_secs(120) {
-            bail!("never: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn events(world: &World) -> anyhow::Result<Vec<Value>> {
-    let resource = ApiResource {
-        group: "events.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "events.k8s.io/v1".into(),
-        kind: "Event".into(),
-        plural: "events".into(),
-    };
-    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resource);
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?)
-}
-
-fn log_text(log: &Path) -> String {
-    std::fs::read_to_string(log).unwrap_or_default()
-}
-
-async fn setup(cloud: &OpenStack) -> anyhow::Result<World> {
-    let project = new_project_id();
-    let cluster = format!("test-{}", &project[..8]);
-    let session = Arc::new(Session::new(
-        Credentials::NoAuth {
-            project_id: project.clone(),
-        },
-        Duration::from_secs(60),
-    )?);
-    let octavia = Octavia::new(
-        session.clone(),
-        Endpoint::Url(cloud.octavia_url()),
-        Settle {
-            poll: Duration::from_millis(50),
-            timeout: Duration::from_secs(120),
-        },
-    );
-    let neutron = Neutron::new(session, Endpoint::Url(cloud.neutron_url()));
-    // The cloud an operator has: a service subnet, an external network, a router between.
-    let network = neutron.create_network("services", None).await?;
-    let subnet = neutron
-        .create_subnet("services", &network.id, "10.0.0.0/24")
-        .await?;
-    let physnet = format!("ext-{}", &project[..12]);
-    let external = neutron.create_network("public", Some(&physnet)).await?;
-    let external_subnet = neutron
-        .create_subnet("public", &external.id, "172.24.4.0/24")
-        .await?;
-    let router = neutron.create_router("edge", &external.id).await?;
-    neutron.add_router_interface(&router.id, &subnet.id).await?;
-
-    let server = TestApiServer::start().await?;
-    let client = server.client()?;
-    let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig())?;
-    let conf = dir.path().join("kuryr.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[kubernetes]\nl7_router_driver = neutron_l7_policy\n\
-             [neutron]\nauth_type = noauth\nendpoint_override = {}\n\
-             [octavia]\nendpoint_override = {}\n\
-             [neutron_defaults]\nproject = {project}\nservice_subnet = {}\n\
-             external_svc_subnet = {}\n\
-             [ingress]\nl7_router_uuid =    # empty: create the Router LB\n",
-            cloud.neutron_url(),
-            cloud.octavia_url(),
-            subnet.id,
-            external_subnet.id,
-        ),
-    )?;
-    Ok(World {
-        project,
-        cluster,
-        octavia,
-        neutron,
-        server,
-        client,
-        dir,
-        kubeconfig,
-        conf,
-    })
 }
 
 fn backend(name: &str, addresses: &[&str]) -> String {
@@ -420,13 +115,7 @@ fn outcome(listener: &nephrite_l7::Listener, host: &str, path: &str) -> String {
 }
 
 async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
-    let world = setup(cloud).await?;
-    world.apply(ROUTE_CRD).await?;
-    world
-        .apply(&format!(
-            "apiVersion: v1\nkind: Node\nmetadata: {{name: {NODE}}}\n"
-        ))
-        .await?;
+    let world = World::setup(cloud).await?;
     world
         .apply(&backend("web", &["10.0.1.10", "10.0.1.11"]))
         .await?;

@@ -5,21 +5,13 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::daemon::Daemon;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn ingress(name: &str, path: &str) -> String {
     format!(

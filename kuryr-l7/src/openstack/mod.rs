@@ -26,6 +26,7 @@ pub mod config;
 pub mod driver;
 mod error;
 pub mod executor;
+pub mod graph;
 pub mod neutron;
 pub mod observe;
 pub mod octavia;

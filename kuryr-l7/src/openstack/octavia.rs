@@ -112,7 +112,8 @@ impl Octavia {
     /// create: `tree` is a load balancer body with `listeners`, each with a `default_pool`
     /// and `l7policies`, pools named, members inline) and wait until it is `ACTIVE`: a first
     /// sync in one call instead of one call and one settle per object. The session's project
-    /// is added. Octavia 19 answers 500 to rules inline in a policy: add rules afterwards.
+    /// is added. Rules go inline in their policy (`rules`): Octavia 19 takes them here, though
+    /// it answers 500 to rules inline in a `POST /v2/lbaas/l7policies`.
     pub async fn create_load_balancer_tree(&self, tree: Value) -> Result<LoadBalancer, ApiError> {
         let mut body = tree;
         body["project_id"] = Value::String(self.session.project_id().await?);

@@ -12,13 +12,14 @@
 //!   released); otherwise the one bound to the VIP port is kept, or one is allocated on the
 //!   network of `external_svc_subnet`, bound at creation so it is found again by `port_id`.
 
-use nephrite_l7::octavia::{HTTP_LISTENER, Ownership};
+use nephrite_l7::octavia::{Desired, HTTP_LISTENER, Ownership};
+use serde_json::Value;
 
-use super::ApiError;
 use super::neutron::{FixedIp, FloatingIp, Neutron, NewPort, Taggable};
 use super::octavia::{LoadBalancer, NewListener, NewLoadBalancer, Octavia, ProvisioningStatus};
 use super::settings::OpenStackSettings;
 use super::state::{RouterLb, RouterState};
+use super::{ApiError, graph};
 
 /// The Router LB's name (the seed's).
 pub const ROUTER_NAME: &str = "kuryr-l7-router";
@@ -56,15 +57,17 @@ pub fn device_id(cluster: &str) -> String {
 }
 
 /// Finds or creates the Router LB, its listener and floating IP; `recorded` is the Node
-/// annotation's state, if any.
+/// annotation's state, if any. A load balancer created here is created with `desired` on it
+/// in one call ([`graph`]): the first sync is then done already.
 pub async fn ensure(
     octavia: &Octavia,
     neutron: &Neutron,
     settings: &OpenStackSettings,
     recorded: Option<&RouterState>,
+    desired: &Desired,
 ) -> Result<RouterState, RouterError> {
     let owner = Ownership::new(settings.cluster.clone());
-    let lb = load_balancer(octavia, neutron, settings, &owner, recorded).await?;
+    let lb = load_balancer(octavia, neutron, settings, &owner, recorded, desired).await?;
     listener(octavia, &lb, &owner).await?;
     let port_id = lb
         .vip_port_id
@@ -91,6 +94,7 @@ async fn load_balancer(
     settings: &OpenStackSettings,
     owner: &Ownership,
     recorded: Option<&RouterState>,
+    desired: &Desired,
 ) -> Result<LoadBalancer, RouterError> {
     let settle = |lb: LoadBalancer| async move {
         if lb.provisioning_status == ProvisioningStatus::Active {
@@ -146,18 +150,41 @@ async fn load_balancer(
         .iter()
         .find(|ip| ip.subnet_id == subnet_id)
         .and_then(|ip| ip.ip_address.clone());
-    let lb = octavia
-        .create_load_balancer(&NewLoadBalancer {
-            name: ROUTER_NAME.to_owned(),
-            description: format!("kuryr-l7 L7 router of cluster {}", settings.cluster),
-            vip_port_id: Some(port.id.clone()),
-            vip_subnet_id: Some(subnet_id),
-            vip_address: address,
-            provider: None,
-            tags: vec![cluster_tag],
-        })
-        .await?;
-    tracing::info!(id = %lb.id, port = %port.id, "Router LB created");
+    let new = NewLoadBalancer {
+        name: ROUTER_NAME.to_owned(),
+        description: format!("kuryr-l7 L7 router of cluster {}", settings.cluster),
+        vip_port_id: Some(port.id.clone()),
+        vip_subnet_id: Some(subnet_id),
+        vip_address: address,
+        provider: None,
+        tags: vec![cluster_tag],
+    };
+    let mut body = serde_json::to_value(&new).unwrap_or_default();
+    let objects = match graph::tree_body(desired, owner) {
+        Ok(tree) => {
+            let objects = tree
+                .values()
+                .filter_map(Value::as_array)
+                .map(Vec::len)
+                .sum();
+            if let Some(body) = body.as_object_mut() {
+                body.extend(tree);
+            }
+            objects
+        }
+        Err(e) => {
+            // The tree then comes call by call in the first sync.
+            tracing::warn!("the Router LB is created empty: {e}");
+            0
+        }
+    };
+    let lb = octavia.create_load_balancer_tree(body).await?;
+    tracing::info!(
+        id = %lb.id,
+        port = %port.id,
+        listeners_and_pools = objects,
+        "Router LB created with its L7 tree in one call"
+    );
     Ok(lb)
 }
 

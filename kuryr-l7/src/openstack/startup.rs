@@ -1,6 +1,6 @@
 //! The `octavia` driver's start: clients from the settings, the Router LB found or created
-//! ([`router_lb::ensure`]) with the Node annotation read first and written after, and the
-//! [`OctaviaDriver`] for it.
+//! ([`router_lb::ensure`], by the leader only) with the Node annotation read first and written
+//! after, and the [`OctaviaDriver`] for it.
 //!
 //! What the operator must fix (no router from the service subnet to the external network, a
 //! missing option, an `l7_router_uuid` that does not exist) is logged as one clear line per
@@ -13,9 +13,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use nephrite_l7::octavia::Ownership;
+use nephrite_l7::octavia::{Desired, Ownership};
 use nephrite_runtime::ShutdownHandle;
 use serde_json::json;
+use tokio::sync::watch;
 
 use super::driver::{BACKOFF_MAX, BACKOFF_START, OctaviaDriver};
 use super::neutron::Neutron;
@@ -24,6 +25,7 @@ use super::router_lb::{self, RouterError};
 use super::settings::OpenStackSettings;
 use super::state::{ROUTER_STATE, RouterState};
 use super::{ApiError, Session};
+use crate::source::Snapshot;
 
 /// How long one OpenStack request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -101,23 +103,59 @@ pub async fn write_node_state(
         .map(drop)
 }
 
+/// Waits until `leadership` says this controller leads (at once without an election).
+async fn leading(
+    leadership: &mut Option<watch::Receiver<bool>>,
+    shutdown: &ShutdownHandle,
+) -> Result<(), StartError> {
+    let Some(leadership) = leadership else {
+        return Ok(());
+    };
+    let mut said = false;
+    while !*leadership.borrow_and_update() {
+        if !said {
+            tracing::info!("waiting to lead before looking for the Router LB");
+            said = true;
+        }
+        tokio::select! {
+            changed = leadership.changed() => {
+                if changed.is_err() {
+                    return Err(StartError::ShutDown);
+                }
+            }
+            _ = shutdown.triggered() => return Err(StartError::ShutDown),
+        }
+    }
+    Ok(())
+}
+
 /// Finds or creates the Router LB (retrying with backoff what fails), records it on the Node,
 /// and returns the driver and the router's state.
+///
+/// With an election (`leadership`, `--source kube`) only the leader looks for the Router LB and
+/// creates it, so two controllers never create two; a standby waits here until it leads and
+/// then finds what the leader made. A load balancer created here carries the tree of the
+/// current snapshot (`snapshots`), so the first sync is one call.
 pub async fn start(
+    (octavia, neutron): (Octavia, Neutron),
     settings: &OpenStackSettings,
     kube: Option<kube::Client>,
     identity: &str,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    mut leadership: Option<watch::Receiver<bool>>,
     shutdown: &ShutdownHandle,
 ) -> Result<(OctaviaDriver, RouterState), StartError> {
-    let (octavia, neutron) = clients(settings)?;
-    let recorded = match &kube {
-        Some(client) => read_node_state(client, &settings.node_name).await,
-        None => None,
-    };
     let mut backoff = BACKOFF_START;
-    let state = loop {
-        match router_lb::ensure(&octavia, &neutron, settings, recorded.as_ref()).await {
-            Ok(state) => break state,
+    let (state, recorded) = loop {
+        leading(&mut leadership, shutdown).await?;
+        // Read after leading: the previous leader may have written it.
+        let recorded = match &kube {
+            Some(client) => read_node_state(client, &settings.node_name).await,
+            None => None,
+        };
+        let desired = Desired::from_config(&snapshots.borrow().translation.config);
+        match router_lb::ensure(&octavia, &neutron, settings, recorded.as_ref(), &desired).await {
+            Ok(state) => break (state, recorded),
             Err(error) => {
                 tracing::error!(
                     retry_in = ?backoff,

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use nephrite_l7::Options;
 use nephrite_runtime::prometheus_client::registry::Registry;
-use nephrite_runtime::{
-    BindError, ClientTls, DialOptions, Endpoint, LogFormat, MetricsServer, TlsError,
-};
+use nephrite_runtime::{BindError, ClientArgs, ClientError, Endpoint, LogFormat, MetricsServer};
 
 use super::balance::Ejection;
 use super::{Router, RouterConfig};
@@ -45,9 +43,14 @@ pub struct RouterArgs {
     /// With --rules: how long to wait for the first rules before listening anyway.
     #[arg(long, env = "KURYR_L7_RULES_WAIT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub rules_wait: Duration,
-    /// PEM CA of the controllers' TLS certificate (https:// rules URLs).
-    #[arg(long, env = "KURYR_L7_RULES_CA")]
+    /// PEM CA of the controllers' TLS certificate (https:// rules URLs); the same as --ca.
+    #[arg(long, env = "KURYR_L7_RULES_CA", conflicts_with = "client_ca")]
     pub rules_ca: Option<PathBuf>,
+    /// The credentials presented to the controllers' rules service (`--ca`, `--cert`/`--key`
+    /// for mutual TLS, `--token-file`): with authentication on, the identity they prove must
+    /// hold the `router` role and be this router's --name.
+    #[command(flatten)]
+    pub credentials: ClientArgs,
     /// Our IngressClass (--source).
     #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
     pub ingress_class: String,
@@ -112,9 +115,9 @@ pub enum RouterStartError {
     /// The default certificate does not parse.
     #[error("{0}")]
     Certificate(String),
-    /// `--rules-ca` is not a usable CA.
-    #[error(transparent)]
-    RulesCa(#[from] TlsError),
+    /// `--rules-ca`, `--ca`, `--cert`, `--key` or `--token-file` cannot be used.
+    #[error("the rules service credentials: {0}")]
+    Credentials(#[from] ClientError),
     /// A listener could not be bound.
     #[error("binding {flag} {address}: {source}")]
     Bind {
@@ -159,9 +162,13 @@ async fn following(
     urls: &[Endpoint],
     config: RouterConfig,
 ) -> Result<Arc<Router>, RouterStartError> {
-    let mut dial = DialOptions::default();
-    if let Some(ca) = &args.rules_ca {
-        dial.tls = Some(ClientTls::new().with_ca_file(ca)?);
+    let mut credentials = args.credentials.clone();
+    if credentials.ca.is_none() {
+        credentials.ca.clone_from(&args.rules_ca);
+    }
+    // Unreadable or invalid files are said now, not at every reconnection.
+    for url in urls {
+        credentials.dial_lazy(url)?;
     }
     let subscription = Subscription {
         urls: urls.to_vec(),
@@ -170,7 +177,7 @@ async fn following(
             .clone()
             .unwrap_or_else(|| format!("{}:{}", hostname(), args.listen.port())),
         address: args.listen.to_string(),
-        dial,
+        credentials,
         cache: args.rules_cache.clone(),
     };
     let cached = args.rules_cache.as_deref().and_then(load_cache);

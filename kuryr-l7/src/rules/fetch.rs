@@ -2,7 +2,7 @@
 //! hands them on as domain values.
 
 use nephrite_proto::kuryr::l7::v1 as pb;
-use nephrite_runtime::{DialOptions, Endpoint, dial_with};
+use nephrite_runtime::{ClientArgs, Endpoint};
 
 use super::Fetched;
 use crate::publisher::RouterAck;
@@ -12,9 +12,9 @@ use crate::wire::WireError;
 /// Why a controller's rules could not be shown.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    /// No connection.
+    /// No connection, or the credentials cannot be used.
     #[error(transparent)]
-    Dial(#[from] nephrite_runtime::DialError),
+    Dial(#[from] nephrite_runtime::ClientError),
     /// The call failed.
     #[error("{0}")]
     Call(#[from] tonic::Status),
@@ -23,9 +23,9 @@ pub enum FetchError {
     Wire(#[from] WireError),
 }
 
-/// Asks the controller at `url` for its rules and routers.
-pub async fn fetch(url: &Endpoint) -> Result<Fetched, FetchError> {
-    let channel = dial_with(url, &DialOptions::default()).await?;
+/// Asks the controller at `url` for its rules and routers, presenting `credentials`.
+pub async fn fetch(url: &Endpoint, credentials: &ClientArgs) -> Result<Fetched, FetchError> {
+    let channel = credentials.dial(url).await?;
     let mut client =
         pb::rules_client::RulesClient::new(channel).max_decoding_message_size(usize::MAX);
     let message = client.get(pb::GetRequest {}).await?.into_inner();

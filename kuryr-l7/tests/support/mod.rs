@@ -1,7 +1,11 @@
 //! Test support: echo backends on loopback, an in-process router, and HTTP clients.
 #![allow(dead_code)]
 
+pub mod cloud;
 pub mod conformance;
+pub mod daemon;
+pub mod openstack;
+pub mod proxy;
 pub mod tls_conformance;
 
 use std::convert::Infallible;

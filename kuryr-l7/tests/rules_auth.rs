@@ -1,0 +1,292 @@
+//! The controller's rules service with authentication on (`--auth-tokens`, `--auth-policy`),
+//! the built binary as an operator runs it: without credentials or with a wrong token every
+//! method answers UNAUTHENTICATED; an identity without a role, or with another role's, gets
+//! PERMISSION_DENIED; a reader gets snapshots without private keys; a router watches and
+//! acknowledges only as itself and gets the keys; an admin does everything; and a `kuryr-l7
+//! router` given its token file (`--token-file`) follows the controller and acknowledges.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nephrite_proto::kuryr::l7::v1 as pb;
+use support::daemon::Daemon;
+use support::*;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kuryr-l7");
+
+/// The calls of the rules service.
+#[derive(Debug, Clone, Copy)]
+enum Method {
+    Get,
+    ListRouters,
+    /// Watch as the router named.
+    Watch(&'static str),
+    /// Acknowledge as the router named.
+    Acknowledge(&'static str),
+}
+
+const EVERY: [Method; 4] = [
+    Method::Get,
+    Method::ListRouters,
+    Method::Watch("r1"),
+    Method::Acknowledge("r1"),
+];
+
+fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    request
+}
+
+/// Calls `method` with `token`: the snapshot it gave (Get, Watch's first), or the status code.
+async fn call(
+    channel: &Channel,
+    token: Option<&str>,
+    method: Method,
+) -> Result<Option<pb::Snapshot>, Code> {
+    let mut client = pb::rules_client::RulesClient::new(channel.clone());
+    match method {
+        Method::Get => client
+            .get(with_token(pb::GetRequest {}, token))
+            .await
+            .map(|r| Some(r.into_inner()))
+            .map_err(|s| s.code()),
+        Method::ListRouters => client
+            .list_routers(with_token(pb::ListRoutersRequest {}, token))
+            .await
+            .map(|_| None)
+            .map_err(|s| s.code()),
+        Method::Watch(router) => {
+            let request = pb::WatchRequest {
+                router: router.to_owned(),
+                ..pb::WatchRequest::default()
+            };
+            let mut stream = client
+                .watch(with_token(request, token))
+                .await
+                .map_err(|s| s.code())?
+                .into_inner();
+            match stream.message().await.map_err(|s| s.code())? {
+                Some(pb::WatchEvent {
+                    event: Some(pb::watch_event::Event::Snapshot(snapshot)),
+                }) => Ok(Some(snapshot)),
+                other => panic!("the first event of a Watch is a snapshot: {other:?}"),
+            }
+        }
+        Method::Acknowledge(router) => {
+            let request = pb::AcknowledgeRequest {
+                router: router.to_owned(),
+                version: "v".to_owned(),
+                address: "127.0.0.1:1".to_owned(),
+            };
+            client
+                .acknowledge(with_token(request, token))
+                .await
+                .map(|_| None)
+                .map_err(|s| s.code())
+        }
+    }
+}
+
+fn indent(text: &str, by: usize) -> String {
+    text.lines()
+        .map(|line| format!("{}{line}\n", " ".repeat(by)))
+        .collect()
+}
+
+/// The key of the (one) certificate in `snapshot`.
+fn key_of(snapshot: &pb::Snapshot) -> &str {
+    assert_eq!(snapshot.certificates.len(), 1, "{snapshot:?}");
+    assert!(snapshot.certificates[0].cert_pem.contains("CERTIFICATE"));
+    &snapshot.certificates[0].key_pem
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn connect(listen: SocketAddr) -> Channel {
+    let start = Instant::now();
+    loop {
+        if let Ok(channel) = Channel::from_shared(format!("http://{listen}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            return channel;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the controller never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_method_needs_the_right_credentials() {
+    let web = echo("web").await;
+    let objects = tempfile::tempdir().unwrap();
+    let (cert, key) = certificate(&["edge.example.com"]);
+    write(
+        objects.path(),
+        "objects.yaml",
+        &format!(
+            "{}apiVersion: route.openshift.io/v1\nkind: Route\nmetadata: {{name: edge, namespace: shop}}\nspec:\n  host: edge.example.com\n  to: {{kind: Service, name: web}}\n  tls:\n    termination: edge\n    certificate: |\n{}    key: |\n{}",
+            service_yaml("shop", "web", &[web]),
+            indent(&cert, 6),
+            indent(&key, 6),
+        ),
+    );
+    let secrets = tempfile::tempdir().unwrap();
+    let tokens = write(
+        secrets.path(),
+        "tokens",
+        "tok-r1,r1\ntok-r2,r2\ntok-dash,dash\ntok-ops,ops\ntok-nobody,nobody\n",
+    );
+    let policy = write(
+        secrets.path(),
+        "policy.yaml",
+        "identities:\n  r1: [router]\n  r2: [router]\n  dash: [read]\n  ops: [admin]\n",
+    );
+    let listen = dead_address();
+    let _controller = Daemon(
+        Command::new(BIN)
+            .args(["controller", "--driver", "embedded", "--listen"])
+            .arg(listen.to_string())
+            .arg("--source")
+            .arg(format!("dir:{}", objects.path().display()))
+            .arg("--auth-tokens")
+            .arg(&tokens)
+            .arg("--auth-policy")
+            .arg(&policy)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let channel = connect(listen).await;
+
+    // Nobody known: UNAUTHENTICATED; known without the role: PERMISSION_DENIED.
+    for method in EVERY {
+        for token in [None, Some("wrong")] {
+            assert_eq!(
+                call(&channel, token, method).await.unwrap_err(),
+                Code::Unauthenticated,
+                "{method:?} with {token:?}"
+            );
+        }
+        assert_eq!(
+            call(&channel, Some("tok-nobody"), method)
+                .await
+                .unwrap_err(),
+            Code::PermissionDenied,
+            "{method:?} without a role"
+        );
+    }
+
+    // An admin: everything, keys included, acknowledging for any router.
+    for method in [
+        Method::Get,
+        Method::ListRouters,
+        Method::Watch("r1"),
+        Method::Acknowledge("anyone"),
+    ] {
+        let answer = call(&channel, Some("tok-ops"), method).await;
+        let snapshot = answer.unwrap_or_else(|code| panic!("admin {method:?}: {code:?}"));
+        if let Some(snapshot) = snapshot {
+            assert!(key_of(&snapshot).contains("PRIVATE KEY"), "{method:?}");
+        }
+    }
+
+    // A reader: snapshots without the private key, no acknowledging.
+    for method in [Method::Get, Method::Watch("dash")] {
+        let snapshot = call(&channel, Some("tok-dash"), method)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(key_of(&snapshot), "", "{method:?} strips the key");
+    }
+    call(&channel, Some("tok-dash"), Method::ListRouters)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&channel, Some("tok-dash"), Method::Acknowledge("r1"))
+            .await
+            .unwrap_err(),
+        Code::PermissionDenied
+    );
+
+    // A router: Watch (with keys) and Acknowledge as itself only.
+    let snapshot = call(&channel, Some("tok-r1"), Method::Watch("r1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(key_of(&snapshot).contains("PRIVATE KEY"));
+    call(&channel, Some("tok-r1"), Method::Acknowledge("r1"))
+        .await
+        .unwrap();
+    for method in [
+        Method::Get,
+        Method::ListRouters,
+        Method::Watch("r2"),
+        Method::Acknowledge("r2"),
+    ] {
+        assert_eq!(
+            call(&channel, Some("tok-r1"), method).await.unwrap_err(),
+            Code::PermissionDenied,
+            "r1: {method:?}"
+        );
+    }
+
+    // The router binary with its token file follows and acknowledges the current version.
+    let token_file = write(secrets.path(), "r2.token", "tok-r2\n");
+    let router_listen = dead_address();
+    let _router = Daemon(
+        Command::new(BIN)
+            .args(["router", "--threads", "1", "--name", "r2", "--listen"])
+            .arg(router_listen.to_string())
+            .arg("--rules")
+            .arg(listen.to_string())
+            .arg("--token-file")
+            .arg(&token_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let version = snapshot.version.clone();
+    let start = Instant::now();
+    loop {
+        let mut client = pb::rules_client::RulesClient::new(channel.clone());
+        let routers = client
+            .list_routers(with_token(pb::ListRoutersRequest {}, Some("tok-ops")))
+            .await
+            .unwrap()
+            .into_inner()
+            .routers;
+        if routers
+            .iter()
+            .any(|r| r.router == "r2" && r.version == version)
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "r2 never acknowledged {version}: {routers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
