@@ -387,6 +387,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<(bool, String)>, StoreError>;
     /// A deployment.
     async fn get_deployment(&self, id: &str) -> Result<DeploymentRecord, StoreError>;
+    /// A deployment's row without its package (what `Watch` sends: a package may be
+    /// megabytes, and every watcher reads every change).
+    async fn get_deployment_info(&self, id: &str) -> Result<DeploymentInfo, StoreError> {
+        self.get_deployment(id).await.map(|record| record.info)
+    }
     /// Deployments passing `filter`, by id, and whether more may follow.
     async fn list_deployments(
         &self,

@@ -326,6 +326,11 @@ impl<C: Connection> Store for SqlStore<C> {
         let id = id.to_owned();
         self.run_each(move |tx| deployments::get(tx, &id)).await
     }
+    async fn get_deployment_info(&self, id: &str) -> Result<DeploymentInfo, StoreError> {
+        let id = id.to_owned();
+        self.run_each(move |tx| deployments::get_info(tx, &id))
+            .await
+    }
     async fn list_deployments(
         &self,
         filter: &DeploymentFilter,

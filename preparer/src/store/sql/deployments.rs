@@ -255,6 +255,14 @@ pub(super) fn get(tx: &mut dyn Tx, id: &str) -> Result<DeploymentRecord, StoreEr
     full_row(rows.first().ok_or_else(|| not_found(id))?)
 }
 
+pub(super) fn get_info(tx: &mut dyn Tx, id: &str) -> Result<DeploymentInfo, StoreError> {
+    let rows = tx.query(
+        &format!("SELECT {INFO} FROM deployments WHERE id = ?"),
+        &[id.into()],
+    )?;
+    info_row(rows.first().ok_or_else(|| not_found(id))?)
+}
+
 pub(super) fn delete(tx: &mut dyn Tx, id: &str) -> Result<Vec<String>, StoreError> {
     if tx
         .query("SELECT 1 FROM deployments WHERE id = ?", &[id.into()])?
