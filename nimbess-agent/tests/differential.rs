@@ -1,12 +1,23 @@
 //! For random ADD/DEL/ACL sequences, the kernel driver's ping matrix equals
-//! what the model's pipelines (the sim data plane) say. Needs root.
+//! what the model's pipelines (the sim data plane) say; for random Services
+//! and NetworkPolicies, every TCP connection between pods (straight and
+//! through a ClusterIP) ends in the kernel as the sim driver says it may.
+//! Needs root.
 
 mod support;
+mod traffic;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use nephrite_pipeline::{AclProtocol, Frame, Mac, Payload, Rendered, forward, port_id};
+use nephrite_pipeline::{
+    AclProtocol, Frame, Mac, Outcome, Payload, Protocol, Rendered, forward, port_id,
+};
+use nimbess_agent::driver::Driver;
+use nimbess_agent::driver::kernel::{policy, services};
+use nimbess_agent::driver::sim::SimDriver;
+use nimbess_agent::northbound::resources::parse_into;
+use nimbess_agent::northbound::{Objects, derive};
 use nimbess_agent::state::{PersistedState, StateStore};
 use support::{AgentProcess, Netns, first_ip, ping, unique};
 
@@ -172,4 +183,169 @@ fn kernel_ping_matrix_equals_the_sim() {
     for seed in [7, 11, 23, 42] {
         run(seed);
     }
+}
+
+/// Answer of a server that says where it listens: `ip:port`.
+fn outcome(answer: &str) -> Outcome {
+    match answer {
+        "refused" => Outcome::Refused,
+        "timeout" => Outcome::Dropped,
+        other => {
+            let at: std::net::SocketAddrV4 = other.parse().expect("ip:port");
+            Outcome::Reaches(*at.ip(), at.port())
+        }
+    }
+}
+
+const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 96, 0, 60);
+
+/// Pods `role=rN` with their addresses, a ClusterIP over pods 1 and 2
+/// (each ready or not; none with `drained`), and per pod one of: no
+/// policy, ingress only from one role on one port, ingress from no one,
+/// egress on one port only.
+fn cluster_yaml(rng: &mut Rng, ips: &[std::net::Ipv4Addr], drained: bool) -> String {
+    let mut y = String::new();
+    for (i, ip) in ips.iter().enumerate() {
+        y.push_str(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: default, labels: {{role: r{i}}}}}\nstatus: {{podIP: \"{ip}\"}}\n---\n"
+        ));
+        let port = [8080, 9090][rng.next(2) as usize];
+        let spec = match rng.next(4) {
+            0 => continue,
+            1 => format!(
+                "ingress: [{{from: [{{podSelector: {{matchLabels: {{role: r{}}}}}}}], ports: [{{protocol: TCP, port: {port}}}]}}]",
+                rng.next(ips.len() as u64)
+            ),
+            2 => "policyTypes: [Ingress]".to_string(),
+            _ => format!(
+                "policyTypes: [Egress]\n  egress: [{{ports: [{{protocol: TCP, port: {port}}}]}}]"
+            ),
+        };
+        y.push_str(&format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: p{i}, namespace: default}}\nspec:\n  podSelector: {{matchLabels: {{role: r{i}}}}}\n  {spec}\n---\n"
+        ));
+    }
+    let eps: String = ips[1..]
+        .iter()
+        .map(|ip| {
+            format!(
+                "- {{addresses: [\"{ip}\"], conditions: {{ready: {}}}}}\n",
+                !drained && rng.next(3) != 0
+            )
+        })
+        .collect();
+    y.push_str(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: default}}\nspec: {{clusterIP: {VIP}, ports: [{{port: 80, targetPort: 8080}}]}}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}\naddressType: IPv4\nports: [{{port: 8080}}]\nendpoints:\n{eps}"
+    ));
+    y
+}
+
+#[test]
+fn kernel_connections_follow_the_sim_for_services_and_policies() {
+    if !support::root(
+        "kernel_connections_follow_the_sim_for_services_and_policies",
+        "creates network namespaces, veths, bridges and nftables rules",
+    ) {
+        return;
+    }
+    let host = Netns::new("dh");
+    let net = unique("dsv");
+    let yaml = format!("driver: kernel\nnetworks:\n  - name: {net}\n    subnet: 10.234.0.0/24\n");
+    let prefix = ["ip", "netns", "exec", host.name.as_str()];
+    let agent = AgentProcess::start_with(&yaml, "kernel", &[&net], &prefix, &[]);
+    let pods: Vec<Netns> = (0..3).map(|_| Netns::new("dp")).collect();
+    let mut ips = Vec::new();
+    for pod in &pods {
+        let (code, r) = agent.cni("ADD", &net, &pod.name, &pod.path());
+        assert_eq!(code, 0, "{r}\n{}", agent.log());
+        ips.push(first_ip(&r));
+    }
+    for (pod, ip) in pods.iter().zip(&ips) {
+        for port in [8080, 9090] {
+            traffic::serve_on(&pod.path(), &format!("{ip}:{port}"), port);
+        }
+    }
+    let state: PersistedState = StateStore::open(&agent.dir.join("state"))
+        .expect("state dir")
+        .load()
+        .expect("state");
+    let model = state.model;
+    // (client, destination): every other pod on both ports, the ClusterIP
+    // from pod 0 (its backends are pods 1 and 2)
+    let mut pairs = vec![(0, std::net::SocketAddrV4::new(VIP, 80))];
+    for c in 0..ips.len() {
+        for ip in ips
+            .iter()
+            .enumerate()
+            .filter(|(s, _)| *s != c)
+            .map(|(_, ip)| ip)
+        {
+            for port in [8080, 9090] {
+                pairs.push((c, std::net::SocketAddrV4::new(*ip, port)));
+            }
+        }
+    }
+    // how often each kind of outcome was seen: the cases must all occur
+    let mut seen = BTreeMap::new();
+    for seed in [5u64, 17] {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        for step in 0..3 {
+            let resources = cluster_yaml(&mut rng, &ips, step == 2);
+            let mut objects = Objects::default();
+            let mut unread = Vec::new();
+            parse_into(&resources, "generated", &mut objects, &mut unread);
+            let derived = derive(&objects);
+            assert!(
+                unread.is_empty() && derived.warnings.is_empty(),
+                "{unread:?} {:?}\n{resources}",
+                derived.warnings
+            );
+            // the kernel driver's rendering of the modules, in the host
+            let (lbs, acls) = (derived.load_balancers.clone(), derived.acls.clone());
+            traffic::in_netns(&host.path(), move || {
+                services::load(&services::full_script(&lbs), "services").expect("services");
+                services::load(&policy::script(&acls), "policies").expect("policies");
+            });
+            let mut sim = Driver::Sim(SimDriver::new());
+            sim.apply_services(&derived.load_balancers).expect("sim");
+            sim.apply_policies(&derived.acls).expect("sim");
+            let Driver::Sim(sim) = sim else {
+                unreachable!("built as the simulation")
+            };
+            // every connection at once: a dropped one costs its patience once
+            let handles: Vec<_> = pairs
+                .iter()
+                .map(|&(c, dst)| {
+                    let netns = pods[c].path();
+                    std::thread::spawn(move || {
+                        traffic::in_netns(&netns, move || {
+                            traffic::answer_within(dst, Duration::from_secs(3))
+                        })
+                    })
+                })
+                .collect();
+            for (&(c, dst), handle) in pairs.iter().zip(handles) {
+                let kernel = outcome(&handle.join().expect("connection"));
+                let kind = match kernel {
+                    Outcome::Reaches(..) => "reached",
+                    Outcome::Refused => "refused",
+                    Outcome::Dropped => "dropped",
+                };
+                *seen.entry(kind).or_insert(0usize) += 1;
+                let from = port_id(&pods[c].name, "eth0");
+                let allowed = sim.connect(&model, &from, *dst.ip(), Protocol::Tcp, dst.port());
+                assert!(
+                    allowed.contains(&kernel),
+                    "seed {seed} step {step}: pod {c} -> {dst}: the kernel {kernel:?}, the sim {allowed:?}\n{resources}"
+                );
+            }
+        }
+    }
+    eprintln!("outcomes by kind: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        3,
+        "reached, refused and dropped connections all occur: {seen:?}"
+    );
 }

@@ -15,6 +15,7 @@
 
 mod addr;
 mod build;
+mod connect;
 mod egress;
 mod fabric;
 mod forward;
@@ -31,6 +32,7 @@ mod service;
 
 pub use addr::{Ipv4Cidr, Mac};
 pub use build::{Rendered, egress_gate};
+pub use connect::{Outcome, connect};
 pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
 pub use fabric::{
     EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,

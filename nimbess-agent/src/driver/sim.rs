@@ -1,12 +1,14 @@
 //! The `sim` driver: ports exist in memory, frames are synthetic and run
-//! through the model's pipelines with [`nephrite_pipeline::forward`]. For
-//! machines without privileges and as the kernel driver's oracle.
+//! through the model's pipelines with [`nephrite_pipeline::forward`];
+//! connections also pass the Services' and policies' modules
+//! ([`SimDriver::connect`]). For machines without privileges and as the
+//! kernel driver's oracle.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use nephrite_pipeline::{
-    Counters, Frame, Mac, Model, ModuleId, Port, PortId, RenderFacts, RenderPlan, Trace, count,
-    forward,
+    AclProtocol, Counters, Frame, Mac, Model, ModuleId, Outcome, Payload, Port, PortId,
+    RenderFacts, RenderPlan, Trace, count, forward,
 };
 
 use super::{DriverError, ModuleObject};
@@ -131,6 +133,63 @@ impl SimDriver {
                 )
             })
             .collect()
+    }
+
+    /// Open a synthetic connection from the local port `from` to
+    /// `dst`:`port`: the Services' and policies' modules it holds say
+    /// where it may end ([`nephrite_pipeline::connect`]), and a reached
+    /// backend must also be a port the pipelines deliver `from`'s packet to
+    /// (another network's pod, or no pod, is dropped). One outcome per
+    /// backend the load balancer may pick.
+    pub fn connect(
+        &self,
+        model: &Model,
+        from: &str,
+        dst: std::net::Ipv4Addr,
+        protocol: nephrite_pipeline::Protocol,
+        port: u16,
+    ) -> BTreeSet<Outcome> {
+        let Some(src) = model.port(from) else {
+            return BTreeSet::from([Outcome::Dropped]);
+        };
+        let rendered = model.rendered();
+        nephrite_pipeline::connect(
+            &self.services,
+            &self.policies,
+            src.address.addr,
+            dst,
+            protocol,
+            port,
+        )
+        .into_iter()
+        .map(|outcome| match outcome {
+            Outcome::Reaches(address, target) => {
+                let delivered = model
+                    .ports()
+                    .values()
+                    .find(|p| p.address.addr == address)
+                    .is_some_and(|to| {
+                        let l4 = match protocol {
+                            nephrite_pipeline::Protocol::Udp => AclProtocol::Udp,
+                            _ => AclProtocol::Tcp,
+                        };
+                        let frame = Frame {
+                            src_mac: src.mac().unwrap_or(Mac::BROADCAST),
+                            dst_mac: to.mac().unwrap_or(Mac::BROADCAST),
+                            payload: Payload::Ipv4 {
+                                src: src.address.addr,
+                                dst: address,
+                                protocol: l4,
+                                port: Some(target),
+                            },
+                        };
+                        forward(&rendered, from, &frame).delivered.contains(&to.id)
+                    });
+                if delivered { outcome } else { Outcome::Dropped }
+            }
+            other => other,
+        })
+        .collect()
     }
 
     /// Send a synthetic frame in through `port` and count it.

@@ -38,7 +38,12 @@ pub fn serve_on(netns: &str, name: &str, port: u16) {
 /// One connection to `dst` (from the caller's namespace): the server's
 /// answer, "refused" or "timeout".
 pub fn answer(dst: SocketAddrV4) -> String {
-    match TcpStream::connect_timeout(&dst.into(), Duration::from_secs(1)) {
+    answer_within(dst, Duration::from_secs(1))
+}
+
+/// [`answer`], waiting up to `patience` for the connection.
+pub fn answer_within(dst: SocketAddrV4, patience: Duration) -> String {
+    match TcpStream::connect_timeout(&dst.into(), patience) {
         Ok(mut s) => {
             s.set_read_timeout(Some(Duration::from_secs(2)))
                 .expect("timeout");
