@@ -119,6 +119,17 @@ impl Subscription {
                     tracing::debug!("rules {url}: {err}");
                     unreachable.push(err.to_string());
                 }
+                // Refused credentials do not mend by retrying at once: backed off and said
+                // once per outage, like a controller that does not answer.
+                Err(WatchEnd::Status(status))
+                    if matches!(
+                        status.code(),
+                        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+                    ) =>
+                {
+                    tracing::debug!("rules {url}: {status}");
+                    unreachable.push(format!("{url} refuses us: {}", status.message()));
+                }
                 Err(err) => {
                     tracing::warn!("rules {url}: {err}; keeping version {}", {
                         short(&sender.borrow().version).to_owned()
@@ -131,7 +142,7 @@ impl Subscription {
             if index.is_multiple_of(self.urls.len()) {
                 if unreachable.len() == self.urls.len() && !said_unreachable {
                     tracing::warn!(
-                        "no controller answers ({}); keeping version {} and trying again",
+                        "no controller serves us ({}); keeping version {} and trying again",
                         unreachable.join("; "),
                         short(&sender.borrow().version)
                     );
