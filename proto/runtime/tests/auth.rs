@@ -413,7 +413,17 @@ async fn a_non_loopback_address_is_not_served_open_unless_insecure() -> anyhow::
 
 #[tokio::test]
 async fn undecodable_requests_and_long_messages_and_the_call_cap() -> anyhow::Result<()> {
-    let (endpoint, shutdown) = start(GrpcServer::new(identity()).max_calls(1)).await?;
+    let slow = SlowService::default();
+    let bound = GrpcServer::new(identity())
+        .max_calls(1)
+        .add_service(WhoService)
+        .add_service(slow.clone())
+        .handle_signals(false)
+        .bind(&"127.0.0.1:0".parse()?)
+        .await?;
+    let endpoint = bound.local_endpoint().clone();
+    let shutdown = bound.shutdown_handle();
+    tokio::spawn(bound.run());
     let channel = AuthChannel::new(dial(&endpoint).await?);
 
     // A string field holding invalid UTF-8 (sent as bytes on the same field number).
@@ -432,16 +442,18 @@ async fn undecodable_requests_and_long_messages_and_the_call_cap() -> anyhow::Re
         "{err:?}"
     );
 
-    // One call at a time: a second is refused while the first sleeps; health still answers.
-    let slow = tokio::spawn(support::sleep_call_on(channel.clone(), 800));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One call at a time: a second is refused while the first sleeps (it has started: its
+    // handler said so; 3 s leaves the refusal ample time even on a loaded machine); health
+    // still answers.
+    let sleeping = tokio::spawn(support::sleep_call_on(channel.clone(), 3000));
+    slow.started.notified().await;
     let err = ask(channel.clone(), "hi".to_owned()).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert_eq!(
         support::health_on(channel.clone(), "").await?,
         ServingStatus::Serving
     );
-    slow.await??;
+    sleeping.await??;
     assert_eq!(ask(channel.clone(), "hi".to_owned()).await?, "anonymous");
 
     // Reflection v1 describes itself.
