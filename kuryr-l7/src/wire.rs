@@ -116,10 +116,29 @@ pub enum Invalid {
     },
 }
 
-/// The version of `snapshot`'s content (its `version` field is ignored).
+/// The prefix of a private key's fingerprint.
+pub const KEY_FINGERPRINT: &str = "sha256:";
+
+/// A private key's fingerprint, `sha256:<hex>` (a fingerprint is its own): what the version
+/// hashes in place of the key, and what a caller not allowed keys receives instead.
+pub fn key_fingerprint(key_pem: &str) -> String {
+    if key_pem.starts_with(KEY_FINGERPRINT) {
+        return key_pem.to_owned();
+    }
+    let digest = Sha256::digest(key_pem.as_bytes());
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{KEY_FINGERPRINT}{hex}")
+}
+
+/// The version of `snapshot`'s content (its `version` field is ignored; each private key
+/// counts by its [`key_fingerprint`], so the snapshot a `read` caller gets, fingerprints in
+/// place of keys, has the same version and still checks).
 pub fn version_of(snapshot: &pb::Snapshot) -> String {
     let mut unversioned = snapshot.clone();
     unversioned.version.clear();
+    for certificate in &mut unversioned.certificates {
+        certificate.key_pem = key_fingerprint(&certificate.key_pem);
+    }
     let digest = Sha256::digest(unversioned.encode_to_vec());
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -217,7 +217,16 @@ async fn every_method_needs_the_right_credentials() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(key_of(&snapshot), "", "{method:?} strips the key");
+        let key = key_of(&snapshot);
+        assert!(
+            key.starts_with("sha256:") && !key.contains("PRIVATE KEY"),
+            "{method:?} gives the key's fingerprint only: {key}"
+        );
+        assert_eq!(
+            nephrite_kuryr_l7::wire::version_of(&snapshot),
+            snapshot.version,
+            "the snapshot without keys still checks against its version"
+        );
     }
     call(&channel, Some("tok-dash"), Method::ListRouters)
         .await
@@ -227,6 +236,32 @@ async fn every_method_needs_the_right_credentials() {
             .await
             .unwrap_err(),
         Code::PermissionDenied
+    );
+
+    // `kuryr-l7 rules` as the reader: the certificate by its fingerprint, no key; without
+    // credentials it is refused.
+    let dash_token = write(secrets.path(), "dash.token", "tok-dash\n");
+    let rules = |token: Option<&Path>| {
+        let mut command = Command::new(BIN);
+        command.args(["rules", "--rules"]).arg(listen.to_string());
+        if let Some(token) = token {
+            command.arg("--token-file").arg(token);
+        }
+        command.output().unwrap()
+    };
+    let shown = rules(Some(&dash_token));
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{shown:?}");
+    assert!(
+        text.contains("CERTIFICATE") && text.contains("sha256:"),
+        "{text}"
+    );
+    assert!(!text.contains("PRIVATE KEY"), "{text}");
+    let refused = rules(None);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("credentials"),
+        "{refused:?}"
     );
 
     // A router: Watch (with keys) and Acknowledge as itself only.

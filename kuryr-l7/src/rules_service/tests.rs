@@ -171,3 +171,61 @@ async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
     let event = stream.next().await.unwrap().unwrap();
     assert_eq!(version_of_event(&event), ("snapshot", version(9)));
 }
+
+#[tokio::test]
+async fn the_router_table_is_bounded_and_long_names_are_refused() {
+    let service = RulesService::new(Publisher::new(snapshot(1)), ShutdownHandle::new());
+    let ack = |router: String| pb::AcknowledgeRequest {
+        router,
+        version: "v".into(),
+        address: "127.0.0.1:1".into(),
+    };
+    for i in 0..MAX_ROUTERS {
+        service
+            .acknowledge(Request::new(ack(format!("r{i}"))))
+            .await
+            .unwrap();
+    }
+    // One more: the router heard from longest ago (r0) makes room.
+    service
+        .acknowledge(Request::new(ack("newcomer".into())))
+        .await
+        .unwrap();
+    let routers = service
+        .list_routers(Request::new(pb::ListRoutersRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .routers;
+    assert_eq!(routers.len(), MAX_ROUTERS);
+    assert!(routers.iter().any(|r| r.router == "newcomer"));
+    assert!(!routers.iter().any(|r| r.router == "r0"));
+    // A router already known acknowledges again without evicting anyone.
+    service
+        .acknowledge(Request::new(ack("r5".into())))
+        .await
+        .unwrap();
+    let count = service
+        .list_routers(Request::new(pb::ListRoutersRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .routers
+        .len();
+    assert_eq!(count, MAX_ROUTERS);
+
+    let long = "x".repeat(MAX_NAME + 1);
+    let refused = service
+        .acknowledge(Request::new(ack(long.clone())))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(refused.message().contains("router is"), "{refused}");
+    let watch = service
+        .watch(Request::new(pb::WatchRequest {
+            router: long,
+            ..pb::WatchRequest::default()
+        }))
+        .await;
+    assert_eq!(watch.err().unwrap().code(), tonic::Code::InvalidArgument);
+}
