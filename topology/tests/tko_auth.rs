@@ -250,6 +250,22 @@ async fn prepare_needs_the_preparer_role_and_the_data_api_gets_ntcs_token() -> a
     assert_eq!(children(data.clone(), parent.clone()).await?, 0);
 
     let preparer_role = token(d, "preparer", "t-preparer")?.dial(endpoint).await?;
+    // A flow mapping nested 70,000 deep (350 KB) is refused naming the field and the limit.
+    let deep = format!("{}1{}", "{a: ".repeat(70_000), "}".repeat(70_000));
+    let answer = PreparerClient::new(preparer_role.clone())
+        .prepare(PrepareRequest {
+            deployment_id: parent.clone(),
+            package_yaml: deep,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    assert!(!answer.prepared);
+    assert!(
+        answer.error.contains("package_yaml") && answer.error.contains("limit of 100 levels"),
+        "{}",
+        answer.error
+    );
     assert!(prepare(preparer_role, &parent, &package_yaml).await?);
     // Written to the configured preparer (the request named another Data API): one UPF on
     // the edge, the SMF and AMF on the regional site.
