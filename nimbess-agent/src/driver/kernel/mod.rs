@@ -289,10 +289,10 @@ impl KernelDriver {
         &self,
         networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
     ) -> Result<Vec<String>, DriverError> {
-        let Some((policy, bridges)) = self.egress_plan(networks.clone())? else {
+        let Some((policy, _)) = self.egress_plan(networks.clone())? else {
             return Ok(Vec::new());
         };
-        let drift = egress::verify(&policy, &bridges);
+        let drift = egress::verify(&policy);
         if !drift.is_empty() {
             self.render_egress(networks).await?;
         }
