@@ -162,7 +162,7 @@ pub fn provision(
             .args(["--poll-interval", "300ms"])
             .env("RUST_LOG", lab.log_level())
             // Each Ready cluster becomes a preparer Site with its labels (region, site type).
-            .args(["--register-sites", &format!("http://{preparer}")])
+            .args(["--register-sites", &lab.url(preparer)])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

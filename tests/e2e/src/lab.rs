@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::interrupt;
+use crate::pki::Pki;
 
 /// How long a daemon gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -55,6 +56,8 @@ pub struct Lab {
     links_before: Option<BTreeSet<String>>,
     /// `RUST_LOG` of every process the lab starts.
     log_level: String,
+    /// Mutual TLS between the daemons, when on.
+    pki: Option<Pki>,
 }
 
 impl Lab {
@@ -75,6 +78,7 @@ impl Lab {
             plugged: Vec::new(),
             links_before: None,
             log_level: "info".to_owned(),
+            pki: None,
         })
     }
 
@@ -86,6 +90,36 @@ impl Lab {
     /// `RUST_LOG` of the processes the lab starts.
     pub fn log_level(&self) -> &str {
         &self.log_level
+    }
+
+    /// Turns on mutual TLS for the processes started from now on: every daemon serves TLS,
+    /// requires a client certificate from the lab's CA and checks its policy; every caller
+    /// presents its own certificate (see [`Pki`]); URLs are `https://`.
+    ///
+    /// # Errors
+    /// The PKI could not be created.
+    pub fn enable_mtls(&mut self) -> anyhow::Result<()> {
+        self.pki = Some(Pki::create(&self.dir.join("pki"))?);
+        Ok(())
+    }
+
+    /// The lab's PKI, when mutual TLS is on.
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
+    }
+
+    /// The URL a client dials a daemon's gRPC listener `addr` with.
+    pub fn url(&self, addr: SocketAddr) -> String {
+        let scheme = if self.pki.is_some() { "https" } else { "http" };
+        format!("{scheme}://{addr}")
+    }
+
+    /// The credentials environment of the process `name` (empty without mutual TLS).
+    fn credentials(&self, name: &str) -> Vec<(String, String)> {
+        self.pki
+            .as_ref()
+            .map(|pki| pki.env(name))
+            .unwrap_or_default()
     }
 
     /// The temporary directory.
@@ -165,6 +199,7 @@ impl Lab {
             .stdout(out.try_clone()?)
             .stderr(out)
             .env("RUST_LOG", &self.log_level)
+            .envs(self.credentials(name))
             .env_remove("RUST_BACKTRACE")
             .process_group(0)
             .spawn()
@@ -230,6 +265,7 @@ impl Lab {
         command
             .args(args)
             .env("RUST_LOG", &self.log_level)
+            .envs(self.credentials(log))
             .envs(env.iter().copied())
             .env_remove("RUST_BACKTRACE")
             .stdin(if stdin.is_some() {

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod http;
 pub mod interrupt;
 pub mod lab;
+pub mod pki;
 pub mod pods;
 pub mod progress;
 pub mod router;

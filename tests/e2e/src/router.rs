@@ -105,7 +105,7 @@ pub fn start(
             "--listen",
             &router.to_string(),
             "--rules",
-            &format!("http://{controller}"),
+            &lab.url(controller),
         ],
     )?;
     wait_serving(lab, router, endpoints)?;

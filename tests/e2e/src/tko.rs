@@ -56,7 +56,7 @@ pub struct Deployed {
 
 /// The preparer's CLI against the daemon at `preparer`; its standard output.
 pub fn preparer_cli(lab: &Lab, preparer: SocketAddr, args: &[&str]) -> anyhow::Result<String> {
-    let server = format!("http://{preparer}");
+    let server = lab.url(preparer);
     lab.run(
         "preparer-cli",
         "preparer",
@@ -132,9 +132,12 @@ pub fn start_ntc(lab: &mut Lab, preparer: SocketAddr) -> anyhow::Result<SocketAd
             "--backend",
             "tko",
             "--data",
-            &format!("http://{preparer}"),
+            &lab.url(preparer),
             "--listen",
             &ntc.to_string(),
+            // The endpoint the preparer dials, with the scheme of the lab's transport.
+            "--advertise",
+            &lab.url(ntc),
         ],
     )?;
     interrupt::wait_for(
