@@ -1,0 +1,124 @@
+//! `nimbess.cni.v1.Vifs` on the agent's socket, through `VifClient`, as kuryr-l7's VIF handler
+//! calls it: the agent binary on the sim driver, killed with SIGKILL and restarted on its state.
+
+mod support;
+
+use nimbess_agent::grpc::{VifCallError, VifClient};
+use nimbess_agent::vif::{VifClaim, VifRef};
+use support::AgentProcess;
+
+const CONFIG: &str = "driver: sim\nnetworks:\n  - name: blue\n    subnet: 10.50.0.0/29\n  - name: red\n    subnet: 10.51.0.0/24\n";
+
+fn claim(uid: &str, key: &str, network: &str) -> VifClaim {
+    VifClaim {
+        vif: VifRef {
+            pod_uid: uid.into(),
+            key: key.into(),
+        },
+        network: network.into(),
+        pod_namespace: "shop".into(),
+        pod_name: "web".into(),
+    }
+}
+
+#[test]
+fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
+    let mut agent = AgentProcess::start(CONFIG, "sim", &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = VifClient::new(&agent.socket);
+    runtime.block_on(async {
+        let a = client
+            .allocate(&claim("u1", "main", "blue"))
+            .await
+            .expect("a");
+        assert_eq!(a.entry.address.to_string(), "10.50.0.2/29");
+        assert_eq!(a.gateway, Some("10.50.0.1".parse().expect("ip")));
+        assert_eq!(
+            client
+                .allocate(&claim("u1", "main", "blue"))
+                .await
+                .expect("again"),
+            a
+        );
+        let b = client
+            .allocate(&claim("u1", "network/shop/red/0", "red"))
+            .await
+            .expect("b");
+        assert_eq!(b.entry.address.to_string(), "10.51.0.2/24");
+
+        match client.allocate(&claim("u1", "x", "green")).await {
+            Err(VifCallError::NotFound(msg)) => assert!(msg.contains("\"green\""), "{msg}"),
+            other => panic!("expected NOT_FOUND naming green, got {other:?}"),
+        }
+        match client.allocate(&claim("u1", "main", "red")).await {
+            Err(VifCallError::Invalid(msg)) => {
+                assert!(msg.contains("blue") && msg.contains("red"), "{msg}")
+            }
+            other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
+        }
+        match client.allocate(&claim("", "main", "blue")).await {
+            Err(e @ VifCallError::Invalid(_)) => assert!(!e.is_retryable()),
+            other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
+        }
+        let unknown = VifRef {
+            pod_uid: "u9".into(),
+            key: "main".into(),
+        };
+        assert_eq!(client.get(&unknown).await.expect("get"), None);
+        assert!(!client.release(&unknown).await.expect("release unknown"));
+    });
+
+    agent.kill9();
+    // while the agent is down the call fails as retryable
+    let down = runtime.block_on(client.list(None));
+    assert!(
+        down.as_ref().is_err_and(VifCallError::is_retryable),
+        "{down:?}"
+    );
+    agent.spawn();
+
+    runtime.block_on(async {
+        let all = client.list(None).await.expect("list");
+        let keys: Vec<(&str, &str, String)> = all
+            .iter()
+            .map(|v| {
+                (
+                    v.entry.vif.pod_uid.as_str(),
+                    v.entry.vif.key.as_str(),
+                    v.entry.address.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("u1", "main", "10.50.0.2/29".to_string()),
+                ("u1", "network/shop/red/0", "10.51.0.2/24".to_string())
+            ]
+        );
+        assert!(
+            all.iter()
+                .all(|v| v.plugged.is_none() && v.entry.pod_name == "web")
+        );
+        // another pod's VIF is not listed with u1's; released, its address is handed out again
+        client
+            .allocate(&claim("u2", "main", "blue"))
+            .await
+            .expect("u2");
+        assert_eq!(client.list(Some("u1")).await.expect("u1").len(), 2);
+        let main = VifRef {
+            pod_uid: "u1".into(),
+            key: "main".into(),
+        };
+        assert!(client.release(&main).await.expect("release"));
+        assert_eq!(client.get(&main).await.expect("get"), None);
+        let next = client
+            .allocate(&claim("u3", "main", "blue"))
+            .await
+            .expect("u3");
+        assert_eq!(next.entry.address.to_string(), "10.50.0.2/29");
+    });
+}
