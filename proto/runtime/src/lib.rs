@@ -31,8 +31,8 @@
 //! [`init_tracing`] sets up logging from `--log-format` and a filter string; [`report::exit`]
 //! ends a binary's `main` with one readable error line instead of a backtrace; every CLI's
 //! `-o table` is a [`table::Table`]; [`host::hostname`] is a daemon's default identity.
-//! With the `leader-election` feature, [`leader`] elects one replica of a
-//! Kubernetes-mode daemon through a Lease; with `kube-watch`, [`watch_backoff`]
+//! With the `leader-election` feature, `leader` elects one replica of a
+//! Kubernetes-mode daemon through a Lease; with `kube-watch`, `watch_backoff`
 //! is the pause a kube-runtime `Controller` takes after its watches fail.
 
 mod args;
