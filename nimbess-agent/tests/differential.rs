@@ -320,7 +320,7 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
                     let netns = pods[c].path();
                     std::thread::spawn(move || {
                         traffic::in_netns(&netns, move || {
-                            traffic::answer_within(dst, Duration::from_secs(3))
+                            traffic::answer_within(dst, Duration::from_secs(4))
                         })
                     })
                 })

@@ -41,11 +41,12 @@ pub fn answer(dst: SocketAddrV4) -> String {
     answer_within(dst, Duration::from_secs(1))
 }
 
-/// [`answer`], waiting up to `patience` for the connection.
+/// [`answer`], waiting up to `patience` for the connection and as long
+/// (at least 2 s) for the answer.
 pub fn answer_within(dst: SocketAddrV4, patience: Duration) -> String {
     match TcpStream::connect_timeout(&dst.into(), patience) {
         Ok(mut s) => {
-            s.set_read_timeout(Some(Duration::from_secs(2)))
+            s.set_read_timeout(Some(patience.max(Duration::from_secs(2))))
                 .expect("timeout");
             let mut buf = String::new();
             match s.read_to_string(&mut buf) {
