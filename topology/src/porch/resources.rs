@@ -1,9 +1,10 @@
 //! The Kubernetes resources the Porch backend reads and writes, as dynamic API resources.
 
-use kube::api::{ApiResource, GroupVersionKind};
+use kube::api::ApiResource;
+use nephrite_krm::Gvk;
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+    Gvk::new(group, version, kind).api_resource(plural)
 }
 
 /// `topology.nephio.org/v1alpha1` NFTopology (namespaced).
