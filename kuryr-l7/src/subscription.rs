@@ -108,9 +108,10 @@ impl Subscription {
         }
         let mut backoff = Duration::from_millis(50);
         let mut index = 0usize;
-        // Connection failures in the current round of URLs; said once per outage.
+        // Connection failures and refusals in the current round of URLs; said once per outage
+        // (again when what is said changes: from no answer to refused credentials).
         let mut unreachable: Vec<String> = Vec::new();
-        let mut said_unreachable = false;
+        let mut said: Option<String> = None;
         loop {
             let url = &self.urls[index % self.urls.len()];
             match self.watch(url, &sender).await {
@@ -135,18 +136,20 @@ impl Subscription {
                         short(&sender.borrow().version).to_owned()
                     });
                     backoff = Duration::from_millis(50);
-                    said_unreachable = false;
+                    said = None;
                 }
             }
             index += 1;
             if index.is_multiple_of(self.urls.len()) {
-                if unreachable.len() == self.urls.len() && !said_unreachable {
-                    tracing::warn!(
-                        "no controller serves us ({}); keeping version {} and trying again",
-                        unreachable.join("; "),
-                        short(&sender.borrow().version)
-                    );
-                    said_unreachable = true;
+                if unreachable.len() == self.urls.len() {
+                    let why = unreachable.join("; ");
+                    if said.as_ref() != Some(&why) {
+                        tracing::warn!(
+                            "no controller serves us ({why}); keeping version {} and trying again",
+                            short(&sender.borrow().version)
+                        );
+                        said = Some(why);
+                    }
                 }
                 unreachable.clear();
                 tokio::time::sleep(backoff).await;

@@ -325,3 +325,156 @@ async fn every_method_needs_the_right_credentials() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A CA, and certificates it signs: (certificate, key) for `cn` with `sans`.
+struct Ca {
+    pem: String,
+    issue: Box<dyn Fn(&str, &[&str]) -> (String, String)>,
+}
+
+fn ca() -> Ca {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "kuryr-l7 test CA");
+    let issuer =
+        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    Ca {
+        pem: issuer.pem(),
+        issue: Box::new(move |cn: &str, sans: &[&str]| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(
+                sans.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            (cert.pem(), key.serialize_pem())
+        }),
+    }
+}
+
+/// With mutual TLS on (`--tls-client-ca`), the identity is the client certificate's CN: a
+/// router presenting `--ca`/`--cert`/`--key` follows the controller over https:// and
+/// acknowledges as itself; the rules CLI with an admin certificate sees it; with another
+/// router's certificate the router is refused.
+#[tokio::test]
+async fn routers_follow_with_client_certificates() {
+    let web = echo("web").await;
+    let objects = tempfile::tempdir().unwrap();
+    write(
+        objects.path(),
+        "objects.yaml",
+        &service_yaml("shop", "web", &[web]),
+    );
+    let pki = tempfile::tempdir().unwrap();
+    let ca = ca();
+    let ca_file = write(pki.path(), "ca.pem", &ca.pem);
+    let pair = |name: &str, cn: &str, sans: &[&str]| {
+        let (cert, key) = (ca.issue)(cn, sans);
+        (
+            write(pki.path(), &format!("{name}.pem"), &cert),
+            write(pki.path(), &format!("{name}.key"), &key),
+        )
+    };
+    let (server_cert, server_key) = pair("server", "controller", &["127.0.0.1", "localhost"]);
+    let (r3_cert, r3_key) = pair("r3", "r3", &[]);
+    let (ops_cert, ops_key) = pair("ops", "ops", &[]);
+    let policy = write(
+        pki.path(),
+        "policy.yaml",
+        "identities:\n  r3: [router]\n  r4: [router]\n  ops: [admin]\n",
+    );
+    let listen = dead_address();
+    let _controller = Daemon(
+        Command::new(BIN)
+            .args(["controller", "--driver", "embedded", "--listen"])
+            .arg(format!("tcp://{listen}"))
+            .arg("--source")
+            .arg(format!("dir:{}", objects.path().display()))
+            .arg("--tls-cert")
+            .arg(&server_cert)
+            .arg("--tls-key")
+            .arg(&server_key)
+            .arg("--tls-client-ca")
+            .arg(&ca_file)
+            .arg("--auth-policy")
+            .arg(&policy)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://{listen}");
+    let router = |name: &str, cert: &Path, key: &Path| {
+        let log = pki.path().join(format!("{name}.log"));
+        let daemon = Daemon(
+            Command::new(BIN)
+                .args(["router", "--threads", "1", "--name", name, "--listen"])
+                .arg(dead_address().to_string())
+                .arg("--rules")
+                .arg(&url)
+                .arg("--ca")
+                .arg(&ca_file)
+                .arg("--cert")
+                .arg(cert)
+                .arg("--key")
+                .arg(key)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        (daemon, log)
+    };
+    // r4 presents r3's certificate: refused (it says so), never listed.
+    let (_impostor, impostor_log) = router("r4", &r3_cert, &r3_key);
+    let (_router, _) = router("r3", &r3_cert, &r3_key);
+    let start = Instant::now();
+    while !std::fs::read_to_string(&impostor_log)
+        .unwrap_or_default()
+        .contains("refuses us")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "r4 never said it was refused: {}",
+            std::fs::read_to_string(&impostor_log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        let out = Command::new(BIN)
+            .args(["rules", "-o", "json", "--rules"])
+            .arg(&url)
+            .arg("--ca")
+            .arg(&ca_file)
+            .arg("--cert")
+            .arg(&ops_cert)
+            .arg("--key")
+            .arg(&ops_key)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let routers = json["routers"].as_array().cloned().unwrap_or_default();
+            if routers
+                .iter()
+                .any(|r| r["router"] == "r3" && r["current"] == true)
+            {
+                assert!(
+                    !routers.iter().any(|r| r["router"] == "r4"),
+                    "r4 acknowledged with r3's certificate: {routers:?}"
+                );
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "r3 never acknowledged: {out:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
