@@ -164,39 +164,17 @@ fn print_list(json: &str, output: Output, columns: &[&str]) -> anyhow::Result<()
     }
     let items: Vec<serde_json::Value> =
         serde_json::from_str(json).context("agent sent invalid JSON")?;
-    let rows: Vec<Vec<String>> = items
+    let headers = columns
         .iter()
-        .map(|item| {
-            columns
-                .iter()
-                .map(|c| match field(item, c) {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Null => "-".into(),
-                    other => other.to_string(),
-                })
-                .collect()
-        })
-        .collect();
-    let headers: Vec<String> = columns
-        .iter()
-        .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase())
-        .collect();
-    let widths: Vec<usize> = (0..columns.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([headers[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in std::iter::once(&headers).chain(rows.iter()) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
+        .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase());
+    let mut table = nephrite_runtime::table::Table::new(headers);
+    for item in &items {
+        table.row(columns.iter().map(|c| match field(item, c) {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "-".into(),
+            other => other.to_string(),
+        }));
     }
+    print!("{table}");
     Ok(())
 }
