@@ -173,10 +173,8 @@ async fn join_fabric(args: &FabricArgs) -> anyhow::Result<Option<Fabric>> {
     };
     let host = match &args.host_name {
         Some(h) => h.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .context("read the hostname (or pass --host-name)")?
-            .trim()
-            .to_string(),
+        None => nephrite_runtime::host::hostname()
+            .context("the kernel's host name is unreadable or empty: pass --host-name")?,
     };
     let joined = Fabric::join(url, &host, args.underlay, args.lease_ttl).await?;
     tracing::info!(store = %url, host, underlay = %joined.underlay(), "joined the fabric");
