@@ -326,10 +326,13 @@ async fn every_method_needs_the_right_credentials() {
     }
 }
 
-/// A CA, and certificates it signs: (certificate, key) for `cn` with `sans`.
+/// Issues a (certificate, key) for a CN with subject alternative names.
+type Issue = Box<dyn Fn(&str, &[&str]) -> (String, String)>;
+
+/// A CA, and certificates it signs.
 struct Ca {
     pem: String,
-    issue: Box<dyn Fn(&str, &[&str]) -> (String, String)>,
+    issue: Issue,
 }
 
 fn ca() -> Ca {
