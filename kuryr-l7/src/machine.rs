@@ -15,11 +15,7 @@ pub struct PemError {
 
 /// The host name (`router` when it cannot be read).
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "router".to_owned())
+    nephrite_runtime::host::hostname().unwrap_or_else(|| "router".to_owned())
 }
 
 fn read(path: &Path) -> Result<String, PemError> {

@@ -16,7 +16,7 @@ use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::reflector::{ObjectRef, Store as Reader, store::Writer};
 use kube::runtime::watcher::{self, Event};
-use nephrite_krm::Object;
+use nephrite_krm::{Gvk, Object};
 use tokio::sync::Notify;
 
 /// A kind the controller reads.
@@ -29,19 +29,8 @@ pub struct Kind {
 }
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str) -> Kind {
-    let api_version = if group.is_empty() {
-        version.to_owned()
-    } else {
-        format!("{group}/{version}")
-    };
     Kind {
-        resource: ApiResource {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            api_version,
-            kind: kind.to_owned(),
-            plural: plural.to_owned(),
-        },
+        resource: Gvk::new(group, version, kind).api_resource(plural),
         field_selector: None,
     }
 }

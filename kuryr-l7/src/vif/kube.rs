@@ -17,13 +17,14 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use nephrite_krm::Gvk;
 use nephrite_vif::{ContainerResources, NetworkAttachment, Pod, VIF_ANNOTATION, VifRecord};
 use serde_json::json;
 
@@ -56,10 +57,8 @@ pub enum ReconcileError {
 
 /// The NetworkAttachmentDefinition API resource.
 pub fn attachment_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition"),
-        "network-attachment-definitions",
-    )
+    Gvk::new("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition")
+        .api_resource("network-attachment-definitions")
 }
 
 /// What the drivers read of a Kubernetes pod.
