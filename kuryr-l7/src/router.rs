@@ -6,7 +6,7 @@
 //!   `http/1.1`, served by hyper).
 //! - The table comes from any source: [`Router::update`] swaps it atomically (arc-swap), and
 //!   [`Router::follow`] applies every version a `watch` channel carries (the directory watcher
-//!   today, the rules service of the controller next). A request uses the version it started
+//!   or the controller's rules service). A request uses the version it started
 //!   with to the end, so no request sees half an update and in-flight requests finish.
 //! - Plain-HTTP members are reached through a hand-written HTTP/1.1 client with a keep-alive
 //!   connection pool per member, driven in the task serving the client; reencrypt (HTTPS)
