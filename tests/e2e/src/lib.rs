@@ -33,3 +33,27 @@ pub fn bin_dir() -> PathBuf {
         .map_or_else(|| workspace_root().join("target"), PathBuf::from)
         .join("debug")
 }
+
+/// A lab over [`bin_dir`] for a cross-daemon test, or `None` once it has said, loudly, why the
+/// test is skipped: one of `binaries` is not built (the workspace's test build puts them
+/// there). Under `CI=true` a missing binary fails the test instead.
+///
+/// # Panics
+/// When a binary is missing under `CI=true`, or the lab's temporary directory cannot be made.
+pub fn test_lab(binaries: &[&str]) -> Option<lab::Lab> {
+    let missing: Vec<&&str> = binaries
+        .iter()
+        .filter(|b| !bin_dir().join(b).exists())
+        .collect();
+    if missing.is_empty() {
+        return Some(lab::Lab::new(bin_dir()).expect("a lab"));
+    }
+    let why = format!(
+        "the binaries {missing:?} are not in {}: build the workspace's tests first \
+         (cargo xtask test does)",
+        bin_dir().display()
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("SKIPPED: {why}");
+    None
+}

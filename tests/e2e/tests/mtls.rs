@@ -11,30 +11,17 @@
 
 use std::time::Duration;
 
-use nephrite_e2e::lab::Lab;
 use nephrite_e2e::pki::ROUTER;
 use nephrite_e2e::tko;
-use nephrite_e2e::{bin_dir, interrupt, router, workspace_root};
+use nephrite_e2e::{interrupt, router, test_lab, workspace_root};
 
 const BINARIES: &[&str] = &["preparer", "ntc", "kuryr-l7"];
 
 #[test]
 fn the_cross_daemon_path_runs_with_mutual_tls_on() {
-    let missing: Vec<&&str> = BINARIES
-        .iter()
-        .filter(|b| !bin_dir().join(b).exists())
-        .collect();
-    if !missing.is_empty() {
-        let why = format!(
-            "the binaries {missing:?} are not in {}: build the workspace's tests first \
-             (cargo xtask test does)",
-            bin_dir().display()
-        );
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-        eprintln!("SKIPPED: {why}");
+    let Some(mut lab) = test_lab(BINARIES) else {
         return;
-    }
-    let mut lab = Lab::new(bin_dir()).expect("a lab");
+    };
     lab.set_log_level("debug");
     lab.enable_mtls().expect("the lab's PKI");
 

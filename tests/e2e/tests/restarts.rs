@@ -15,27 +15,13 @@ use std::time::Duration;
 
 use nephrite_e2e::lab::Lab;
 use nephrite_e2e::tko::{self, EXPECTED_CHILDREN};
-use nephrite_e2e::{bin_dir, interrupt, router, workspace_root};
+use nephrite_e2e::{interrupt, router, test_lab, workspace_root};
 
 const BINARIES: &[&str] = &["preparer", "ntc", "kuryr-l7"];
 
 /// A lab, or `None` (after saying why) when the daemons are not built.
 fn lab() -> Option<Lab> {
-    let missing: Vec<&&str> = BINARIES
-        .iter()
-        .filter(|b| !bin_dir().join(b).exists())
-        .collect();
-    if missing.is_empty() {
-        return Some(Lab::new(bin_dir()).expect("a lab"));
-    }
-    let why = format!(
-        "the binaries {missing:?} are not in {}: build the workspace's tests first \
-         (cargo xtask test does)",
-        bin_dir().display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("SKIPPED: {why}");
-    None
+    test_lab(BINARIES)
 }
 
 /// Every child once: distinct ids, and one per (NF type, site).
