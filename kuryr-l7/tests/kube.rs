@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use nephrite_kuryr_l7::kubernetes::watch::kinds;
 use nephrite_kuryr_l7::wire::to_wire;
-use nephrite_l7::{Options, SourceObject, translate};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
 use support::daemon::Daemon;
@@ -102,28 +101,8 @@ impl Cluster {
 
     /// The version a controller must serve for what the API server holds now.
     async fn expected_version(&self) -> String {
-        let mut objects = Vec::new();
-        for kind in kinds() {
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-            let mut params = ListParams::default();
-            if let Some(fields) = kind.field_selector {
-                params = params.fields(fields);
-            }
-            let Ok(list) = api.list(&params).await else {
-                continue;
-            };
-            for mut item in list.items {
-                item.types = Some(kube::api::TypeMeta {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                });
-                objects.push(SourceObject {
-                    object: item.try_into().unwrap(),
-                    origin: "kube".into(),
-                });
-            }
-        }
-        to_wire(&translate(&objects, &Options::default()), &[]).version
+        let translation = support::cluster::translation(&self.client).await.unwrap();
+        to_wire(&translation, &[]).version
     }
 
     fn controller(&self, name: &str) -> (Daemon, SocketAddr, PathBuf) {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cloud;
+pub mod cluster;
 pub mod conformance;
 pub mod daemon;
 pub mod openstack;

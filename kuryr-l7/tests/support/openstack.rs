@@ -16,8 +16,8 @@ use nephrite_kuryr_l7::openstack::observe::read_tree;
 use nephrite_kuryr_l7::openstack::octavia::Octavia;
 use nephrite_kuryr_l7::openstack::router_lb::{DEVICE_OWNER, ROUTER_NAME, device_id};
 use nephrite_kuryr_l7::openstack::state::{ROUTER_STATE, RouterState};
+use nephrite_l7::Translation;
 use nephrite_l7::octavia::{Desired, Ownership, Tree, plan};
-use nephrite_l7::{Options, SourceObject, Translation, translate};
 use nephrite_test_apiserver::TestApiServer;
 use nephrite_test_services::OpenStack;
 use serde_json::Value;
@@ -200,28 +200,7 @@ impl World {
 
     /// The translation of what the API server holds (what the controller must reach).
     pub async fn translation(&self) -> anyhow::Result<Translation> {
-        let mut objects = Vec::new();
-        for kind in kinds() {
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-            let mut params = ListParams::default();
-            if let Some(fields) = kind.field_selector {
-                params = params.fields(fields);
-            }
-            let Ok(list) = api.list(&params).await else {
-                continue;
-            };
-            for mut item in list.items {
-                item.types = Some(kube::api::TypeMeta {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                });
-                objects.push(SourceObject {
-                    object: item.try_into()?,
-                    origin: "kube".into(),
-                });
-            }
-        }
-        Ok(translate(&objects, &Options::default()))
+        super::cluster::translation(&self.client).await
     }
 
     /// `kuryr-l7 controller --source kube` with `kuryr.conf`, as `identity` in the Lease,
