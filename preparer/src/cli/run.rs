@@ -40,8 +40,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A failed call as a person reads it: the status message, then what caused it when the call
+/// never reached the server (a refused connection, a TLS handshake the server ended).
 fn status(status: tonic::Status) -> anyhow::Error {
-    anyhow!("{}", status.message())
+    let message = status.message();
+    match std::error::Error::source(&status).map(nephrite_runtime::report::error_chain) {
+        Some(causes) if causes.starts_with(message) => anyhow!("{causes}"),
+        Some(causes) => anyhow!("{message}: {causes}"),
+        None => anyhow!("{message}"),
+    }
 }
 
 /// `k=v` arguments as a map.
