@@ -82,8 +82,10 @@ pub enum DialError {
         endpoint: Endpoint,
         /// The innermost cause, e.g. "Connection refused (os error 111)".
         detail: String,
-        /// tonic's error (its source chain holds the IO error).
-        source: tonic::transport::Error,
+        /// tonic's error. Not the error's `source()`: the message already ends with its
+        /// innermost cause, and a chain printer would say it twice
+        /// ("…: Connection refused (os error 111): transport error: tcp connect error: …").
+        transport: tonic::transport::Error,
     },
 }
 
@@ -117,10 +119,10 @@ pub async fn dial_with(endpoint: &Endpoint, options: &DialOptions) -> Result<Cha
                 .await
         }
     };
-    connected.map_err(|source| DialError::Connect {
+    connected.map_err(|transport| DialError::Connect {
         endpoint: endpoint.clone(),
-        detail: innermost_cause(&source),
-        source,
+        detail: innermost_cause(&transport),
+        transport,
     })
 }
 
@@ -216,6 +218,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!("cannot connect to {endpoint}: No such file or directory (os error 2)")
+        );
+        assert_eq!(
+            crate::report::error_chain(&err),
+            err.to_string(),
+            "the cause is said once"
         );
     }
 
