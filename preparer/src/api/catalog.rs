@@ -1,5 +1,8 @@
 //! Catalog handlers of the Data API: templates, sites and plugins.
 
+use std::collections::HashMap;
+
+use nephrite_merge::Metadata;
 use nephrite_merge::metadata::{extract_metadata, overlay};
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -8,25 +11,34 @@ use super::{DataApi, Result, Stream_, convert, stream};
 use crate::errors::{ApiError, check_id, parse_package};
 use crate::store::{SiteRecord, TemplateRecord};
 
+/// A template's or site's registration checked: its id, its package parsed (within the
+/// request limits, off the async threads), and its metadata — the package's own, overlaid by the
+/// request's. Returns the metadata and the package as stored.
+async fn checked_package(
+    kind: &str,
+    id: &str,
+    package_yaml: String,
+    metadata: HashMap<String, String>,
+) -> Result<(Metadata, String)> {
+    check_id(&format!("{kind} id"), id)?;
+    let package = parse_package(format!("{kind} {id}"), "package_yaml", package_yaml).await?;
+    let metadata = overlay(&extract_metadata(&package), &convert::metadata(metadata));
+    Ok((metadata, package.to_yaml()))
+}
+
 pub(super) async fn register_template(
     api: &DataApi,
     request: Request<pb::RegisterTemplateRequest>,
 ) -> Result<Response<pb::RegisterResponse>> {
     let r = request.into_inner();
-    check_id("template id", &r.id)?;
-    let package = parse_package(
-        format!("template {}", r.id),
-        "package_yaml",
-        r.package_yaml.clone(),
-    )
-    .await?;
-    let metadata = overlay(&extract_metadata(&package), &convert::metadata(r.metadata));
+    let (metadata, package_yaml) =
+        checked_package("template", &r.id, r.package_yaml, r.metadata).await?;
     let created = api
         .store
         .put_template(TemplateRecord {
             id: r.id,
             metadata,
-            package_yaml: package.to_yaml(),
+            package_yaml,
         })
         .await
         .map_err(ApiError::from)?;
@@ -91,20 +103,14 @@ pub(super) async fn register_site(
     request: Request<pb::RegisterSiteRequest>,
 ) -> Result<Response<pb::RegisterResponse>> {
     let r = request.into_inner();
-    check_id("site id", &r.id)?;
-    let package = parse_package(
-        format!("site {}", r.id),
-        "package_yaml",
-        r.package_yaml.clone(),
-    )
-    .await?;
-    let metadata = overlay(&extract_metadata(&package), &convert::metadata(r.metadata));
+    let (metadata, package_yaml) =
+        checked_package("site", &r.id, r.package_yaml, r.metadata).await?;
     let created = api
         .store
         .put_site(SiteRecord {
             id: r.id,
             metadata,
-            package_yaml: package.to_yaml(),
+            package_yaml,
             template_id: r.template_id,
             deployment_id: r.deployment_id,
         })
