@@ -152,32 +152,7 @@ async fn prepare_needs_the_preparer_role_and_the_data_api_gets_ntcs_token() -> a
     let preparer = start(&command, false).await?;
     let data_url = preparer.endpoint.to_string();
     let mut data = DataClient::new(token(d, "ops", "t-ops")?.dial(&preparer.endpoint).await?);
-    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nf-config}\n";
-    for template in [
-        "pkg-example-upf-bp",
-        "pkg-example-smf-bp",
-        "pkg-example-amf-bp",
-    ] {
-        data.register_template(pb::RegisterTemplateRequest {
-            id: template.into(),
-            metadata: Default::default(),
-            package_yaml: config.into(),
-        })
-        .await?;
-    }
-    for (site, kind) in [("regional", "regional"), ("edge01", "edge")] {
-        data.register_site(pb::RegisterSiteRequest {
-            id: site.into(),
-            metadata: [
-                ("Site.nephio.org/site-type".to_owned(), kind.to_owned()),
-                ("Site.nephio.org/region".to_owned(), "us-west".to_owned()),
-            ]
-            .into(),
-            package_yaml: config.into(),
-            ..Default::default()
-        })
-        .await?;
-    }
+    register_sites_and_templates(&mut data).await?;
 
     // ntc with a token the preparer does not know cannot register.
     let refused = start_ntc(d, &data_url, token(d, "ntc-wrong", "t-guess")?).await;
