@@ -8,33 +8,23 @@
 //! the preparer dials ntc with its `--plugin-*` certificate, ntc writes the children back
 //! with its own.
 
+mod tko_lab;
+
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
 use nephrite_ntc::tko::{self, TkoConfig};
-use nephrite_preparer::daemon::{ServeCommand, start};
+use nephrite_preparer::daemon::start;
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_proto::nephrite::preparer::plugin::v1::PrepareRequest;
 use nephrite_proto::nephrite::preparer::plugin::v1::preparer_client::PreparerClient;
 use nephrite_runtime::{AuthChannel, ClientArgs, DaemonIdentity, Endpoint, GrpcServer, ServeArgs};
 use nephrite_topology::RolloutPolicy;
+use tko_lab::{PreparerFlags, example};
 use tonic::Code;
-
-fn example(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/free5gc")
-        .join(file);
-    std::fs::read_to_string(path).expect("example file")
-}
-
-#[derive(clap::Parser)]
-struct PreparerFlags {
-    #[command(flatten)]
-    serve: ServeCommand,
-}
 
 #[derive(clap::Parser)]
 struct NtcFlags {

@@ -2,7 +2,8 @@
 //! loopback): ntc registers as the NFTopology plugin, creates the child deployments, holds
 //! the SMF until its UPFs are approved, and keeps the NFDeployedTopology in the parent package.
 
-use std::path::Path;
+mod tko_lab;
+
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -14,23 +15,10 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
 use nephrite_runtime::{DaemonIdentity, GrpcServer};
 use nephrite_topology::RolloutPolicy;
+use tko_lab::{PreparerFlags, example};
 use tonic::transport::Channel;
 
 type Data = DataClient<Channel>;
-
-fn example(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/free5gc")
-        .join(file);
-    std::fs::read_to_string(path).expect("example file")
-}
-
-/// `preparer serve` flags, parsed as the binary parses them (so a new flag needs no edit here).
-#[derive(clap::Parser)]
-struct PreparerFlags {
-    #[command(flatten)]
-    serve: ServeCommand,
-}
 
 fn preparer_command(store: String) -> ServeCommand {
     preparer_command_on(store, "127.0.0.1:0")
