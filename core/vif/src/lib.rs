@@ -21,6 +21,9 @@
 //! annotation change touches only what changed. Interface names are kept for life: a new VIF
 //! takes the asked `@ifname`, else the lowest free `eth1`, `eth2`, ….
 //!
+//! SR-IOV VFs are a node's to give: [`vfs::check`] decides whether the VFs an update
+//! allocates fit in what the pod's node advertises beside what its pods hold.
+//!
 //! ```
 //! use std::collections::BTreeMap;
 //! use nephrite_vif::{Config, EnabledDrivers, Pod, desired, update};
@@ -51,6 +54,7 @@ mod plan;
 mod pod;
 mod record;
 mod update;
+pub mod vfs;
 
 use std::collections::BTreeMap;
 
@@ -59,7 +63,7 @@ use serde::{Deserialize, Serialize};
 pub use driver::{Driver, EnabledDrivers, KNOWN_DRIVERS};
 pub use plan::desired;
 pub use pod::{ContainerResources, NetworkAttachment, Pod};
-pub use record::{VIF_ANNOTATION, VIF_ANNOTATION_VERSION, Vif, VifRecord};
+pub use record::{Failure, FailureKind, VIF_ANNOTATION, VIF_ANNOTATION_VERSION, Vif, VifRecord};
 pub use update::{Allocation, Update, update};
 
 /// The main VIF's interface name.
@@ -163,6 +167,30 @@ pub struct VifRequest {
     pub vnic_type: Option<VnicType>,
     /// The interface name asked for (`eth0` for the main VIF, `@ifname`), if any.
     pub interface: Option<String>,
+    /// The NetworkAttachmentDefinition (`namespace/name`) an NPWG request resolves.
+    pub attachment: Option<String>,
+}
+
+impl VifRequest {
+    /// What asks for this VIF, for messages: the main VIF, an annotation (with the
+    /// NetworkAttachmentDefinition for an NPWG network) or a physnet's SR-IOV resources.
+    pub fn origin(&self) -> String {
+        match (&self.target, &self.attachment) {
+            (_, Some(attachment)) => format!(
+                "annotation {}: NetworkAttachmentDefinition {attachment}",
+                annotations::NETWORKS
+            ),
+            (Target::PodNetwork, None) => "the pod's main VIF".to_owned(),
+            (Target::Subnet { .. }, None) => {
+                format!("annotation {}", annotations::ADDITIONAL_SUBNETS)
+            }
+            (Target::Port { .. }, None) => format!("annotation {}", annotations::SPEC_PORTS),
+            (Target::Physnet { physnet }, None) => {
+                format!("the SR-IOV resources of physnet {physnet}")
+            }
+            (Target::Network { name }, None) => format!("network {name}"),
+        }
+    }
 }
 
 /// What was wrong with a pod's request or the configuration.

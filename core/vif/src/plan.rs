@@ -30,6 +30,7 @@ pub fn desired(
         target: Target::PodNetwork,
         vnic_type: Some(VnicType::Normal),
         interface: Some(MAIN_IFNAME.to_owned()),
+        attachment: None,
     }];
     let mut errors = Vec::new();
     for &driver in config.drivers.order() {
@@ -79,6 +80,7 @@ fn additional_subnets(pod: &Pod) -> Result<Vec<VifRequest>, VifError> {
             target: Target::Subnet { id },
             vnic_type: Some(VnicType::Normal),
             interface: None,
+            attachment: None,
         })
         .collect())
 }
@@ -103,6 +105,7 @@ fn specific_ports(pod: &Pod) -> Result<Vec<VifRequest>, VifError> {
             target: Target::Port { id },
             vnic_type: None,
             interface: None,
+            attachment: None,
         });
     }
     Ok(requests)
@@ -152,6 +155,7 @@ fn sriov(pod: &Pod, config: &Config) -> Result<Vec<VifRequest>, VifError> {
                 },
                 vnic_type: Some(VnicType::Direct),
                 interface: None,
+                attachment: None,
             });
         }
     }
@@ -219,6 +223,7 @@ fn npwg(
             target,
             vnic_type: Some(vnic_type),
             interface: selection.interface,
+            attachment: Some(reference),
         });
     }
     Ok(requests)

@@ -4,6 +4,11 @@
 //! from a newer handler is refused by name ("version 2, this handler reads 1") rather than
 //! half-understood. Every VIF carries its key (what the drivers asked for), interface name,
 //! network, addresses, MAC, backend id and whether it is active.
+//!
+//! When the handler cannot give the pod what it asks for, the record also carries the
+//! [`Failure`] (what was wrong and whether waiting can help), so the CNI side fails the pod's
+//! ADD at once with the handler's words instead of waiting for VIFs that will not come. The
+//! field is left out when there is none, so a record without a failure reads as before.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +47,27 @@ pub struct Vif {
     pub active: bool,
 }
 
+/// Whether a failed request can be met later as it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The request is wrong (an annotation, an unknown network, subnet or port, a port held by
+    /// another pod): it must change. The CNI's code 7.
+    Invalid,
+    /// The request is right but cannot be met now (no free VF on the node): the handler
+    /// allocates once it can. The CNI's code 11 (try again later).
+    Unavailable,
+}
+
+/// Why the handler gave the pod nothing new.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Whether waiting can help.
+    pub kind: FailureKind,
+    /// What was wrong, naming the annotation, network, port or resource.
+    pub message: String,
+}
+
 /// The annotation's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VifRecord {
@@ -49,6 +75,9 @@ pub struct VifRecord {
     pub version: u32,
     /// The VIFs, main VIF first.
     pub vifs: Vec<Vif>,
+    /// Why the last pass gave the pod nothing new; `None` once it got what it asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +91,15 @@ impl VifRecord {
         VifRecord {
             version: VIF_ANNOTATION_VERSION,
             vifs,
+            failure: None,
+        }
+    }
+
+    /// A record of the `vifs` a pod keeps, with the `failure` that stopped the rest.
+    pub fn failed(vifs: Vec<Vif>, failure: Failure) -> VifRecord {
+        VifRecord {
+            failure: Some(failure),
+            ..VifRecord::new(vifs)
         }
     }
 

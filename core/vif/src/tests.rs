@@ -83,6 +83,7 @@ fn a_pod_without_annotations_gets_only_its_main_vif() {
             target: Target::PodNetwork,
             vnic_type: Some(VnicType::Normal),
             interface: Some("eth0".into()),
+            attachment: None,
         }]
     );
 }
@@ -343,5 +344,52 @@ fn the_record_round_trips_and_refuses_other_versions_by_name() {
             .unwrap_err()
             .to_string()
             .starts_with("annotation openstack.org/kuryr-vif: version 1: missing field `ifname`")
+    );
+}
+
+#[test]
+fn a_failure_is_recorded_beside_the_kept_vifs_and_left_out_when_there_is_none() {
+    let p = pod(&[]);
+    let vifs = allocated(&update(&[], &desired(&p, &config(""), &[]).unwrap()).unwrap());
+    assert!(!VifRecord::new(vifs.clone()).to_json().contains("failure"));
+    let failed = VifRecord::failed(
+        vifs,
+        Failure {
+            kind: FailureKind::Unavailable,
+            message: "node node-1 has 0 free VFs on physnet physnet2".into(),
+        },
+    );
+    let text = failed.to_json();
+    assert!(
+        text.ends_with(r#""failure":{"kind":"unavailable","message":"node node-1 has 0 free VFs on physnet physnet2"}}"#),
+        "{text}"
+    );
+    assert_eq!(VifRecord::parse(&text).unwrap(), failed);
+    assert_eq!(failed.vifs.len(), 1);
+}
+
+#[test]
+fn a_request_names_what_asks_for_it() {
+    let p = pod(&[
+        (annotations::ADDITIONAL_SUBNETS, r#"["s1"]"#),
+        (annotations::SPEC_PORTS, r#"["p1"]"#),
+        (annotations::NETWORKS, "red@net1"),
+    ]);
+    let attachments = [nad("red", None, Some(r#"{"name": "red-net"}"#))];
+    let requests = desired(
+        &p,
+        &config("additional_subnets, npwg_multiple_interfaces"),
+        &attachments,
+    )
+    .unwrap();
+    let origins: Vec<String> = requests.iter().map(VifRequest::origin).collect();
+    assert_eq!(
+        origins,
+        [
+            "the pod's main VIF",
+            "annotation openstack.org/kuryr-additional-subnets",
+            "annotation k8s.v1.cni.cncf.io/networks: NetworkAttachmentDefinition shop/red",
+            "annotation spec-ports",
+        ]
     );
 }

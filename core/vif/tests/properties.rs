@@ -8,6 +8,7 @@ use nephrite_vif::annotations::{
     ADDITIONAL_SUBNETS, KURYR_CONFIG, NETWORKS, SPEC_PORTS, parse_id_list, parse_kuryr_config,
     parse_networks, parse_nimbess_config, parse_vf_count,
 };
+use nephrite_vif::vfs::{self, Node};
 use nephrite_vif::{
     AttachmentFlavor, Config, ContainerResources, EnabledDrivers, NetworkAttachment, Pod, Update,
     Vif, VifRecord, VnicType, desired, update,
@@ -214,5 +215,55 @@ proptest! {
         let removing = update(&grown, &desired(&pod(annotations, containers), &cfg, &nads).unwrap()).unwrap();
         prop_assert!(removing.allocate.is_empty());
         prop_assert_eq!(sorted(apply(&removing)), sorted(original));
+    }
+
+    /// A node shared by pods that come and go: every pod the check admits gets its VFs, and
+    /// the VFs held on a physnet never exceed what the node advertises for it; a pod is
+    /// refused only when its VFs do not fit.
+    #[test]
+    fn admitted_vfs_never_exceed_what_the_node_advertises(
+        advertised in (0u8..4, 0u8..4),
+        arrivals in prop::collection::vec((containers(), any::<bool>()), 1..8),
+    ) {
+        let cfg = config(AttachmentFlavor::Neutron);
+        let node = Node {
+            name: "node-1".into(),
+            allocatable: BTreeMap::from([
+                ("intel.com/sriov_a".to_owned(), advertised.0.to_string()),
+                (format!("{OPAQUE}physnet2"), advertised.1.to_string()),
+                (format!("{OPAQUE}physnet1"), "1".to_owned()),
+            ]),
+        };
+        let limit = |physnet: &str| match physnet {
+            "physnet1" => usize::from(advertised.0) + 1,
+            _ => usize::from(advertised.1),
+        };
+        let mut running: Vec<Vec<Vif>> = Vec::new();
+        for (containers, leave_first) in arrivals {
+            if leave_first && !running.is_empty() {
+                running.remove(0);
+            }
+            let p = pod(BTreeMap::new(), containers);
+            let plan = update(&[], &desired(&p, &cfg, &[]).unwrap()).unwrap();
+            let held: Vec<Vif> = running.iter().flatten().cloned().collect();
+            let fits = vfs::wanted(&plan.allocate).iter().all(|(physnet, n)| {
+                vfs::held(&held).get(physnet).copied().unwrap_or(0) + n <= limit(physnet)
+            });
+            match vfs::check(Some(&node), &cfg, &held, &plan.allocate) {
+                Ok(()) => {
+                    prop_assert!(fits);
+                    running.push(apply(&plan));
+                }
+                Err(e) => {
+                    prop_assert!(!fits, "{}", e);
+                    let is_short = matches!(e, vfs::VfShortage::NotEnough { .. });
+                    prop_assert!(is_short);
+                }
+            }
+            let all: Vec<Vif> = running.iter().flatten().cloned().collect();
+            for (physnet, n) in vfs::held(&all) {
+                prop_assert!(n <= limit(&physnet), "{} VFs on {}", n, physnet);
+            }
+        }
     }
 }
