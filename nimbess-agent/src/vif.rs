@@ -9,6 +9,10 @@
 //! (`vif:<uid>` / key), not by the port: a CNI DEL unplugs the interface and leaves the
 //! reservation; `ReleaseVif` frees it (unplugging the interface first if one still uses it).
 //!
+//! Each VIF also gets a MAC at allocation ([`reserve_mac`]): locally administered, derived from
+//! the VIF's identity, unique among this agent's VIFs and ports, and kept with the VIF, so the
+//! handler can record it before the pod is plugged and it does not change across restarts.
+//!
 //! VIFs are persisted with the rest of the agent's state (journal records
 //! [`crate::state::Record::VifPut`] and [`crate::state::Record::VifGone`]).
 
@@ -77,6 +81,27 @@ pub struct VifEntry {
     /// The pod's name.
     #[serde(default)]
     pub pod_name: String,
+    /// The MAC reserved for it (absent in a VIF journaled before MACs were reserved: the next
+    /// allocation of that VIF reserves one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<Mac>,
+}
+
+/// The first octet of a reserved MAC: locally administered (bit 1), unicast (bit 0 clear).
+pub const VIF_MAC_PREFIX: u8 = 0x0e;
+
+/// The MAC to reserve for `vif`: [`VIF_MAC_PREFIX`] and 40 bits of a hash of the VIF's
+/// identity, rehashed with a counter while `taken` says another VIF or port has it.
+pub fn reserve_mac(vif: &VifRef, taken: impl Fn(Mac) -> bool) -> Mac {
+    let mut attempt: u64 = 0;
+    loop {
+        let h = crate::naming::fnv1a(&format!("{vif}#{attempt}")).to_be_bytes();
+        let mac = Mac([VIF_MAC_PREFIX, h[3], h[4], h[5], h[6], h[7]]);
+        if !taken(mac) {
+            return mac;
+        }
+        attempt += 1;
+    }
 }
 
 /// The port a VIF is plugged as.
@@ -188,6 +213,7 @@ mod tests {
             address: "10.1.0.2/24".parse().expect("cidr"),
             pod_namespace: "ns".into(),
             pod_name: "p".into(),
+            mac: Some(reserve_mac(&vif, |_| false)),
         });
         let json = serde_json::to_string(&vifs).expect("json");
         assert!(json.starts_with('['), "{json}");
@@ -205,5 +231,34 @@ mod tests {
         }));
         assert_eq!(vifs.of_pod(Some("u1")).count(), 1);
         assert_eq!(vifs.of_pod(Some("u2")).count(), 0);
+        // A VIF journaled before MACs were reserved still reads.
+        let old = r#"[{"vif": {"pod_uid": "u1", "key": "main"}, "network": "a", "address": "10.1.0.3/24"}]"#;
+        let read: Vifs = serde_json::from_str(old).expect("old entry");
+        assert_eq!(read.0.values().next().and_then(|e| e.mac), None);
+    }
+
+    #[test]
+    fn reserved_macs_are_local_unicast_stable_and_skip_taken_ones() {
+        let vif = VifRef {
+            pod_uid: "u1".into(),
+            key: "main".into(),
+        };
+        let first = reserve_mac(&vif, |_| false);
+        assert_eq!(first.0[0], VIF_MAC_PREFIX);
+        assert_eq!(first.0[0] & 0x01, 0, "unicast");
+        assert_eq!(first.0[0] & 0x02, 0x02, "locally administered");
+        assert_eq!(
+            reserve_mac(&vif, |_| false),
+            first,
+            "the same VIF, the same MAC"
+        );
+        let other = VifRef {
+            pod_uid: "u2".into(),
+            key: "main".into(),
+        };
+        assert_ne!(reserve_mac(&other, |_| false), first);
+        let next = reserve_mac(&vif, |m| m == first);
+        assert_ne!(next, first);
+        assert_eq!(next.0[0], VIF_MAC_PREFIX);
     }
 }

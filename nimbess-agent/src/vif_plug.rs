@@ -13,8 +13,10 @@
 //!
 //! A record or a networks annotation that does not parse, a VIF not on a Nimbess network, or a
 //! main VIF on another network than the configuration's is refused with code 7 naming the
-//! annotation, before anything is plugged. [`plan`] decides, pure; [`read_pod`] and
-//! [`wait_for_record`] read the cluster.
+//! annotation, before anything is plugged. A record carrying the handler's failure (its
+//! request is wrong, or no VF is free on the node) fails ADD at once with the handler's
+//! message: code 7, or 11 (try again later) when waiting can help ([`refused`]). [`plan`]
+//! decides, pure; [`read_pod`] and [`wait_for_record`] read the cluster.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use nephrite_vif::annotations::{NETWORKS, parse_networks};
-use nephrite_vif::{Target, VIF_ANNOTATION, VifRecord};
+use nephrite_vif::{FailureKind, Target, VIF_ANNOTATION, VifRecord};
 
 use crate::cni::{CniError, CniResult, ErrorCode};
 use crate::vif::VifRef;
@@ -187,6 +189,34 @@ pub fn plan(
     Ok(Decision::Plug(plugs))
 }
 
+/// The failure the handler recorded for `pod`, as ADD's error: code 7 when the pod's request
+/// must change (an annotation, an unknown network), 11 when waiting can help (no free VF). A
+/// record that does not parse is left to [`plan`], which names it.
+///
+/// # Errors
+/// The recorded failure.
+pub fn refused(pod: &PodRef, facts: &PodFacts) -> Result<(), CniError> {
+    let Some(failure) = facts
+        .annotations
+        .get(VIF_ANNOTATION)
+        .and_then(|value| VifRecord::parse(value).ok())
+        .and_then(|record| record.failure)
+    else {
+        return Ok(());
+    };
+    let code = match failure.kind {
+        FailureKind::Invalid => ErrorCode::InvalidConfig,
+        FailureKind::Unavailable => ErrorCode::TryAgainLater,
+    };
+    Err(CniError::new(
+        code,
+        format!(
+            "pod {pod}: kuryr-l7 vif-handler: {} ({VIF_ANNOTATION})",
+            failure.message
+        ),
+    ))
+}
+
 /// The kubeconfig to read pods with: the network configuration's `kubeconfig` (Multus's
 /// convention), else `KUBECONFIG` of the plugin's environment.
 pub fn kubeconfig_path(
@@ -283,8 +313,8 @@ pub async fn read_pod(client: &kube::Client, pod: &PodRef) -> Result<PodFacts, C
 /// Read the pod until [`plan`] has interfaces to plug, at most `timeout`.
 ///
 /// # Errors
-/// [`read_pod`]'s and [`plan`]'s; code 11 when the handler has not recorded the VIFs the pod
-/// asks for in time.
+/// [`read_pod`]'s, [`refused`]'s and [`plan`]'s; code 11 when the handler has not recorded the
+/// VIFs the pod asks for in time.
 pub async fn wait_for_record(
     client: &kube::Client,
     pod: &PodRef,
@@ -295,6 +325,7 @@ pub async fn wait_for_record(
     let deadline = Instant::now() + timeout;
     loop {
         let facts = read_pod(client, pod).await?;
+        refused(pod, &facts)?;
         match plan(pod, &facts, ifname, network)? {
             Decision::Plug(plugs) => return Ok(plugs),
             Decision::Wait { asked, recorded } if Instant::now() >= deadline => {

@@ -1,5 +1,6 @@
 //! `nimbess.cni.v1.Vifs` on the agent's socket, through `VifClient`, as kuryr-l7's VIF handler
 //! calls it: the agent binary on the sim driver, killed with SIGKILL and restarted on its state.
+//! Each VIF gets its address and its own MAC at allocation, and keeps both across the restart.
 
 mod support;
 
@@ -29,7 +30,7 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
         .build()
         .expect("runtime");
     let client = VifClient::new(&agent.socket);
-    runtime.block_on(async {
+    let (mac_a, mac_b) = runtime.block_on(async {
         let a = client
             .allocate(&claim("u1", "main", "blue"))
             .await
@@ -48,6 +49,11 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
             .await
             .expect("b");
         assert_eq!(b.entry.address.to_string(), "10.51.0.2/24");
+        // Each VIF has its own MAC from the start, reserved before anything is plugged.
+        let (mac_a, mac_b) = (a.entry.mac.expect("a's MAC"), b.entry.mac.expect("b's MAC"));
+        assert_ne!(mac_a, mac_b);
+        assert_eq!(mac_a.0[0], nimbess_agent::vif::VIF_MAC_PREFIX);
+        assert!(a.plugged.is_none());
 
         match client.allocate(&claim("u1", "x", "green")).await {
             Err(VifCallError::NotFound(msg)) => assert!(msg.contains("\"green\""), "{msg}"),
@@ -69,6 +75,7 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
         };
         assert_eq!(client.get(&unknown).await.expect("get"), None);
         assert!(!client.release(&unknown).await.expect("release unknown"));
+        (mac_a, mac_b)
     });
 
     agent.kill9();
@@ -82,6 +89,8 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
 
     runtime.block_on(async {
         let all = client.list(None).await.expect("list");
+        let macs: Vec<_> = all.iter().map(|v| v.entry.mac).collect();
+        assert_eq!(macs, [Some(mac_a), Some(mac_b)], "MACs survive kill -9");
         let keys: Vec<(&str, &str, String)> = all
             .iter()
             .map(|v| {

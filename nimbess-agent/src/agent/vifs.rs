@@ -2,12 +2,12 @@
 //! pod's VIFs, and the address an ADD naming a VIF plugs. Under the agent's one lock like
 //! every other change; each change is journaled before the answer.
 
-use nephrite_pipeline::Ipv4Cidr;
+use nephrite_pipeline::{Ipv4Cidr, Mac};
 
 use super::{Agent, AgentState};
 use crate::cni::{CniError, ErrorCode};
 use crate::state::Record;
-use crate::vif::{Plugged, VifClaim, VifEntry, VifFailure, VifRef, VifView, owner};
+use crate::vif::{Plugged, VifClaim, VifEntry, VifFailure, VifRef, VifView, owner, reserve_mac};
 
 fn check_ref(vif: &VifRef) -> Result<(), VifFailure> {
     if vif.pod_uid.is_empty() || vif.key.is_empty() {
@@ -32,14 +32,29 @@ impl Agent {
         if !st.model.networks().contains_key(&claim.network) {
             return Err(VifFailure::UnknownNetwork(claim.network.clone()));
         }
-        if let Some(entry) = st.vifs.get(&claim.vif) {
+        if let Some(entry) = st.vifs.get(&claim.vif).cloned() {
             if entry.network != claim.network {
                 return Err(VifFailure::Invalid(format!(
                     "VIF {} is allocated on network {}, not {}",
                     claim.vif, entry.network, claim.network
                 )));
             }
-            return Ok(st.view(entry));
+            if entry.mac.is_some() {
+                return Ok(st.view(&entry));
+            }
+            // Journaled before MACs were reserved: reserve one now, once. The VIFs hold it
+            // before the journal does (a journal append may write the whole state instead).
+            let before = entry.clone();
+            let entry = VifEntry {
+                mac: Some(st.free_mac(&claim.vif)),
+                ..entry
+            };
+            st.vifs.put(entry.clone());
+            if let Err(e) = st.journal(&[Record::VifPut { vif: entry.clone() }]) {
+                st.vifs.put(before);
+                return Err(e);
+            }
+            return Ok(st.view(&entry));
         }
         let holder = owner(&claim.vif);
         let address = st
@@ -52,6 +67,7 @@ impl Agent {
             address,
             pod_namespace: claim.pod_namespace.clone(),
             pod_name: claim.pod_name.clone(),
+            mac: Some(st.free_mac(&claim.vif)),
         };
         st.vifs.put(entry.clone());
         let records = [
@@ -76,7 +92,7 @@ impl Agent {
                 "the agent could not persist its state: {e}"
             )));
         }
-        tracing::info!(vif = %claim.vif, network = %claim.network, %address, "VIF allocated");
+        tracing::info!(vif = %claim.vif, network = %claim.network, %address, mac = ?entry.mac, "VIF allocated");
         Ok(st.view(&entry))
     }
 
@@ -142,6 +158,28 @@ impl Agent {
 }
 
 impl AgentState {
+    /// A MAC for `vif` that no other VIF or port of this agent has.
+    fn free_mac(&self, vif: &VifRef) -> Mac {
+        reserve_mac(vif, |mac| {
+            self.vifs.0.values().any(|e| e.mac == Some(mac))
+                || self.model.ports().values().any(|p| p.mac() == Some(mac))
+        })
+    }
+
+    /// Journal `records` (the VIFs as they will be after them).
+    fn journal(&mut self, records: &[Record]) -> Result<(), VifFailure> {
+        let AgentState {
+            store,
+            model,
+            ipam,
+            vifs,
+            ..
+        } = self;
+        store.append(records, model, ipam, vifs).map_err(|e| {
+            VifFailure::Unavailable(format!("the agent could not persist its state: {e}"))
+        })
+    }
+
     /// The port of this host using a VIF's address, if one does.
     fn plugged(&self, entry: &VifEntry) -> Option<Plugged> {
         self.model

@@ -76,6 +76,7 @@ impl From<&VifView> for pb::VifInfo {
                 .and_then(|p| p.mac)
                 .map(|m| m.to_string())
                 .unwrap_or_default(),
+            reserved_mac: view.entry.mac.map(|m| m.to_string()).unwrap_or_default(),
         }
     }
 }
@@ -105,6 +106,7 @@ impl TryFrom<pb::VifInfo> for VifView {
                 address: parse("address", &info.address)?,
                 pod_namespace: info.pod_namespace,
                 pod_name: info.pod_name,
+                mac: parse_optional("reserved_mac", &info.reserved_mac)?,
             },
             gateway: parse_optional("gateway", &info.gateway)?,
             plugged,

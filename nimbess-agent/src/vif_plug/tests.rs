@@ -1,5 +1,5 @@
 use super::*;
-use nephrite_vif::{Driver, Vif, VnicType};
+use nephrite_vif::{Driver, FailureKind, Vif, VnicType};
 
 fn pod() -> PodRef {
     PodRef {
@@ -147,6 +147,52 @@ fn bad_annotations_are_code_7_naming_them() {
             e.msg
         );
     }
+}
+
+#[test]
+fn a_recorded_failure_fails_add_with_its_kind_and_the_handlers_words() {
+    let kept = vec![vif("main", "eth0", Target::PodNetwork, "pods")];
+    let short = VifRecord::failed(
+        kept.clone(),
+        nephrite_vif::Failure {
+            kind: FailureKind::Unavailable,
+            message: "node node-1 has 0 free VFs on physnet physnet2".into(),
+        },
+    );
+    let e = refused(&pod(), &facts(&[(VIF_ANNOTATION, short.to_json())])).expect_err("short");
+    assert_eq!(e.code, ErrorCode::TryAgainLater);
+    assert_eq!(
+        e.msg,
+        "pod shop/web: kuryr-l7 vif-handler: node node-1 has 0 free VFs on physnet physnet2 (openstack.org/kuryr-vif)"
+    );
+    let wrong = VifRecord::failed(
+        kept.clone(),
+        nephrite_vif::Failure {
+            kind: FailureKind::Invalid,
+            message: "network \"ghost\" is not served by the nimbess agent".into(),
+        },
+    );
+    let e = refused(&pod(), &facts(&[(VIF_ANNOTATION, wrong.to_json())])).expect_err("wrong");
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+    assert!(e.msg.contains("\"ghost\""), "{}", e.msg);
+    // Without a failure, or without a record, nothing is refused; DEL still plans the kept VIFs.
+    assert!(
+        refused(
+            &pod(),
+            &facts(&[(VIF_ANNOTATION, VifRecord::new(kept).to_json())])
+        )
+        .is_ok()
+    );
+    assert!(refused(&pod(), &facts(&[])).is_ok());
+    assert!(matches!(
+        plan(
+            &pod(),
+            &facts(&[(VIF_ANNOTATION, wrong.to_json())]),
+            "eth0",
+            "pods"
+        ),
+        Ok(Decision::Plug(_))
+    ));
 }
 
 #[test]
