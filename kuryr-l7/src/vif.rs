@@ -153,7 +153,7 @@ pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
             ))
         }
     };
-    Ok(Handler { config, backend })
+    Ok(Handler::new(config, backend))
 }
 
 /// Run the handler until SIGTERM or SIGINT.

@@ -20,7 +20,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use nephrite_kuryr_l7::openstack::auth::Credentials;
 use nephrite_kuryr_l7::openstack::neutron::Neutron;
 use nephrite_kuryr_l7::openstack::{Endpoint, Session};
-use nephrite_kuryr_l7::vif::handler::{Backend, Handler, HandlerError};
+use nephrite_kuryr_l7::vif::handler::{Backend, Handler, HandlerError, NodeVfs};
 use nephrite_kuryr_l7::vif::kube::attachment_resource;
 use nephrite_kuryr_l7::vif::neutron::{
     Activation, BackendError, NeutronSettings, NeutronVifs, PodIdentity, pod_tag,
@@ -28,9 +28,10 @@ use nephrite_kuryr_l7::vif::neutron::{
 use nephrite_test_apiserver::TestApiServer;
 use nephrite_test_services::{OpenStack, new_project_id};
 use nephrite_vif::annotations::{ADDITIONAL_SUBNETS, SPEC_PORTS};
+use nephrite_vif::vfs::Node;
 use nephrite_vif::{
-    AttachmentFlavor, Config, ContainerResources, Driver, EnabledDrivers, Pod, Target,
-    VIF_ANNOTATION, VifRecord, VnicType,
+    AttachmentFlavor, Config, ContainerResources, Driver, EnabledDrivers, Failure, FailureKind,
+    Pod, Target, VIF_ANNOTATION, VifRecord, VnicType,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -163,14 +164,14 @@ impl Env {
     }
 
     fn handler(&self, drivers: &str) -> Handler {
-        Handler {
-            config: Config {
+        Handler::new(
+            Config {
                 drivers: EnabledDrivers::parse(drivers).unwrap(),
                 attachments: AttachmentFlavor::Neutron,
                 sriov_resources: BTreeMap::new(),
             },
-            backend: Backend::Neutron(self.vifs.clone()),
-        }
+            Backend::Neutron(self.vifs.clone()),
+        )
     }
 }
 
@@ -191,6 +192,11 @@ fn pod(name: &str, annotations: &[(&str, String)]) -> (PodIdentity, Pod) {
         containers: Vec::new(),
     };
     (identity, view)
+}
+
+/// The node lookup of a pod that wants no VF (never asked) or is not scheduled.
+fn unscheduled() -> BoxFuture<'static, Result<NodeVfs, String>> {
+    Box::pin(async { Ok(NodeVfs::default()) })
 }
 
 type Written = Arc<Mutex<Vec<VifRecord>>>;
@@ -236,7 +242,14 @@ async fn drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(
     );
     let (written, persist) = recorder();
     let applied = handler
-        .apply(&identity, &view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
         .await?;
     let record = applied.record.clone();
     let names: Vec<&str> = record.vifs.iter().map(|v| v.ifname.as_str()).collect();
@@ -305,7 +318,14 @@ async fn drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(
 
     // The handler died before recording: the same ports are found again, none is added.
     let again = handler
-        .apply(&identity, &view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
         .await?;
     let ids = |r: &VifRecord| {
         r.vifs
@@ -327,7 +347,14 @@ async fn drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(
         format!(r#"["{}"]"#, env.subnet_a),
     );
     let updated = handler
-        .apply(&identity, &fewer, &[], &again.record, &persist)
+        .apply(
+            &identity,
+            &fewer,
+            &[],
+            &again.record,
+            &unscheduled,
+            &persist,
+        )
         .await?;
     let kept: Vec<(&str, &str)> = updated
         .record
@@ -377,8 +404,8 @@ async fn drivers_give_ports_on_the_right_subnets_with_the_right_vnic_types(
 /// VFs requested in both resource forms become `direct` ports on the subnet configured for
 /// their physical network.
 async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyhow::Result<()> {
-    let handler = Handler {
-        config: Config {
+    let handler = Handler::new(
+        Config {
             drivers: EnabledDrivers::parse("sriov")?,
             attachments: AttachmentFlavor::Neutron,
             sriov_resources: BTreeMap::from([(
@@ -386,7 +413,7 @@ async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyho
                 "physnet2".to_owned(),
             )]),
         },
-        backend: Backend::Neutron(NeutronVifs::new(
+        Backend::Neutron(NeutronVifs::new(
             env.session.clone(),
             Endpoint::Url(env.url.clone()),
             NeutronSettings {
@@ -395,7 +422,7 @@ async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyho
                 activation_timeout: Duration::from_secs(1),
             },
         )),
-    };
+    );
     let (identity, mut view) = pod("vfs", &[]);
     view.containers = vec![ContainerResources {
         name: "app".into(),
@@ -406,8 +433,53 @@ async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyho
         limits: BTreeMap::from([("intel.com/sriov_a".into(), "1".into())]),
     }];
     let (_, persist) = recorder();
+    let node = |vfs: &str| {
+        let seen = NodeVfs {
+            node: Some(Node {
+                name: "node-1".into(),
+                allocatable: BTreeMap::from([
+                    ("intel.com/sriov_a".to_owned(), "1".to_owned()),
+                    (
+                        "pod.alpha.kubernetes.io/opaque-int-resource-sriov-vf-physnet2".to_owned(),
+                        vfs.to_owned(),
+                    ),
+                ]),
+            }),
+            pods: Vec::new(),
+        };
+        move || -> BoxFuture<'static, Result<NodeVfs, String>> {
+            let seen = seen.clone();
+            Box::pin(async move { Ok(seen) })
+        }
+    };
+    let short = handler
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &node("0"),
+            &persist,
+        )
+        .await
+        .err()
+        .context("one VF advertised, two wanted")?;
+    ensure!(
+        short.to_string()
+            == "node node-1 has 1 free VFs on physnet physnet2 (intel.com/sriov_a, pod.alpha.kubernetes.io/opaque-int-resource-sriov-vf-physnet2: 1 allocatable, 0 held by its pods); the pod wants 2 more",
+        "{short}"
+    );
+    let (by_device, _) = held(env, &identity).await?;
+    ensure!(by_device.is_empty(), "nothing allocated while short");
     let applied = handler
-        .apply(&identity, &view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &node("1"),
+            &persist,
+        )
         .await?;
     ensure!(applied.record.vifs.len() == 3, "{:?}", applied.record);
     for vif in &applied.record.vifs[1..] {
@@ -432,13 +504,27 @@ async fn a_port_bound_to_another_pod_is_refused_untouched(env: &Env) -> anyhow::
     let (owner, owner_view) = pod("owner", &[(SPEC_PORTS, ports.clone())]);
     let (_, persist) = recorder();
     let owned = handler
-        .apply(&owner, &owner_view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &owner,
+            &owner_view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
         .await?;
     let before = env.vifs.port(&env.normal_port).await?.context("port")?;
 
     let (thief, thief_view) = pod("thief", &[(SPEC_PORTS, ports)]);
     match handler
-        .apply(&thief, &thief_view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &thief,
+            &thief_view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
         .await
     {
         Err(HandlerError::Backend(BackendError::PortTaken { port, device_id })) => {
@@ -471,7 +557,14 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
     );
     let (written, persist) = recorder();
     let error = handler
-        .apply(&identity, &view, &[], &VifRecord::default(), &persist)
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
         .await
         .err()
         .context("an unknown subnet is refused")?;
@@ -479,7 +572,17 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
         error.to_string() == format!("subnet {missing} does not exist"),
         "{error}"
     );
-    ensure!(written.lock().unwrap().is_empty(), "nothing recorded");
+    let recorded = written.lock().unwrap().clone();
+    ensure!(
+        recorded.len() == 1
+            && recorded[0].vifs.is_empty()
+            && recorded[0].failure
+                == Some(Failure {
+                    kind: FailureKind::Invalid,
+                    message: format!("subnet {missing} does not exist"),
+                }),
+        "only the failure recorded, no VIF: {recorded:?}"
+    );
     let (by_device, by_tag) = held(env, &identity).await?;
     ensure!(
         by_device.is_empty() && by_tag.is_empty(),
@@ -490,6 +593,8 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
 
 #[path = "vif_neutron/processes.rs"]
 mod processes;
+#[path = "vif_neutron/vfs.rs"]
+mod vfs;
 use processes::{
     a_killed_handler_leaves_no_duplicate_or_leaked_port,
     the_directory_source_records_in_files_and_releases_removed_pods,

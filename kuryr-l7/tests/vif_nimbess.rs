@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::core::v1::Pod as KubePod;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use nephrite_kuryr_l7::vif::kube::attachment_resource;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer};
 use nephrite_test_apiserver::TestApiServer;
-use nephrite_vif::{VIF_ANNOTATION, VifRecord};
+use nephrite_vif::{FailureKind, VIF_ANNOTATION, VifRecord};
 use nimbess_agent::agent::Agent;
 use nimbess_agent::config::AgentConfig;
 use nimbess_agent::driver::{Driver, kernel::KernelDriver};
@@ -411,6 +412,14 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
             .find(|v| v.entry.vif.key == vif.key)
             .context("held")?;
         ensure!(
+            !vif.mac.is_empty()
+                && Some(vif.mac.clone()) == agent_view.entry.mac.map(|m| m.to_string()),
+            "{}: the record carries the MAC the agent reserved: {} vs {:?}",
+            vif.ifname,
+            vif.mac,
+            agent_view.entry.mac
+        );
+        ensure!(
             vif.addresses == [agent_view.entry.address.to_string()]
                 && vif.network == agent_view.entry.network,
             "{}: recorded {:?} on {}, the agent holds {} on {}",
@@ -560,6 +569,15 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         "nothing plugged for the broken pod"
     );
     pods.delete("broken", &DeleteParams::default()).await?;
+    an_unknown_network_is_named_by_the_handler_and_the_add(
+        &api.client()?,
+        &vifs,
+        &agent,
+        &bad_netns,
+        &main_conf,
+    )
+    .await
+    .context("a NetworkAttachmentDefinition naming a network the agent does not serve")?;
 
     // DEL unplugs every interface; the reservations stay until the pod goes.
     let (code, out) = cni("DEL", "c-multi", &pod_netns, "eth0", &pod_args, &main_conf).await;
@@ -632,80 +650,8 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A record naming a network the agent does not serve (written here, no handler running): the
-/// ADD plugs `eth1` (a VIF the agent holds), fails on `eth2` with code 7 naming the network,
-/// and unplugs `eth1` again: nothing half-plugged. The reservation stays for the handler.
-async fn a_failing_interface_unplugs_the_others(
-    pods: &Api<KubePod>,
-    vifs: &VifClient,
-    agent: &Agent,
-    netns: &str,
-    main_conf: &Value,
-    net_a: &str,
-) -> anyhow::Result<()> {
-    let pod: KubePod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "stale"},
-        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app"}]},
-    }))?;
-    let uid = pods
-        .create(&PostParams::default(), &pod)
-        .await?
-        .metadata
-        .uid
-        .context("uid")?;
-    let held = nimbess_agent::vif::VifRef {
-        pod_uid: uid.clone(),
-        key: "network/default/net-a/0".into(),
-    };
-    let view = vifs
-        .allocate(&nimbess_agent::vif::VifClaim {
-            vif: held.clone(),
-            network: net_a.to_owned(),
-            pod_namespace: "default".into(),
-            pod_name: "stale".into(),
-        })
-        .await?;
-    let vif = |key: &str, ifname: &str, network: &str, address: &str| {
-        json!({"key": key, "ifname": ifname, "driver": "npwg_multiple_interfaces",
-               "target": {"kind": "network", "name": network}, "vnic_type": "normal",
-               "network": network, "addresses": [address], "mac": "",
-               "backend_id": format!("{uid}/{key}"), "active": true})
-    };
-    let record = json!({"version": 1, "vifs": [
-        vif(&held.key, "eth1", net_a, &view.entry.address.to_string()),
-        vif("network/default/gone/0", "eth2", "gone", "10.9.9.2/24"),
-    ]});
-    let patch = json!({"metadata": {"annotations": {VIF_ANNOTATION: record.to_string()}}});
-    pods.patch(
-        "stale",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await?;
-    let args = format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME=stale;K8S_POD_UID={uid}");
-    let (code, error) = cni("ADD", "c-stale", netns, "eth0", &args, main_conf).await;
-    ensure!(
-        code == 1
-            && error["code"] == 7
-            && error["msg"]
-                .as_str()
-                .is_some_and(|m| m.contains("eth2") && m.contains("\"gone\"")),
-        "{error}"
-    );
-    ensure!(
-        agent
-            .ports()
-            .await
-            .iter()
-            .all(|p| p.container_id != "c-stale"),
-        "eth1 was unplugged again"
-    );
-    ensure!(
-        vifs.get(&held).await?.is_some_and(|v| v.plugged.is_none()),
-        "the reservation stays, unplugged"
-    );
-    ensure!(vifs.release(&held).await?, "released");
-    pods.delete("stale", &DeleteParams::default()).await?;
-    Ok(())
-}
+#[path = "vif_nimbess/refusals.rs"]
+mod refusals;
+use refusals::{
+    a_failing_interface_unplugs_the_others, an_unknown_network_is_named_by_the_handler_and_the_add,
+};

@@ -8,19 +8,24 @@
 //! then removed. A pass in which any file fails to read releases nothing, so a typo in a file
 //! never tears down the pods it holds. A pod without `metadata.uid` is known to the backend as
 //! `dir-<namespace>-<name>`.
+//!
+//! Nodes in PATH (`kind: Node` with `status.allocatable`) are what SR-IOV VFs are counted on:
+//! a pod's node is its `spec.nodeName`, and the VFs held there are the records of the other
+//! pods in PATH on that node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod as KubePod;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::ResourceExt;
 use nephrite_krm::Package;
-use nephrite_vif::{NetworkAttachment, VifRecord};
+use nephrite_vif::vfs::Node;
+use nephrite_vif::{NetworkAttachment, Vif, VifRecord};
 use serde::{Deserialize, Serialize};
 
-use super::handler::{Handler, HandlerError};
-use super::kube::{pod_identity, pod_view};
+use super::handler::{Handler, HandlerError, NodeVfs};
+use super::kube::{node_view, pod_identity, pod_view};
 
 /// How often the directory is read again.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -45,6 +50,7 @@ pub struct RecordFile {
 struct Read {
     pods: Vec<KubePod>,
     attachments: Vec<NetworkAttachment>,
+    nodes: Vec<Node>,
     errors: Vec<String>,
 }
 
@@ -94,6 +100,10 @@ fn read(dir: &Path) -> Read {
                         out.pods.push(pod);
                     }
                     Err(e) => out.errors.push(format!("{}: Pod: {e}", file.display())),
+                },
+                Some("Node") => match serde_json::from_value::<KubeNode>(value) {
+                    Ok(node) => out.nodes.push(node_view(&node)),
+                    Err(e) => out.errors.push(format!("{}: Node: {e}", file.display())),
                 },
                 Some("NetworkAttachmentDefinition") => {
                     let metadata = &value["metadata"];
@@ -161,6 +171,19 @@ pub async fn sync_once(handler: &Handler, dir: &Path, reported: &mut BTreeMap<St
         tracing::warn!("{error} (nothing is released in this pass)");
     }
     let mut records = read_records(&state);
+    // Each pod's node and recorded VIFs as the pass starts (the handler's ledger knows what
+    // it records during the pass).
+    let placed: Vec<(String, String, Vec<Vif>)> = read
+        .pods
+        .iter()
+        .filter_map(|pod| {
+            let node = pod.spec.as_ref()?.node_name.clone()?;
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.name_any();
+            let record = records.get(&record_path(&state, &namespace, &name))?;
+            Some((node, record.uid.clone(), record.record.vifs.clone()))
+        })
+        .collect();
     for pod in &read.pods {
         if pod.spec.as_ref().and_then(|s| s.host_network) == Some(true) {
             continue;
@@ -196,12 +219,34 @@ pub async fn sync_once(handler: &Handler, dir: &Path, reported: &mut BTreeMap<St
                 Box::pin(async move { write_record(&target, &file) })
             };
         let key = format!("{}/{}", identity.namespace, identity.name);
+        let seen = NodeVfs {
+            node: identity.node.as_ref().map(|name| {
+                read.nodes
+                    .iter()
+                    .find(|n| n.name == *name)
+                    .cloned()
+                    .unwrap_or_else(|| Node {
+                        name: name.clone(),
+                        allocatable: BTreeMap::new(),
+                    })
+            }),
+            pods: placed
+                .iter()
+                .filter(|(node, _, _)| identity.node.as_ref() == Some(node))
+                .map(|(_, uid, vifs)| (uid.clone(), vifs.clone()))
+                .collect(),
+        };
+        let lookup = move || -> futures::future::BoxFuture<'static, Result<NodeVfs, String>> {
+            let seen = seen.clone();
+            Box::pin(async move { Ok(seen) })
+        };
         match handler
             .apply(
                 &identity,
                 &pod_view(pod),
                 &read.attachments,
                 &current,
+                &lookup,
                 &persist,
             )
             .await

@@ -8,6 +8,13 @@
 //! a Warning Event (`VifRequestInvalid`) naming the annotation and the error, and is tried
 //! again when it changes; a port still `DOWN` after activation gets `VifNotActive` and is
 //! tried again after [`RECHECK`].
+//!
+//! SR-IOV VFs are counted on the pod's Node: a third reflector holds the Nodes (their
+//! `status.allocatable`), and the VFs held are the records of the pods the Controller's own
+//! store lists on that node. A pod whose VFs are not free gets `NoFreeVf` (naming node,
+//! physnet, resources, free and wanted) and is looked at again every [`VF_RETRY`], so it gets
+//! its VFs soon after another pod releases them or the node advertises more. Events are
+//! published when the pod's recorded failure changes, not on every pass.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,20 +22,21 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Pod as KubePod;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use nephrite_krm::Gvk;
+use nephrite_vif::vfs::{Node, VfShortage};
 use nephrite_vif::{ContainerResources, NetworkAttachment, Pod, VIF_ANNOTATION, VifRecord};
 use serde_json::json;
 
-use super::handler::{Handler, HandlerError};
+use super::handler::{Handler, HandlerError, NodeVfs};
 use super::neutron::{Activation, PodIdentity};
 
 /// The pod finalizer that holds a pod until its VIFs are released.
@@ -39,12 +47,18 @@ pub const RECHECK: Duration = Duration::from_secs(30);
 const REFUSED_RETRY: Duration = Duration::from_secs(60);
 /// When a pod is tried again after a transient failure.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
+/// When a pod whose VFs were not free looks again.
+pub const VF_RETRY: Duration = Duration::from_secs(3);
+/// How long counting VFs waits for the first listing of Pods and Nodes.
+const LISTED_WITHIN: Duration = Duration::from_secs(30);
 
 struct Context {
     handler: Handler,
     client: kube::Client,
     recorder: Recorder,
     attachments: Store<DynamicObject>,
+    pods: Store<KubePod>,
+    nodes: Store<KubeNode>,
 }
 
 /// Why a reconcile failed (for the controller's log and retry).
@@ -115,6 +129,59 @@ pub fn attachment_view(object: &DynamicObject) -> NetworkAttachment {
     }
 }
 
+/// What the VF count reads of a Node.
+pub fn node_view(node: &KubeNode) -> Node {
+    Node {
+        name: node.name_any(),
+        allocatable: node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .map(|a| a.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The pod's node and the records of the other pods on it, once both stores are listed.
+async fn node_vfs(
+    pods: Store<KubePod>,
+    nodes: Store<KubeNode>,
+    node: Option<String>,
+) -> Result<NodeVfs, String> {
+    let Some(name) = node else {
+        return Ok(NodeVfs::default());
+    };
+    let listed = async {
+        pods.wait_until_ready().await.map_err(|e| e.to_string())?;
+        nodes.wait_until_ready().await.map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(LISTED_WITHIN, listed)
+        .await
+        .map_err(|_| {
+            format!(
+                "Pods and Nodes not listed within {}s",
+                LISTED_WITHIN.as_secs()
+            )
+        })??;
+    let node = nodes
+        .get(&ObjectRef::new(&name))
+        .map(|n| node_view(&n))
+        .unwrap_or(Node {
+            name: name.clone(),
+            allocatable: BTreeMap::new(),
+        });
+    let on_node = pods
+        .state()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+        .map(|p| (p.uid().unwrap_or_default(), current_record(&p).vifs))
+        .collect();
+    Ok(NodeVfs {
+        node: Some(node),
+        pods: on_node,
+    })
+}
+
 /// The pod's record; an unreadable one is logged and read as empty (cleanup sweeps the
 /// backend anyway).
 fn current_record(pod: &KubePod) -> VifRecord {
@@ -161,13 +228,19 @@ async fn apply(ctx: &Context, api: &Api<KubePod>, pod: &KubePod) -> Result<Actio
                 .map_err(|e| e.to_string())
         })
     };
+    let (pods, nodes, node) = (ctx.pods.clone(), ctx.nodes.clone(), identity.node.clone());
+    let lookup = move || -> BoxFuture<'static, Result<NodeVfs, String>> {
+        Box::pin(node_vfs(pods.clone(), nodes.clone(), node.clone()))
+    };
+    let current = current_record(pod);
     let result = ctx
         .handler
         .apply(
             &identity,
             &pod_view(pod),
             &attachments,
-            &current_record(pod),
+            &current,
+            &lookup,
             &persist,
         )
         .await;
@@ -190,14 +263,22 @@ async fn apply(ctx: &Context, api: &Api<KubePod>, pod: &KubePod) -> Result<Actio
             Ok(Action::requeue(RECHECK))
         }
         Err(e) if e.is_retryable() => Err(e),
+        // Scheduling the pod changes it.
+        Err(HandlerError::Vfs(VfShortage::Unscheduled { .. })) => Ok(Action::await_change()),
         Err(e) => {
             let reason = match e {
                 HandlerError::Plan(_) | HandlerError::Update(_) => "VifRequestInvalid",
+                HandlerError::Vfs(_) => "NoFreeVf",
                 _ => "VifAllocationFailed",
             };
-            warn(ctx, pod, reason, e.to_string()).await;
+            let note = e.to_string();
+            // Once per failure: the record written with it brings the pod back here.
+            if current.failure.as_ref().is_none_or(|f| f.message != note) {
+                warn(ctx, pod, reason, note).await;
+            }
             Ok(match e {
                 HandlerError::Plan(_) | HandlerError::Update(_) => Action::await_change(),
+                HandlerError::Vfs(_) => Action::requeue(VF_RETRY),
                 _ => Action::requeue(REFUSED_RETRY),
             })
         }
@@ -253,6 +334,19 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String) {
         }
         r.ok().map(drop)
     });
+    let (nodes, node_writer) = reflector::store::<KubeNode>();
+    let node_api: Api<KubeNode> = Api::all(client.clone());
+    let node_watch = kube::runtime::reflector(
+        node_writer,
+        watcher(node_api, watcher::Config::default()).default_backoff(),
+    )
+    .for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!("Nodes: {e}");
+        }
+    });
+    let pods: Api<KubePod> = Api::all(client.clone());
+    let controller = Controller::new(pods, watcher::Config::default());
     let context = Arc::new(Context {
         handler,
         recorder: Recorder::new(
@@ -262,11 +356,12 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String) {
                 instance: Some(identity),
             },
         ),
-        client: client.clone(),
+        client,
         attachments,
+        pods: controller.store(),
+        nodes,
     });
-    let pods: Api<KubePod> = Api::all(client);
-    Controller::new(pods, watcher::Config::default())
+    let reconciling = controller
         .reconcile_all_on(attachment_changes)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -274,6 +369,6 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String) {
                 Ok((pod, _)) => tracing::debug!(pod = %pod, "reconciled"),
                 Err(e) => tracing::debug!("{e}"),
             }
-        })
-        .await;
+        });
+    futures::future::select(Box::pin(reconciling), Box::pin(node_watch)).await;
 }

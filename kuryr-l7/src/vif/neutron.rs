@@ -92,6 +92,15 @@ pub enum BackendError {
         "{0:?} is a Neutron target (subnet, port or SR-IOV VF); the Nimbess backend has networks"
     )]
     NotNimbess(Target),
+    /// A network a request names is not one the Nimbess agent serves (a
+    /// NetworkAttachmentDefinition naming a network the node does not have).
+    #[error("{origin}: network {network:?} is not served by the nimbess agent")]
+    UnknownNetwork {
+        /// What asks for it ([`nephrite_vif::VifRequest::origin`]).
+        origin: String,
+        /// The network.
+        network: String,
+    },
     /// A recorded VIF the Nimbess agent no longer holds.
     #[error("the nimbess agent no longer holds VIF {0}")]
     VifGone(String),

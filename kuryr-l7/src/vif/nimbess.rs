@@ -8,14 +8,14 @@
 //! exists, so a handler killed between allocating and recording makes no second one.
 //! [`NimbessVifs::sweep`] releases what the agent holds for a pod beyond the keys the pod's
 //! record keeps (a VIF allocated for a request that changed while the handler was down).
-//! `nimbess-cni` plugs each recorded VIF into the pod's namespace at ADD; the MAC is the data
-//! plane's, which the agent reports once the VIF is plugged.
+//! The agent reserves each VIF's MAC with its address, so the record carries both before the
+//! pod is plugged; `nimbess-cni` plugs each recorded VIF into the pod's namespace at ADD.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use nephrite_vif::{Allocation, Target, Vif, VnicType};
-use nimbess_agent::grpc::VifClient;
+use nimbess_agent::grpc::{VifCallError, VifClient};
 use nimbess_agent::vif::{VifClaim, VifRef, VifView};
 
 use super::neutron::{Activation, BackendError, PodIdentity};
@@ -76,7 +76,15 @@ impl NimbessVifs {
                 pod_namespace: pod.namespace.clone(),
                 pod_name: pod.name.clone(),
             })
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The agent's only NOT_FOUND for an allocation: it has no such network.
+                VifCallError::NotFound(_) => BackendError::UnknownNetwork {
+                    origin: request.origin(),
+                    network: network.clone(),
+                },
+                e => e.into(),
+            })?;
         Ok(Vif {
             key: request.key.clone(),
             ifname: allocation.ifname.clone(),
@@ -86,11 +94,7 @@ impl NimbessVifs {
             network,
             addresses: vec![view.entry.address.to_string()],
             gateway: view.gateway.map(|g| g.to_string()),
-            mac: view
-                .plugged
-                .and_then(|p| p.mac)
-                .map(|m| m.to_string())
-                .unwrap_or_default(),
+            mac: view.entry.mac.map(|m| m.to_string()).unwrap_or_default(),
             backend_id: backend_id(&view.entry.vif),
             active: false,
         })

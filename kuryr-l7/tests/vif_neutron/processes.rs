@@ -29,7 +29,7 @@ fn handler_from(kubeconfig: &PathBuf, conf: &PathBuf, source: &str) -> anyhow::R
     ))
 }
 
-async fn wait_for<T, F>(what: &str, mut check: impl FnMut() -> F) -> anyhow::Result<T>
+pub(super) async fn wait_for<T, F>(what: &str, mut check: impl FnMut() -> F) -> anyhow::Result<T>
 where
     F: std::future::Future<Output = anyhow::Result<Option<T>>>,
 {
@@ -57,8 +57,8 @@ pub(super) async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(
     std::fs::write(
         &conf,
         format!(
-            "[kubernetes]\nenabled_vif_drivers = additional_subnets, npwg_multiple_interfaces\n\n[neutron_defaults]\npod_subnet = {}\n\n[neutron]\nauth_type = noauth\nproject_id = {}\nendpoint_override = {}\n",
-            env.pod_subnet, env.project, env.url
+            "[kubernetes]\nenabled_vif_drivers = additional_subnets, npwg_multiple_interfaces, sriov\n\n[neutron_defaults]\npod_subnet = {}\n\n[sriov]\nphysnet_resource_mappings = physnet2:sriov_a\ndefault_physnet_subnets = physnet2:{}\n\n[neutron]\nauth_type = noauth\nproject_id = {}\nendpoint_override = {}\n",
+            env.pod_subnet, env.subnet_b, env.project, env.url
         ),
     )?;
     let crds: Api<DynamicObject> = Api::all_with(
@@ -217,6 +217,9 @@ pub(super) async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(
         Ok(pods.get_opt("broken").await?.is_none().then_some(()))
     })
     .await?;
+    super::vfs::a_pod_short_of_vfs_gets_them_once_another_releases_them(env, &server)
+        .await
+        .context("SR-IOV VFs counted on the node")?;
     drop(second);
 
     // Deleted while no handler runs: the finalizer keeps the pod, the ports stay.
