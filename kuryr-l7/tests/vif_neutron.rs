@@ -568,10 +568,10 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
         .await
         .err()
         .context("an unknown subnet is refused")?;
-    ensure!(
-        error.to_string() == format!("subnet {missing} does not exist"),
-        "{error}"
+    let expected = format!(
+        "annotation openstack.org/kuryr-additional-subnets: subnet {missing} does not exist"
     );
+    ensure!(error.to_string() == expected, "{error}");
     let recorded = written.lock().unwrap().clone();
     ensure!(
         recorded.len() == 1
@@ -579,7 +579,7 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
             && recorded[0].failure
                 == Some(Failure {
                     kind: FailureKind::Invalid,
-                    message: format!("subnet {missing} does not exist"),
+                    message: expected,
                 }),
         "only the failure recorded, no VIF: {recorded:?}"
     );
@@ -587,6 +587,38 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
     ensure!(
         by_device.is_empty() && by_tag.is_empty(),
         "nothing half-allocated"
+    );
+
+    // A specific port that does not exist: named, nothing allocated (the main VIF made in the
+    // same pass is deleted again).
+    let (identity, view) = pod("portless", &[(SPEC_PORTS, format!(r#"["{missing}"]"#))]);
+    let (written, persist) = recorder();
+    let error = handler
+        .apply(
+            &identity,
+            &view,
+            &[],
+            &VifRecord::default(),
+            &unscheduled,
+            &persist,
+        )
+        .await
+        .err()
+        .context("an unknown port is refused")?;
+    let expected = format!("annotation spec-ports: port {missing} does not exist");
+    ensure!(error.to_string() == expected, "{error}");
+    ensure!(
+        written
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| r.vifs.is_empty() && r.failure.as_ref().is_some_and(|f| f.message == expected)),
+        "only the failure recorded"
+    );
+    let (by_device, by_tag) = held(env, &identity).await?;
+    ensure!(
+        by_device.is_empty() && by_tag.is_empty(),
+        "nothing half-allocated: {by_device:?}"
     );
     Ok(())
 }

@@ -60,8 +60,13 @@ pub enum BackendError {
     #[error(transparent)]
     Request(#[from] VifError),
     /// A subnet the pod asks for does not exist.
-    #[error("subnet {0} does not exist")]
-    UnknownSubnet(String),
+    #[error("{origin}: subnet {subnet} does not exist")]
+    UnknownSubnet {
+        /// What asks for it ([`nephrite_vif::VifRequest::origin`]).
+        origin: String,
+        /// The subnet.
+        subnet: String,
+    },
     /// A specific port does not exist.
     #[error("annotation spec-ports: port {0} does not exist")]
     UnknownPort(String),
@@ -298,12 +303,16 @@ impl NeutronVifs {
         .map(drop)
     }
 
-    async fn subnet(&self, id: &str) -> Result<SubnetInfo, BackendError> {
+    /// Subnet `id`, which `origin` asks for.
+    async fn subnet(&self, id: &str, origin: &str) -> Result<SubnetInfo, BackendError> {
         let answer = self
             .call(Method::GET, &format!("subnets/{}", encode(id)), None)
             .await?;
         if answer.status == 404 {
-            return Err(BackendError::UnknownSubnet(id.to_owned()));
+            return Err(BackendError::UnknownSubnet {
+                origin: origin.to_owned(),
+                subnet: id.to_owned(),
+            });
         }
         Ok(answer.success()?.field("subnet")?)
     }
@@ -319,7 +328,9 @@ impl NeutronVifs {
         let mut addresses = Vec::new();
         let mut gateway = None;
         for fixed in &port.fixed_ips {
-            let subnet = self.subnet(&fixed.subnet_id).await?;
+            let subnet = self
+                .subnet(&fixed.subnet_id, &format!("port {}", port.id))
+                .await?;
             addresses.push(with_prefix(&fixed.ip_address, &subnet.cidr));
             if gateway.is_none() {
                 gateway = subnet.gateway_ip.filter(|g| !g.is_empty());
@@ -374,7 +385,7 @@ impl NeutronVifs {
                 return Err(BackendError::Unsupported(request.target.clone()));
             }
         };
-        let subnet = self.subnet(&subnet_id).await?;
+        let subnet = self.subnet(&subnet_id, &request.origin()).await?;
         let name = Self::port_name(pod, &request.key);
         let existing = self
             .ports(&[("device_id", &pod.uid), ("name", &name)])
