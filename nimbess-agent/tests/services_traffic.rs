@@ -244,14 +244,21 @@ fn publish_policy(
     }
 }
 
-fn pod_yaml(name: &str, role: &str, ip: Ipv4Addr) -> String {
+/// A Pod object: `ip` as its `status.podIP` (`None`: none reported yet),
+/// its container's port 8080 named `http`.
+fn pod_yaml(name: &str, role: &str, ip: Option<Ipv4Addr>) -> String {
+    let status = ip
+        .map(|ip| format!("status: {{podIP: \"{ip}\"}}\n"))
+        .unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{role: {role}}}}}\nspec: {{containers: [{{name: c, image: x}}]}}\nstatus: {{podIP: \"{ip}\"}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{role: {role}}}}}\nspec: {{containers: [{{name: c, image: x, ports: [{{name: http, containerPort: 8080}}]}}]}}\n{status}---\n"
     )
 }
 
+/// Deny-all ingress, and role=client may reach role=server's port named
+/// `http` (8080 on the server's container).
 const DENY_AND_ALLOW_CLIENT: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-all, namespace: default}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n---\n\
-apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-client, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: server}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {role: client}}}]\n    ports: [{protocol: TCP, port: 8080}]\n";
+apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-client, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: server}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {role: client}}}]\n    ports: [{protocol: TCP, port: http}]\n";
 
 const CLIENT_EGRESS_8080: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: client-out, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: client}}\n  policyTypes: [Egress]\n  egress:\n  - ports: [{protocol: TCP, port: 8080}]\n";
 
@@ -273,16 +280,20 @@ fn a_network_policy_lets_the_labelled_client_in_and_keeps_others_out() {
         AgentProcess::start_with(&yaml, "kernel", &[&net], &prefix, &["--resources", &flag]);
     let (server, client, other) = (Netns::new("ps"), Netns::new("pc"), Netns::new("po"));
     let mut ips = Vec::new();
-    for pod in [&server, &client, &other] {
-        let (code, result) = agent.cni("ADD", &net, &pod.name, &pod.path());
+    // the runtime names each pod in CNI_ARGS: the agent places the Pod
+    // objects by those names, whatever their status.podIP says
+    for (pod, name) in [(&server, "server"), (&client, "client"), (&other, "other")] {
+        let (code, result) =
+            agent.cni_for_pod("ADD", &net, &pod.name, &pod.path(), ("default", name));
         assert_eq!(code, 0, "{result}\n{}", agent.log());
         ips.push(first_ip(&result));
     }
     serve_on(&server.path(), "8080", 8080);
     serve_on(&server.path(), "9090", 9090);
-    let pods = pod_yaml("server", "server", ips[0])
-        + &pod_yaml("client", "client", ips[1])
-        + &pod_yaml("other", "other", ips[2]);
+    // the server has no podIP yet, the client's is another pod's (stale)
+    let pods = pod_yaml("server", "server", None)
+        + &pod_yaml("client", "client", Some(ips[2]))
+        + &pod_yaml("other", "other", Some(ips[2]));
     std::fs::write(resources.path().join("pods.yaml"), pods).expect("pods");
     let at = |port| SocketAddrV4::new(ips[0], port);
     let once = |from: &Netns, port| {
@@ -302,7 +313,11 @@ fn a_network_policy_lets_the_labelled_client_in_and_keeps_others_out() {
         &ingress,
         &agent,
     );
-    assert_eq!(once(&client, 8080), "8080", "the labelled client gets in");
+    assert_eq!(
+        once(&client, 8080),
+        "8080",
+        "the labelled client gets in, on the server's port named http"
+    );
     assert_eq!(once(&other, 8080), "timeout", "another pod does not");
     assert_eq!(
         once(&client, 9090),

@@ -47,6 +47,7 @@ fn main() {
                 netns: format!("/run/netns/p{k}"),
                 network: "bench".into(),
                 address,
+                pod: None,
             })
             .expect("add");
         let b = (k as u32).to_be_bytes();

@@ -42,8 +42,8 @@ pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};
 pub use model::{Model, Network, PortRequest};
 pub use module::{
-    Gate, Module, ModuleId, ModuleKind, Pipeline, Port, PortId, RemoteHost, RenderFacts, copy_id,
-    egress_id, ingress_id, port_id,
+    Gate, Module, ModuleId, ModuleKind, Pipeline, PodName, Port, PortId, RemoteHost, RenderFacts,
+    copy_id, egress_id, ingress_id, port_id,
 };
 pub use network::{
     AclAction, AclProtocol, AclRule, DEFAULT_MTU, MetaFunction, MetaModule, MetaPipeline,
@@ -52,8 +52,8 @@ pub use network::{
 pub use placement::{cluster_load_balancers, load_balancer_name, place_load_balancers};
 pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
 pub use policy::{
-    AclEntry, NetworkPolicy, Peer, PodAcl, PolicyNamespace, PolicyPod, PolicyRule, PortRange,
-    Requirement, Selector, SelectorOp, acl_allows, translate_policies,
+    AclEntry, NamedPort, NetworkPolicy, Peer, PodAcl, PolicyNamespace, PolicyPod, PolicyRule,
+    PortRange, Requirement, RulePort, Selector, SelectorOp, acl_allows, translate_policies,
 };
 pub use print::{pipeline_dot, pipeline_text};
 pub use service::{

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 use crate::addr::Ipv4Cidr;
 use crate::build::{Rendered, build_network, port_pipeline};
-use crate::module::{Gate, Pipeline, Port, PortId, RenderFacts, port_id};
+use crate::module::{Gate, Pipeline, PodName, Port, PortId, RenderFacts, port_id};
 use crate::network::{AclRule, MetaPipeline, NetworkSpec};
 use crate::plan::{RenderPlan, diff};
 
@@ -38,6 +38,8 @@ pub struct PortRequest {
     pub network: String,
     /// The address IPAM gave it.
     pub address: Ipv4Cidr,
+    /// The pod the runtime named (`CNI_ARGS`), if any.
+    pub pod: Option<PodName>,
 }
 
 /// Networks, meta pipelines and ports. Modules and pipelines are derived
@@ -257,6 +259,7 @@ impl Model {
                 slot,
                 facts: None,
                 remote: None,
+                pod: req.pod,
             },
         );
         let mut plan = RenderPlan::default();

@@ -133,6 +133,26 @@ pub struct Port {
     /// entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteHost>,
+    /// The pod the runtime said the sandbox is for (`K8S_POD_NAMESPACE`,
+    /// `K8S_POD_NAME` in `CNI_ARGS`); `None` when it named none. What
+    /// NetworkPolicies and Services match the port's address by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodName>,
+}
+
+/// A Kubernetes pod by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodName {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for PodName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// Another host of the fabric, as the ports it owns name it.

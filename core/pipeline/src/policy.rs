@@ -3,7 +3,8 @@
 //! peers and ports it accepts (ingress) and reaches (egress). A pod no
 //! policy selects for a direction is not isolated in that direction; once
 //! one does, only what some selecting policy's rule allows passes
-//! (ipBlock with except, pod and namespace selectors, ports with endPort).
+//! (ipBlock with except, pod and namespace selectors, ports with endPort,
+//! named ports resolved per destination pod on its containers' ports).
 //! Replies of allowed connections are the data plane's business
 //! (conntrack). Pure and deterministic.
 
@@ -80,6 +81,20 @@ pub struct PolicyPod {
     pub labels: BTreeMap<String, String>,
     /// Its address.
     pub address: Ipv4Addr,
+    /// Its containers' named ports (what a policy's named port resolves to).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<NamedPort>,
+}
+
+/// A container port with a name (`spec.containers[].ports[]`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NamedPort {
+    /// `name`.
+    pub name: String,
+    /// `protocol`.
+    pub protocol: Protocol,
+    /// `containerPort`.
+    pub port: u16,
 }
 
 /// A namespace as policies see it.
@@ -128,13 +143,65 @@ impl PortRange {
     }
 }
 
+/// One entry of a rule's `ports`: a number or range, or the name of a
+/// container port, which each destination pod resolves on its own
+/// containers (a pod without a port of that name and protocol is not
+/// reached through it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RulePort {
+    /// `port` (with `endPort`) as numbers, or no `port`: all of a protocol.
+    Numbers(PortRange),
+    /// `port` as a name.
+    Named {
+        /// The protocol.
+        protocol: Protocol,
+        /// The container port's name.
+        name: String,
+    },
+}
+
+impl From<PortRange> for RulePort {
+    fn from(range: PortRange) -> Self {
+        RulePort::Numbers(range)
+    }
+}
+
 /// A rule: peers (empty: everyone) and ports (empty: every port).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyRule {
     /// `from` / `to`.
     pub peers: Vec<Peer>,
     /// `ports`.
-    pub ports: Vec<PortRange>,
+    pub ports: Vec<RulePort>,
+}
+
+/// The ports `ports` allow towards the pod `on` (`None`: an address that
+/// is no known pod's, where a name resolves to nothing): `None` when the
+/// rule names ports and none applies (it allows nothing there), else the
+/// ranges (empty: every port).
+fn resolve(ports: &[RulePort], on: Option<&PolicyPod>) -> Option<Vec<PortRange>> {
+    let mut out = Vec::new();
+    for p in ports {
+        match p {
+            RulePort::Numbers(range) => out.push(*range),
+            RulePort::Named { protocol, name } => out.extend(
+                on.into_iter()
+                    .flat_map(|pod| &pod.ports)
+                    .filter(|c| c.name == *name && c.protocol == *protocol)
+                    .map(|c| PortRange {
+                        protocol: c.protocol,
+                        range: Some((c.port, c.port)),
+                    }),
+            ),
+        }
+    }
+    out.sort();
+    out.dedup();
+    if out.is_empty() && !ports.is_empty() {
+        None
+    } else {
+        Some(out)
+    }
 }
 
 /// A NetworkPolicy; a direction is `Some` when its `policyTypes` has it.
@@ -198,11 +265,23 @@ fn peer_pods<'a>(
     })
 }
 
+fn host(address: Ipv4Addr) -> Ipv4Cidr {
+    Ipv4Cidr {
+        addr: address,
+        prefix: 32,
+    }
+}
+
+/// The entries `rules` of `policy` give the pod `target` it selects:
+/// ingress (`ingress`), where named ports resolve on `target`, or egress,
+/// where they resolve on each destination pod.
 fn entries(
     policy: &NetworkPolicy,
     rules: &[PolicyRule],
     pods: &[PolicyPod],
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    target: &PolicyPod,
+    ingress: bool,
 ) -> Vec<AclEntry> {
     let everyone = Ipv4Cidr {
         addr: Ipv4Addr::UNSPECIFIED,
@@ -210,15 +289,53 @@ fn entries(
     };
     let mut out = Vec::new();
     for rule in rules {
-        let mut ports = rule.ports.clone();
-        ports.sort();
-        ports.dedup();
+        let named = rule
+            .ports
+            .iter()
+            .any(|p| matches!(p, RulePort::Named { .. }));
+        // what the rule allows towards an address, whoever holds it
+        let uniform = if ingress {
+            resolve(&rule.ports, Some(target))
+        } else if named {
+            // towards a non-pod address only the numbers count
+            let numbers: Vec<RulePort> = rule
+                .ports
+                .iter()
+                .filter(|p| matches!(p, RulePort::Numbers(_)))
+                .cloned()
+                .collect();
+            if numbers.is_empty() {
+                None
+            } else {
+                resolve(&numbers, None)
+            }
+        } else {
+            resolve(&rule.ports, None)
+        };
+        // egress with a named port: each destination pod's own ports
+        let per_pod = |p: &PolicyPod, out: &mut Vec<AclEntry>| {
+            if !ingress
+                && named
+                && let Some(ports) = resolve(&rule.ports, Some(p))
+            {
+                out.push(AclEntry {
+                    peer: host(p.address),
+                    except: Vec::new(),
+                    ports,
+                });
+            }
+        };
         if rule.peers.is_empty() {
-            out.push(AclEntry {
-                peer: everyone,
-                except: Vec::new(),
-                ports: ports.clone(),
-            });
+            if let Some(ports) = &uniform {
+                out.push(AclEntry {
+                    peer: everyone,
+                    except: Vec::new(),
+                    ports: ports.clone(),
+                });
+            }
+            for p in pods {
+                per_pod(p, &mut out);
+            }
         }
         for peer in &rule.peers {
             match peer {
@@ -226,11 +343,18 @@ fn entries(
                     let mut except = except.clone();
                     except.sort();
                     except.dedup();
-                    out.push(AclEntry {
-                        peer: cidr.with_addr(cidr.network()),
-                        except,
-                        ports: ports.clone(),
-                    });
+                    if let Some(ports) = &uniform {
+                        out.push(AclEntry {
+                            peer: cidr.with_addr(cidr.network()),
+                            except: except.clone(),
+                            ports: ports.clone(),
+                        });
+                    }
+                    for p in pods.iter().filter(|p| {
+                        cidr.contains(p.address) && !except.iter().any(|e| e.contains(p.address))
+                    }) {
+                        per_pod(p, &mut out);
+                    }
                 }
                 Peer::Pods {
                     namespace_selector,
@@ -243,14 +367,15 @@ fn entries(
                         pods,
                         namespaces,
                     ) {
-                        out.push(AclEntry {
-                            peer: Ipv4Cidr {
-                                addr: p.address,
-                                prefix: 32,
-                            },
-                            except: Vec::new(),
-                            ports: ports.clone(),
-                        });
+                        if !ingress && named {
+                            per_pod(p, &mut out);
+                        } else if let Some(ports) = &uniform {
+                            out.push(AclEntry {
+                                peer: host(p.address),
+                                except: Vec::new(),
+                                ports: ports.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -279,12 +404,12 @@ pub fn translate_policies(
             if let Some(rules) = &policy.ingress {
                 acl.ingress
                     .get_or_insert_with(Vec::new)
-                    .extend(entries(policy, rules, pods, &ns_labels));
+                    .extend(entries(policy, rules, pods, &ns_labels, pod, true));
             }
             if let Some(rules) = &policy.egress {
                 acl.egress
                     .get_or_insert_with(Vec::new)
-                    .extend(entries(policy, rules, pods, &ns_labels));
+                    .extend(entries(policy, rules, pods, &ns_labels, pod, false));
             }
         }
     }

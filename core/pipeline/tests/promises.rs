@@ -63,6 +63,7 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) -> Option<RenderPlan> {
                     netns: String::new(),
                     network: net.into(),
                     address,
+                    pod: None,
                 })
                 .expect("add")
         }
@@ -193,6 +194,7 @@ proptest! {
             netns: String::new(),
             network: NETS[network as usize].into(),
             address: addr,
+            pod: None,
         }).expect("add");
         let id = port_id("new", "eth0");
         if render {

@@ -412,6 +412,7 @@ impl AgentState {
                 return;
             }
         };
+        self.announce_owners();
         let specs = self.specs();
         if let Err(e) = self.driver.apply(&plan, &specs).await {
             tracing::warn!(port, error = %e, "remote port not rendered");

@@ -54,7 +54,13 @@ pub(crate) struct AgentState {
     pub(crate) policies: std::collections::BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
     /// Reserved VIFs ([`crate::vif`]).
     pub(crate) vifs: crate::vif::Vifs,
+    /// Every port's address with the pod it belongs to, for the
+    /// northbound (see [`Agent::port_owners`]).
+    owners: tokio::sync::watch::Sender<Vec<PortOwner>>,
 }
+
+/// A port's address and the pod the runtime named for it (`None`: it named none).
+pub type PortOwner = (Option<nephrite_pipeline::PodName>, std::net::Ipv4Addr);
 
 /// Why the agent could not start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +252,7 @@ impl Agent {
             netns: req.netns.clone(),
             network: req.network.clone(),
             address,
+            pod: pod_name(req),
         }) {
             Ok(plan) => plan,
             Err(e) => {
@@ -406,6 +413,19 @@ impl Agent {
     }
 }
 
+/// The pod `CNI_ARGS` named (`K8S_POD_NAMESPACE` and `K8S_POD_NAME`, both non-empty).
+fn pod_name(req: &CniRequest) -> Option<nephrite_pipeline::PodName> {
+    match (req.pod_namespace.as_deref(), req.pod_name.as_deref()) {
+        (Some(namespace), Some(name)) if !namespace.is_empty() && !name.is_empty() => {
+            Some(nephrite_pipeline::PodName {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
 fn unknown_network(name: &str) -> CniError {
     CniError::new(
         ErrorCode::InvalidConfig,
@@ -484,6 +504,7 @@ impl AgentState {
             model.record_facts(&port, facts)?;
         }
         reap::discard_leftovers(&mut driver, &dead).await;
+        let (owners, _) = tokio::sync::watch::channel(services::owners(&model));
         Ok(AgentState {
             model,
             ipam,
@@ -495,6 +516,7 @@ impl AgentState {
             services: std::collections::BTreeMap::new(),
             policies: std::collections::BTreeMap::new(),
             vifs,
+            owners,
         })
     }
 
@@ -552,7 +574,9 @@ impl AgentState {
         }
         records.push(Record::PortPut { port: port.clone() });
         self.store
-            .append(&records, &self.model, &self.ipam, &self.vifs)
+            .append(&records, &self.model, &self.ipam, &self.vifs)?;
+        self.announce_owners();
+        Ok(())
     }
 
     /// Undo a failed ADD: the data plane objects of the new port, the model
@@ -618,6 +642,7 @@ impl AgentState {
             self.withdraw(&id, &owner, &freed).await;
             !freed.is_empty()
         };
+        self.announce_owners();
         if released {
             let records = [Record::PortGone { port: id }, Record::Released { owner }];
             self.store

@@ -66,7 +66,40 @@ impl Agent {
     }
 }
 
+/// Every port's address with its pod, in address order.
+pub(super) fn owners(model: &nephrite_pipeline::Model) -> Vec<super::PortOwner> {
+    let mut out: Vec<super::PortOwner> = model
+        .ports()
+        .values()
+        .map(|p| (p.pod.clone(), p.address.addr))
+        .collect();
+    out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    out
+}
+
+impl Agent {
+    /// Every port's address (this host's and, in a fabric, the other
+    /// hosts') with the pod the runtime named for it; changes with every
+    /// port added or removed. The northbound matches Pods to addresses by it.
+    pub async fn port_owners(&self) -> tokio::sync::watch::Receiver<Vec<super::PortOwner>> {
+        self.state.lock().await.owners.subscribe()
+    }
+}
+
 impl AgentState {
+    /// Tell [`Agent::port_owners`]' receivers when the ports moved.
+    pub(super) fn announce_owners(&self) {
+        let now = owners(&self.model);
+        self.owners.send_if_modified(|current| {
+            if *current == now {
+                false
+            } else {
+                *current = now;
+                true
+            }
+        });
+    }
+
     /// Drift between the Services' modules and the data plane, one line
     /// each; what drifted is rendered again.
     pub(crate) fn verify_services(&mut self) -> Vec<String> {

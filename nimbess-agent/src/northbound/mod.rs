@@ -19,7 +19,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use nephrite_pipeline::{LoadBalancer, LoadBalancerKey, ServiceWarning, cluster_load_balancers};
 use tokio::sync::watch;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, PortOwner};
 
 pub mod kube;
 pub mod objects;
@@ -155,8 +155,15 @@ impl std::fmt::Display for Warning {
     }
 }
 
-/// The one translation of a snapshot (pure).
+/// The one translation of a snapshot (pure), with Pods at their
+/// `status.podIP` ([`derive_at`] with no ports).
 pub fn derive(objects: &Objects) -> Derived {
+    derive_at(objects, &[])
+}
+
+/// The one translation of a snapshot (pure), Pods placed at the addresses
+/// of the ports `owners` records for them ([`policies::place`]).
+pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
     let mut warnings = Vec::new();
     let mut endpoints: BTreeMap<(String, String), Vec<nephrite_pipeline::Endpoint>> =
         BTreeMap::new();
@@ -208,7 +215,8 @@ pub fn derive(objects: &Objects) -> Derived {
             Err(w) => warnings.push(Warning::on(p, "InvalidNetworkPolicy", w)),
         }
     }
-    let pods: Vec<_> = objects.pods.iter().filter_map(policies::pod).collect();
+    let read: Vec<_> = objects.pods.iter().map(policies::pod).collect();
+    let pods = policies::place(&read, owners);
     let mut namespaces: Vec<_> = objects.namespaces.iter().map(policies::namespace).collect();
     // a pod's namespace without its object still has its name label
     for pod in &pods {
@@ -231,14 +239,17 @@ pub fn derive(objects: &Objects) -> Derived {
     }
 }
 
-/// Apply every snapshot `snapshots` yields to `agent`, until it closes.
-/// Warnings are logged once per distinct line.
+/// Apply every snapshot `snapshots` yields to `agent`, and derive again
+/// whenever the agent's ports move (a pod's port placing it), until the
+/// snapshots close. Warnings are logged once per distinct line.
 pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Objects>>) {
     let mut warned: BTreeSet<Warning> = BTreeSet::new();
+    let mut owners = agent.port_owners().await;
     loop {
         let current = snapshots.borrow_and_update().clone();
+        let placed = owners.borrow_and_update().clone();
         if let Some(objects) = current {
-            let derived = derive(&objects);
+            let derived = derive_at(&objects, &placed);
             let now: BTreeSet<Warning> = derived.warnings.iter().cloned().collect();
             for w in now.difference(&warned) {
                 tracing::warn!("{w}; skipped, everything else applied");
@@ -262,8 +273,13 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
                 Err(e) => tracing::error!(error = %e, "policies not rendered; next change retries"),
             }
         }
-        if snapshots.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = snapshots.changed() => if changed.is_err() {
+                return;
+            },
+            changed = owners.changed() => if changed.is_err() {
+                return;
+            },
         }
     }
 }

@@ -1,8 +1,15 @@
 //! NetworkPolicies, Pods and Namespaces (wire types) read into the pipeline
 //! model's policy types. A policy that cannot be read (an invalid CIDR, a
-//! selector operator Kubernetes does not have, a named port) is a warning
-//! naming it and the field, and is skipped whole: skipping part of it could
-//! allow more than it says.
+//! selector operator Kubernetes does not have, a port name that is no
+//! IANA service name) is a warning naming it and the field, and is skipped
+//! whole: skipping part of it could allow more than it says.
+//!
+//! Pods are placed at addresses by the ports: a Pod object is at the
+//! addresses of the ports whose runtime named it (`K8S_POD_NAMESPACE` and
+//! `K8S_POD_NAME` in `CNI_ARGS`, recorded on the port), whatever its
+//! `status.podIP` says. A Pod no port names (one of another host outside a
+//! fabric, or one whose runtime named no pod) is at its `status.podIP`,
+//! unless a port there names another pod.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -14,8 +21,8 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nephrite_pipeline::{
-    Ipv4Cidr, NetworkPolicy, Peer, PolicyNamespace, PolicyPod, PolicyRule, PortRange, Protocol,
-    Requirement, Selector, SelectorOp,
+    Ipv4Cidr, NamedPort, NetworkPolicy, Peer, PodName, PolicyNamespace, PolicyPod, PolicyRule,
+    PortRange, Protocol, Requirement, RulePort, Selector, SelectorOp,
 };
 
 use super::objects::object_name;
@@ -76,17 +83,32 @@ fn peer(p: &NetworkPolicyPeer, field: &str) -> Result<Peer, String> {
     })
 }
 
-fn port(p: &NetworkPolicyPort, field: &str) -> Result<PortRange, String> {
-    let protocol = match p.protocol.as_deref().unwrap_or("TCP") {
-        "TCP" => Protocol::Tcp,
-        "UDP" => Protocol::Udp,
-        "SCTP" => Protocol::Sctp,
-        other => {
-            return Err(format!(
-                "{field}.protocol {other:?} is not TCP, UDP or SCTP"
-            ));
-        }
-    };
+fn protocol(p: Option<&str>, field: &str) -> Result<Protocol, String> {
+    match p.unwrap_or("TCP") {
+        "TCP" => Ok(Protocol::Tcp),
+        "UDP" => Ok(Protocol::Udp),
+        "SCTP" => Ok(Protocol::Sctp),
+        other => Err(format!(
+            "{field}.protocol {other:?} is not TCP, UDP or SCTP"
+        )),
+    }
+}
+
+/// An IANA service name, as Kubernetes requires of a port's name: at most
+/// 15 lowercase letters, digits and single inner hyphens, one letter at least.
+fn is_service_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+fn port(p: &NetworkPolicyPort, field: &str) -> Result<RulePort, String> {
+    let protocol = protocol(p.protocol.as_deref(), field)?;
     let number = |n: i32, what: &str| {
         u16::try_from(n)
             .ok()
@@ -108,12 +130,23 @@ fn port(p: &NetworkPolicyPort, field: &str) -> Result<PortRange, String> {
             Some((lo, hi))
         }
         Some(IntOrString::String(name)) => {
-            return Err(format!(
-                "{field}.port {name:?}: named ports are not supported"
-            ));
+            if !is_service_name(name) {
+                return Err(format!(
+                    "{field}.port {name:?} is neither a port number nor a port name"
+                ));
+            }
+            if let Some(end) = p.end_port {
+                return Err(format!(
+                    "{field}.endPort {end} needs a numeric port, not the name {name:?}"
+                ));
+            }
+            return Ok(RulePort::Named {
+                protocol,
+                name: name.clone(),
+            });
         }
     };
-    Ok(PortRange { protocol, range })
+    Ok(RulePort::Numbers(PortRange { protocol, range }))
 }
 
 fn rules<R>(
@@ -198,25 +231,98 @@ pub fn policy(p: &KubePolicy) -> Result<NetworkPolicy, String> {
     })
 }
 
-/// A pod with an IPv4 address (`status.podIP`); others are not policed.
-pub fn pod(p: &Pod) -> Option<PolicyPod> {
-    let address = p
+/// A Pod object as policies need it, before it is placed at addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodObject {
+    /// Namespace and name.
+    pub pod: PodName,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `status.podIP`, when it is an IPv4 address.
+    pub pod_ip: Option<Ipv4Addr>,
+    /// The containers' named ports.
+    pub ports: Vec<NamedPort>,
+}
+
+/// A Pod object read: labels, `status.podIP`, the containers' named ports
+/// (a port whose protocol or number cannot be read is left out: no policy
+/// can name it).
+pub fn pod(p: &Pod) -> PodObject {
+    let pod_ip = p
         .status
-        .as_ref()?
-        .pod_ip
-        .as_ref()?
-        .parse::<Ipv4Addr>()
-        .ok()?;
-    Some(PolicyPod {
-        namespace: p
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        name: p.metadata.name.clone().unwrap_or_default(),
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_ref())
+        .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+    let mut ports = Vec::new();
+    for c in p.spec.iter().flat_map(|s| &s.containers) {
+        for cp in c.ports.iter().flatten() {
+            let (Some(name), Ok(protocol), Ok(port)) = (
+                cp.name.as_ref().filter(|n| !n.is_empty()),
+                protocol(cp.protocol.as_deref(), "containerPort"),
+                u16::try_from(cp.container_port),
+            ) else {
+                continue;
+            };
+            if port > 0 {
+                ports.push(NamedPort {
+                    name: name.clone(),
+                    protocol,
+                    port,
+                });
+            }
+        }
+    }
+    ports.sort();
+    ports.dedup();
+    PodObject {
+        pod: PodName {
+            namespace: p
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: p.metadata.name.clone().unwrap_or_default(),
+        },
         labels: p.metadata.labels.clone().unwrap_or_default(),
-        address,
-    })
+        pod_ip,
+        ports,
+    }
+}
+
+/// The pods at their addresses: each Pod at the addresses of the ports
+/// `owners` records for it (one [`PolicyPod`] per address); a Pod no port
+/// names at its `status.podIP`, unless a port there names another pod; a
+/// Pod with neither is not policed (it has no address yet).
+pub fn place(pods: &[PodObject], owners: &[(Option<PodName>, Ipv4Addr)]) -> Vec<PolicyPod> {
+    let mut by_pod: BTreeMap<&PodName, Vec<Ipv4Addr>> = BTreeMap::new();
+    let mut named_at: BTreeMap<Ipv4Addr, Vec<&PodName>> = BTreeMap::new();
+    for (owner, address) in owners {
+        if let Some(owner) = owner {
+            by_pod.entry(owner).or_default().push(*address);
+            named_at.entry(*address).or_default().push(owner);
+        }
+    }
+    let mut out = Vec::new();
+    for p in pods {
+        let addresses: Vec<Ipv4Addr> = match by_pod.get(&p.pod) {
+            Some(addresses) => addresses.clone(),
+            None => p
+                .pod_ip
+                .filter(|ip| named_at.get(ip).is_none_or(|names| names.contains(&&p.pod)))
+                .into_iter()
+                .collect(),
+        };
+        for address in addresses {
+            out.push(PolicyPod {
+                namespace: p.pod.namespace.clone(),
+                name: p.pod.name.clone(),
+                labels: p.labels.clone(),
+                address,
+                ports: p.ports.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// A namespace, with the `kubernetes.io/metadata.name` label the API

@@ -1,9 +1,9 @@
 use std::net::Ipv4Addr;
 
-use nephrite_pipeline::{Affinity, Backend, Protocol};
+use nephrite_pipeline::{Affinity, Backend, PodName, Protocol, acl_allows};
 
 use super::resources::parse_into;
-use super::{Objects, Source, derive};
+use super::{Objects, Source, derive, derive_at};
 
 const YAML: &str = r#"
 apiVersion: v1
@@ -137,4 +137,119 @@ fn resources_take_a_dir_prefix() {
             .unwrap_err()
             .contains("expected dir:PATH")
     );
+}
+
+const POLICY_YAML: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: server, namespace: shop, labels: {role: server}}
+spec:
+  containers:
+  - name: c
+    image: x
+    ports: [{name: http, containerPort: 8080}, {name: dns, containerPort: 53, protocol: UDP}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: shop, labels: {role: client}}
+spec: {containers: [{name: c, image: x}]}
+status: {podIP: 10.1.0.9}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: legacy, namespace: shop, labels: {role: client}}
+spec: {containers: [{name: c, image: x}]}
+status: {podIP: 10.1.0.7}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ghost, namespace: shop, labels: {role: client}}
+spec: {containers: [{name: c, image: x}]}
+status: {podIP: 10.1.0.4}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web, namespace: shop}
+spec:
+  podSelector: {matchLabels: {role: server}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: client}}}]
+    ports: [{port: http}, {port: dns, protocol: UDP}, {port: metrics}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bad-name, namespace: shop}
+spec:
+  podSelector: {}
+  ingress: [{ports: [{port: "HTTP_1"}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bad-range, namespace: shop}
+spec:
+  podSelector: {}
+  ingress: [{ports: [{port: http, endPort: 90}]}]
+"#;
+
+#[test]
+fn pods_are_placed_by_the_names_their_ports_record_and_named_ports_resolve_on_them() {
+    let (objects, warnings) = objects(POLICY_YAML);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let named = |name: &str| {
+        Some(PodName {
+            namespace: "shop".into(),
+            name: name.into(),
+        })
+    };
+    let ip = |last| Ipv4Addr::new(10, 1, 0, last);
+    // server: no podIP yet; client: its podIP is stale; legacy: its port
+    // names no pod; ghost: its podIP is held by a port naming another pod
+    let owners = [
+        (named("server"), ip(2)),
+        (named("client"), ip(3)),
+        (named("other"), ip(4)),
+        (None, ip(7)),
+    ];
+    let derived = derive_at(&objects, &owners);
+    let texts: Vec<String> = derived.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        vec![
+            "networkpolicy shop/bad-name: spec.ingress[0].ports[0].port \"HTTP_1\" is neither a port number nor a port name".to_string(),
+            "networkpolicy shop/bad-range: spec.ingress[0].ports[0].endPort 90 needs a numeric port, not the name \"http\"".to_string(),
+        ]
+    );
+    assert!(
+        derived
+            .warnings
+            .iter()
+            .all(|w| w.reason == "InvalidNetworkPolicy")
+    );
+    assert_eq!(
+        derived.acls.keys().copied().collect::<Vec<_>>(),
+        vec![ip(2)],
+        "the server, placed by its name though it has no podIP"
+    );
+    let acls = &derived.acls;
+    assert!(acl_allows(acls, ip(3), ip(2), Protocol::Tcp, 8080), "http");
+    assert!(acl_allows(acls, ip(3), ip(2), Protocol::Udp, 53), "dns");
+    assert!(
+        !acl_allows(acls, ip(3), ip(2), Protocol::Tcp, 53),
+        "dns is UDP"
+    );
+    assert!(!acl_allows(acls, ip(3), ip(2), Protocol::Tcp, 9090));
+    assert!(
+        !acl_allows(acls, ip(9), ip(2), Protocol::Tcp, 8080),
+        "the client's stale podIP is not the client"
+    );
+    assert!(
+        acl_allows(acls, ip(7), ip(2), Protocol::Tcp, 8080),
+        "a port naming no pod: the Pod whose podIP it is"
+    );
+    assert!(
+        !acl_allows(acls, ip(4), ip(2), Protocol::Tcp, 8080),
+        "a podIP a port names another pod for is not the Pod's"
+    );
+    // by podIP alone the server has no address: nothing to police
+    assert!(derive(&objects).acls.is_empty());
 }

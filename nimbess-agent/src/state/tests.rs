@@ -28,6 +28,7 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
                 netns: format!("/run/netns/{c}"),
                 network: "blue".into(),
                 address,
+                pod: None,
             })
             .expect("add");
         let id = port_id(&c, "eth0");

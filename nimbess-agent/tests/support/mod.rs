@@ -161,6 +161,28 @@ impl AgentProcess {
         run_plugin(&env, &self.netconf(network))
     }
 
+    /// [`AgentProcess::cni`] as a Kubernetes runtime runs it for the pod
+    /// `namespace`/`name` (`CNI_ARGS` naming it).
+    pub fn cni_for_pod(
+        &self,
+        command: &str,
+        network: &str,
+        container: &str,
+        netns: &str,
+        (namespace, name): (&str, &str),
+    ) -> (i32, Value) {
+        let mut env = BTreeMap::new();
+        env.insert("CNI_COMMAND", command.to_string());
+        env.insert("CNI_CONTAINERID", container.to_string());
+        env.insert("CNI_NETNS", netns.to_string());
+        env.insert("CNI_IFNAME", "eth0".to_string());
+        env.insert(
+            "CNI_ARGS",
+            format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}"),
+        );
+        run_plugin(&env, &self.netconf(network))
+    }
+
     /// Run `nimbess-agent <args> --socket S`.
     pub fn cli(&self, args: &[&str]) -> (i32, String) {
         let out = Command::new(AGENT)
@@ -208,6 +230,20 @@ impl Drop for AgentProcess {
                 .args(["delete", "table", "ip", "nimbess"])
                 .stderr(Stdio::null())
                 .status();
+            // a routed network's table and rules (its way out, its ports')
+            for net in &self.networks {
+                let table = nimbess_agent::driver::kernel::routed::route_table(net).to_string();
+                let _ = Command::new("ip")
+                    .args(["route", "flush", "table", &table])
+                    .stderr(Stdio::null())
+                    .status();
+                while Command::new("ip")
+                    .args(["rule", "del", "table", &table])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+                {}
+            }
         }
         if self.driver == "kernel" {
             for net in &self.networks {

@@ -117,5 +117,6 @@ fn remote_port(slot: u32) -> Port {
             host: "h1".into(),
             underlay: Ipv4Addr::new(192, 0, 2, 1),
         }),
+        pod: None,
     }
 }

@@ -61,6 +61,7 @@ fn port(id: &str, remote: Option<crate::module::RemoteHost>) -> Port {
         slot: 0,
         facts: None,
         remote,
+        pod: None,
     }
 }
 

@@ -82,18 +82,54 @@ fn peer() -> impl Strategy<Value = Peer> {
     ]
 }
 
-fn ports() -> impl Strategy<Value = Vec<PortRange>> {
+fn ports() -> impl Strategy<Value = Vec<RulePort>> {
+    let protocol = || prop_oneof![Just(Protocol::Tcp), Just(Protocol::Udp)];
     proptest::collection::vec(
-        (
-            prop_oneof![Just(Protocol::Tcp), Just(Protocol::Udp)],
-            proptest::option::of((79u16..82, 0u16..3)),
-        )
-            .prop_map(|(protocol, r)| PortRange {
-                protocol,
-                range: r.map(|(lo, len)| (lo, lo + len)),
+        prop_oneof![
+            (protocol(), proptest::option::of((79u16..82, 0u16..3))).prop_map(|(protocol, r)| {
+                RulePort::Numbers(PortRange {
+                    protocol,
+                    range: r.map(|(lo, len)| (lo, lo + len)),
+                })
             }),
+            (
+                protocol(),
+                prop_oneof![Just("http"), Just("dns"), Just("none")]
+            )
+                .prop_map(|(protocol, name)| RulePort::Named {
+                    protocol,
+                    name: name.into()
+                }),
+        ],
         0..3,
     )
+}
+
+/// A pod's named container ports: `http` (TCP) and `dns` (UDP) on numbers
+/// that differ from pod to pod, or absent.
+fn container_ports() -> impl Strategy<Value = Vec<NamedPort>> {
+    (
+        proptest::option::of(79u16..84),
+        proptest::option::of(79u16..84),
+    )
+        .prop_map(|(http, dns)| {
+            let mut out = Vec::new();
+            if let Some(port) = http {
+                out.push(NamedPort {
+                    name: "http".into(),
+                    protocol: Protocol::Tcp,
+                    port,
+                });
+            }
+            if let Some(port) = dns {
+                out.push(NamedPort {
+                    name: "dns".into(),
+                    protocol: Protocol::Udp,
+                    port,
+                });
+            }
+            out
+        })
 }
 
 fn rules() -> impl Strategy<Value = Option<Vec<PolicyRule>>> {
@@ -109,17 +145,19 @@ fn world() -> impl Strategy<Value = (Vec<NetworkPolicy>, Vec<PolicyPod>, Vec<Pol
         (
             prop_oneof![Just("a"), Just("b")],
             proptest::option::of(prop_oneof![Just("client"), Just("server"), Just("other")]),
+            container_ports(),
         ),
         1..6,
     )
     .prop_map(|pods| {
         pods.into_iter()
             .enumerate()
-            .map(|(i, (ns, role))| PolicyPod {
+            .map(|(i, (ns, role, ports))| PolicyPod {
                 namespace: ns.into(),
                 name: format!("p{i}"),
                 labels: labels(role),
                 address: Ipv4Addr::new(10, 0, 0, i as u8),
+                ports,
             })
             .collect::<Vec<_>>()
     });
@@ -219,14 +257,26 @@ fn reference(
             }
         },
     };
-    let port_matches = |rule: &PolicyRule| {
+    // a rule's port: a number or range, or a name the destination pod
+    // gives one of its container ports (with that protocol)
+    let port_matches = |rule: &PolicyRule, destination: Ipv4Addr| {
         rule.ports.is_empty()
-            || rule.ports.iter().any(|r| {
-                r.protocol == protocol
-                    && match r.range {
-                        None => true,
-                        Some((lo, hi)) => (lo..=hi).contains(&port),
-                    }
+            || rule.ports.iter().any(|r| match r {
+                RulePort::Numbers(r) => {
+                    r.protocol == protocol
+                        && match r.range {
+                            None => true,
+                            Some((lo, hi)) => (lo..=hi).contains(&port),
+                        }
+                }
+                RulePort::Named { protocol: p, name } => {
+                    *p == protocol
+                        && pod_at(destination).is_some_and(|d| {
+                            d.ports.iter().any(|c| {
+                                c.name == *name && c.protocol == protocol && c.port == port
+                            })
+                        })
+                }
             })
     };
     // one direction: `me` is the pod whose policies decide, `other` the peer
@@ -247,7 +297,8 @@ fn reference(
             for rule in rules {
                 let peer_ok = rule.peers.is_empty()
                     || rule.peers.iter().any(|p| peer_matches(policy, p, other));
-                if peer_ok && port_matches(rule) {
+                let destination = if ingress { me } else { other };
+                if peer_ok && port_matches(rule, destination) {
                     return true;
                 }
             }
@@ -290,6 +341,7 @@ fn deny_all_plus_allow_from_a_label() {
         name: name.into(),
         labels: labels(Some(role)),
         address: Ipv4Addr::new(10, 0, 0, i),
+        ports: Vec::new(),
     };
     let pods = vec![
         pod("server", "server", 1),
@@ -320,10 +372,10 @@ fn deny_all_plus_allow_from_a_label() {
                         expressions: vec![],
                     }),
                 }],
-                ports: vec![PortRange {
+                ports: vec![RulePort::Numbers(PortRange {
                     protocol: Protocol::Tcp,
                     range: Some((8080, 8080)),
-                }],
+                })],
             }]),
             egress: None,
         },
@@ -341,4 +393,103 @@ fn deny_all_plus_allow_from_a_label() {
         !acl_allows(&acls, s, c, Protocol::Tcp, 8080),
         "deny-all covers the client too"
     );
+}
+
+#[test]
+fn a_named_port_resolves_on_each_destination_pod_and_an_unknown_name_matches_nothing() {
+    let http = |port| NamedPort {
+        name: "http".into(),
+        protocol: Protocol::Tcp,
+        port,
+    };
+    let pod = |name: &str, role: &str, i: u8, ports: Vec<NamedPort>| PolicyPod {
+        namespace: "default".into(),
+        name: name.into(),
+        labels: labels(Some(role)),
+        address: Ipv4Addr::new(10, 0, 0, i),
+        ports,
+    };
+    // two servers name different numbers "http"; the third has no such port
+    let pods = vec![
+        pod("s1", "server", 1, vec![http(8080)]),
+        pod("s2", "server", 2, vec![http(9090)]),
+        pod("s3", "server", 3, vec![]),
+        pod("client", "client", 4, vec![http(7070)]),
+    ];
+    let named = |name: &str| RulePort::Named {
+        protocol: Protocol::Tcp,
+        name: name.into(),
+    };
+    let policy = |ingress: Option<Vec<PolicyRule>>, egress: Option<Vec<PolicyRule>>, sel: &str| {
+        NetworkPolicy {
+            namespace: "default".into(),
+            name: "p".into(),
+            pod_selector: Selector {
+                match_labels: labels(Some(sel)),
+                expressions: vec![],
+            },
+            ingress,
+            egress,
+        }
+    };
+    let ip = |i| Ipv4Addr::new(10, 0, 0, i);
+    let ingress = policy(
+        Some(vec![PolicyRule {
+            peers: vec![],
+            ports: vec![named("http")],
+        }]),
+        None,
+        "server",
+    );
+    let acls = translate_policies(&[ingress], &pods, &[]);
+    assert!(acl_allows(&acls, ip(4), ip(1), Protocol::Tcp, 8080));
+    assert!(!acl_allows(&acls, ip(4), ip(1), Protocol::Tcp, 9090));
+    assert!(acl_allows(&acls, ip(4), ip(2), Protocol::Tcp, 9090));
+    assert!(!acl_allows(&acls, ip(4), ip(2), Protocol::Tcp, 8080));
+    assert!(
+        !acl_allows(&acls, ip(4), ip(3), Protocol::Tcp, 8080),
+        "a pod without the name takes nothing through the rule"
+    );
+    assert!(
+        !acl_allows(&acls, ip(4), ip(1), Protocol::Udp, 8080),
+        "TCP only"
+    );
+    assert_eq!(
+        acls[&ip(3)].ingress,
+        Some(vec![]),
+        "isolated, nothing allowed"
+    );
+    // egress from the client to "http": each server's own number
+    let egress = policy(
+        None,
+        Some(vec![PolicyRule {
+            peers: vec![Peer::Block {
+                cidr: "10.0.0.0/24".parse().expect("cidr"),
+                except: vec![],
+            }],
+            ports: vec![named("http")],
+        }]),
+        "client",
+    );
+    let acls = translate_policies(&[egress], &pods, &[]);
+    assert!(acl_allows(&acls, ip(4), ip(1), Protocol::Tcp, 8080));
+    assert!(acl_allows(&acls, ip(4), ip(2), Protocol::Tcp, 9090));
+    assert!(!acl_allows(&acls, ip(4), ip(2), Protocol::Tcp, 8080));
+    assert!(
+        !acl_allows(&acls, ip(4), ip(9), Protocol::Tcp, 8080),
+        "an address that is no pod's has no named port"
+    );
+    // a name no pod has
+    let nobody = policy(
+        Some(vec![PolicyRule {
+            peers: vec![],
+            ports: vec![named("metrics")],
+        }]),
+        None,
+        "server",
+    );
+    let acls = translate_policies(&[nobody], &pods, &[]);
+    for server in 1..=3 {
+        assert_eq!(acls[&ip(server)].ingress, Some(vec![]));
+    }
 }

@@ -25,6 +25,7 @@ fn port(model: &Model, network: &str, n: u8, host: Option<Ipv4Addr>) -> Port {
             host: underlay.to_string(),
             underlay,
         }),
+        pod: None,
     }
 }
 
