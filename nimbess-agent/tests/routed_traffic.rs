@@ -45,9 +45,10 @@ fn routed_pods_ping_through_their_vrf_and_vrfs_are_isolated() {
     }
     let green = unique("green");
     let violet = unique("violet");
-    // violet overlaps green's addresses: only the VRFs keep them apart
+    // violet's subnet covers green's: only the VRFs keep them apart (each
+    // table ends every pod network's subnet, its own too, in `unreachable`)
     let config = format!(
-        "driver: kernel\nnetworks:\n  - name: {green}\n    subnet: 10.202.0.0/24\n    kind: l3\n  \
+        "driver: kernel\nnetworks:\n  - name: {green}\n    subnet: 10.202.1.0/24\n    kind: l3\n  \
          - name: {violet}\n    subnet: 10.202.0.0/16\n    kind: l3\n    gateway: 10.202.0.200\n"
     );
     let _tables = Tables(vec![route_table(&green), route_table(&violet)]);
@@ -63,8 +64,9 @@ fn routed_pods_ping_through_their_vrf_and_vrfs_are_isolated() {
 
     assert_eq!(ping(&a.path(), ip_b, 3), 3, "a reaches b\n{}", agent.log());
     assert_eq!(ping(&b.path(), ip_a, 3), 3, "b reaches a");
-    // d's route covers a and b, and forwarding is on for its veth, but its
-    // table holds only violet's ports
+    // d's subnet route covers a and b, a's default route covers d, and
+    // forwarding is on for their veths, but each table holds only its own
+    // network's ports
     assert_eq!(ping(&d.path(), ip_b, 2), 0, "violet cannot reach green");
     assert_eq!(ping(&a.path(), ip_d, 2), 0, "green cannot reach violet");
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));

@@ -1,7 +1,9 @@
 //! The pods' way out, rendered from [`EgressPolicy`] as one nftables table
 //! (`ip nimbess`, replaced atomically like the ACL tables): a `forward`
 //! chain that drops what one network's bridge would route into another's
-//! (pod networks stay isolated through the host's gateways), and a
+//! or into a routed network's pod veth (pod networks stay isolated through
+//! the host's gateways; a routed network's own table keeps its pods from
+//! the others, see [`super::routed`]), and a
 //! `postrouting` NAT chain that masquerades the pod subnets towards every
 //! destination but the policy's exclusions.
 
@@ -29,6 +31,9 @@ const NFT_CMP_NEQ: u32 = 1;
 const IFNAMSIZ: usize = 16;
 /// What every bridge of a pod network is named after ([`crate::naming::bridge_name`]).
 const BRIDGE_PREFIX: &str = "nb";
+/// What every pod's host veth is named after ([`crate::naming::host_veth_name`]):
+/// routed out of a bridge, only a routed network's pod is behind one.
+const VETH_PREFIX: &str = "nv";
 
 fn load_meta(list: &mut Attrs, key: u32) {
     expr(list, "meta", |d| {
@@ -104,6 +109,14 @@ pub fn render(policy: Option<&EgressPolicy>, bridges: &[String]) -> Result<(), D
             load_meta(&mut e, NFT_META_OIFNAME);
             cmp(&mut e, NFT_CMP_EQ, BRIDGE_PREFIX.as_bytes());
             cmp(&mut e, NFT_CMP_NEQ, &ifname(bridge));
+            verdict(&mut e, NF_DROP);
+            rule(&mut batch, "forward", &e);
+            // iifname <bridge> oifname "nv*" drop
+            let mut e = Attrs::default();
+            load_meta(&mut e, NFT_META_IIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, &ifname(bridge));
+            load_meta(&mut e, NFT_META_OIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
             verdict(&mut e, NF_DROP);
             rule(&mut batch, "forward", &e);
         }

@@ -144,14 +144,46 @@ impl KernelDriver {
         routed::fib(&self.handle, network, ip, Some(*mac), link.index, add).await
     }
 
-    pub(super) fn desired_routes(model: &Model) -> BTreeMap<(std::net::Ipv4Addr, PortId), usize> {
+    /// The routes the model asks for, with how many holders each has: the
+    /// router copies holding it, plus the host's gateway for every local
+    /// port of an L3 network when pods have a way out (the host and the
+    /// outside's replies reach a pod through its network's table, even a
+    /// pod alone on its network).
+    pub(super) fn desired_routes(
+        &self,
+        model: &Model,
+    ) -> BTreeMap<(std::net::Ipv4Addr, PortId), usize> {
         let mut refs = BTreeMap::new();
         for e in fib_entries(&model.rendered().modules) {
             if let FibKey::Ip(ip) = e.key {
                 *refs.entry((ip, e.egress_port)).or_default() += 1;
             }
         }
+        for port in model.ports().values().filter(|p| !p.is_remote()) {
+            let routed_way_out = model
+                .networks()
+                .get(&port.network)
+                .is_some_and(|n| self.routed_gateway(&n.spec));
+            if routed_way_out {
+                *refs
+                    .entry((port.address.addr, port.id.clone()))
+                    .or_default() += 1;
+            }
+        }
         refs
+    }
+
+    /// The gateway's route towards a new local port (see [`Self::desired_routes`]).
+    pub(super) async fn gateway_route(
+        &mut self,
+        ip: std::net::Ipv4Addr,
+        port: &PortId,
+        spec: &nephrite_pipeline::NetworkSpec,
+    ) -> Result<(), DriverError> {
+        if self.routed_gateway(spec) && take(&mut self.route_refs, (ip, port.clone())) {
+            self.route(ip, port, true).await?;
+        }
+        Ok(())
     }
 
     /// The static FDB entries the model asks for, with how many holders
@@ -169,7 +201,7 @@ impl KernelDriver {
             let routed_default = model
                 .networks()
                 .get(&port.network)
-                .is_some_and(|n| self.routes_default(&n.spec));
+                .is_some_and(|n| self.bridge_gateway(&n.spec));
             if let (true, Some(mac)) = (routed_default, port.mac()) {
                 *refs.entry((mac, port.id.clone())).or_default() += 1;
             }
@@ -184,7 +216,7 @@ impl KernelDriver {
         port: &PortId,
         spec: &nephrite_pipeline::NetworkSpec,
     ) -> Result<(), DriverError> {
-        if self.routes_default(spec) && take(&mut self.fdb_refs, (mac, port.clone())) {
+        if self.bridge_gateway(spec) && take(&mut self.fdb_refs, (mac, port.clone())) {
             self.fdb(mac, port, true).await?;
         }
         Ok(())

@@ -134,7 +134,7 @@ impl KernelDriver {
             }
         }
         drift.extend(
-            routed::route_drift(&self.handle, model, &egress, &Self::desired_routes(model)).await?,
+            routed::route_drift(&self.handle, model, &egress, &self.desired_routes(model)).await?,
         );
         // overlay entries of vanished remote ports (their routes are named above)
         drift.extend(

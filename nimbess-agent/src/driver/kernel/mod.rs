@@ -16,8 +16,9 @@
 //! A frame to a MAC in no FIB reaches no pod: the bridge neither learns nor
 //! floods unknown unicast, and the drop shows in the bridge's counters.
 //! With an egress ([`KernelDriver::set_egress`]) each L2 bridge holds its
-//! network's gateway and the [`egress`] table keeps pod networks apart
-//! through the host and masquerades what leaves them.
+//! network's gateway, each routed network's VRF its gateway on the host
+//! veths and a way out ([`routed`]), and the [`egress`] table keeps pod
+//! networks apart through the host and masquerades what leaves them.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -246,9 +247,22 @@ impl KernelDriver {
         )
     }
 
-    /// True when pods of `spec` get a default route through the gateway.
-    pub fn routes_default(&self, spec: &NetworkSpec) -> bool {
+    /// True when pods of `spec` get a default route through the gateway
+    /// (both kinds, once pods have a way out).
+    pub fn routes_default(&self, _spec: &NetworkSpec) -> bool {
+        self.egress.is_some()
+    }
+
+    /// True when the network's bridge holds its gateway (an L2 network
+    /// with a way out): the bridge then needs an FDB entry towards each pod.
+    pub(crate) fn bridge_gateway(&self, spec: &NetworkSpec) -> bool {
         self.egress.is_some() && spec.kind == NetworkKind::L2
+    }
+
+    /// True when the network's VRF is its pods' way out (an L3 network with
+    /// a way out): its table then needs a route towards each local pod.
+    pub(crate) fn routed_gateway(&self, spec: &NetworkSpec) -> bool {
+        self.egress.is_some() && spec.kind == NetworkKind::L3
     }
 
     /// What the egress table holds for `networks`: the policy and the L2
@@ -271,15 +285,20 @@ impl KernelDriver {
         Ok(Some((policy, bridges)))
     }
 
-    /// Render the egress table for `networks` (nothing without [`KernelDriver::set_egress`]).
+    /// Render the egress table for `networks`, and the routed networks'
+    /// way out through their tables (nothing without [`KernelDriver::set_egress`]).
     async fn render_egress<'a>(
         &self,
-        networks: impl Iterator<Item = &'a NetworkSpec>,
+        networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
     ) -> Result<(), DriverError> {
-        let Some((policy, bridges)) = self.egress_plan(networks)? else {
+        let Some((policy, bridges)) = self.egress_plan(networks.clone())? else {
             return Ok(());
         };
         egress::render(Some(&policy), &bridges)?;
+        let subnets = policy.pod_subnets();
+        for spec in networks.filter(|s| s.kind == NetworkKind::L3) {
+            routed::open_table(&self.handle, spec, &subnets).await?;
+        }
         egress::enable_forwarding()
     }
 
@@ -292,7 +311,11 @@ impl KernelDriver {
         let Some((policy, _)) = self.egress_plan(networks.clone())? else {
             return Ok(Vec::new());
         };
-        let drift = egress::verify(&policy);
+        let mut drift = egress::verify(&policy);
+        let subnets = policy.pod_subnets();
+        for spec in networks.clone().filter(|s| s.kind == NetworkKind::L3) {
+            drift.extend(routed::way_out_drift(&self.handle, spec, &subnets).await?);
+        }
         if !drift.is_empty() {
             self.render_egress(networks).await?;
         }
@@ -339,7 +362,7 @@ impl KernelDriver {
     /// routing table (L3, `None`).
     async fn ensure_network(&self, spec: &NetworkSpec) -> Result<Option<u32>, DriverError> {
         if spec.kind == NetworkKind::L3 {
-            routed::ensure_table(&self.handle, spec).await?;
+            routed::ensure_table(&self.handle, spec, self.egress.is_some()).await?;
             self.ensure_routed_overlay(spec).await?;
             return Ok(None);
         }
@@ -509,6 +532,9 @@ impl KernelDriver {
                     }
                     if spec.kind == NetworkKind::L3 {
                         routed::attach(&self.handle, &host, spec).await?;
+                        if self.egress.is_some() {
+                            routed::host_gateway(&self.handle, link.index, &host, spec).await?;
+                        }
                     }
                     if let Some(mut facts) = port.facts.clone() {
                         facts.ifindex = link.index;
@@ -541,7 +567,7 @@ impl KernelDriver {
             }
         }
         self.fdb_refs = refs;
-        let routes = Self::desired_routes(model);
+        let routes = self.desired_routes(model);
         for (ip, egress) in routes.keys() {
             match self.route(*ip, egress, true).await {
                 Err(missing @ DriverError::EgressMissing { .. }) => {
@@ -586,6 +612,8 @@ impl KernelDriver {
             self.rendered
                 .insert(port.id.clone(), (port.network.clone(), rendered.mac));
             self.gateway_fdb(rendered.mac, &port.id, spec).await?;
+            self.gateway_route(port.address.addr, &port.id, spec)
+                .await?;
             facts.push((port.id.clone(), rendered));
         }
         for change in plan.acl_changed.iter().filter(|c| !self.is_remote(&c.port)) {
@@ -607,8 +635,9 @@ impl KernelDriver {
             let host = host_veth_name(&port.id);
             acl::remove(&host)?;
             self.delete_link(&host).await?;
-            // the gateway's entry went with the veth
+            // the gateway's entries went with the veth
             self.fdb_refs.retain(|(_, egress), _| egress != &port.id);
+            self.route_refs.retain(|(_, egress), _| egress != &port.id);
             let routed = networks
                 .get(&port.network)
                 .is_some_and(|n| n.kind == NetworkKind::L3);
@@ -621,6 +650,9 @@ impl KernelDriver {
             let vxlan = vxlan_name(&spec.name);
             if spec.kind == NetworkKind::L3 {
                 routed::detach(&self.handle, &vxlan, &spec.name).await?;
+                if self.egress.is_some() {
+                    routed::close_table(&self.handle, spec).await?;
+                }
             }
             self.delete_link(&vxlan).await?;
             self.delete_link(&bridge_name(&spec.name)).await?;

@@ -60,6 +60,9 @@ impl KernelDriver {
             }
             None => {
                 routed::attach(&self.handle, &host, spec).await?;
+                if self.egress.is_some() {
+                    routed::host_gateway(&self.handle, link.index, &host, spec).await?;
+                }
                 self.handle
                     .link()
                     .set(LinkUnspec::new_with_index(link.index).up().build())
@@ -76,6 +79,7 @@ impl KernelDriver {
         let ifname = port.ifname.clone();
         let address = port.address;
         let default_gateway = spec.gateway().filter(|_| self.routes_default(spec));
+        let routed_default = default_gateway.is_some();
         let mac = in_netns(
             Path::new(&port.netns),
             Box::new(move |h: Handle| {
@@ -85,8 +89,16 @@ impl KernelDriver {
                     })?;
                     no_ipv6_autoconf(&h, inner.index).await;
                     if let Some(spec) = &routed_spec {
-                        routed::configure_pod(&h, inner.index, &ifname, address, spec, host_mac)
-                            .await?;
+                        routed::configure_pod(
+                            &h,
+                            inner.index,
+                            &ifname,
+                            address,
+                            spec,
+                            host_mac,
+                            routed_default,
+                        )
+                        .await?;
                     } else {
                         h.address()
                             .add(inner.index, IpAddr::V4(address.addr), address.prefix)

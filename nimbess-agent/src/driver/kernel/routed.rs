@@ -10,6 +10,16 @@
 //! The pod holds its address as a /32, a link route to the gateway, the
 //! subnet via the gateway, and a permanent neighbour entry for the gateway
 //! (the host veth's MAC): no ARP towards the host, no proxy ARP.
+//!
+//! With a way out (the driver's egress, see [`super::egress`]) the VRF is
+//! the network's L3 edge too: the gateway is the host side of every port
+//! (`gateway/32` on the host veth), the pod routes `default via gateway`,
+//! the table holds `unreachable <subnet>` for every pod network (its own
+//! included) instead of `unreachable default`, so what is for no pod
+//! network falls through to the host's `main` table (and is masqueraded
+//! there), and the rule `to <subnet> lookup <table>` (priority
+//! [`HOST_RULE_PRIORITY`]) lets the host, and replies from the outside,
+//! reach the pods.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -24,6 +34,10 @@ use super::{DriverError, is_not_found, nl};
 
 /// Priority of the per-port rules: after `local` (0), before `main` (32766).
 pub const RULE_PRIORITY: u32 = 1000;
+
+/// Priority of a network's `to <subnet>` rule: after the ports' rules, so
+/// a pod's packet is decided by its own network's table first.
+pub const HOST_RULE_PRIORITY: u32 = 1001;
 
 /// The routing table of an L3 network: stable, never one of the kernel's own.
 pub fn route_table(network: &str) -> u32 {
@@ -41,8 +55,16 @@ fn is_no_route(e: &rtnetlink::Error) -> bool {
         || matches!(e, rtnetlink::Error::NetlinkError(m) if m.code.is_some_and(|c| -c.get() == 3))
 }
 
-/// Make the network's table exist: its `unreachable default`.
-pub async fn ensure_table(handle: &Handle, spec: &NetworkSpec) -> Result<(), DriverError> {
+/// Make the network's table exist: its `unreachable default` (without a
+/// way out; with one, [`open_table`] shapes the table).
+pub async fn ensure_table(
+    handle: &Handle,
+    spec: &NetworkSpec,
+    way_out: bool,
+) -> Result<(), DriverError> {
+    if way_out {
+        return Ok(());
+    }
     let table = route_table(&spec.name);
     let msg = RouteMessageBuilder::<Ipv4Addr>::new()
         .destination_prefix(Ipv4Addr::UNSPECIFIED, 0)
@@ -123,7 +145,8 @@ pub async fn has_rule(handle: &Handle, host: &str, network: &str) -> Result<bool
 }
 
 /// Inside the pod: the address as a /32, the gateway on the link with a
-/// permanent neighbour entry (`host_mac`), the subnet via the gateway.
+/// permanent neighbour entry (`host_mac`), the subnet via the gateway, and
+/// with `default_route` everything else via the gateway too.
 pub async fn configure_pod(
     h: &Handle,
     index: u32,
@@ -131,6 +154,7 @@ pub async fn configure_pod(
     address: Ipv4Cidr,
     spec: &NetworkSpec,
     host_mac: Mac,
+    default_route: bool,
 ) -> Result<(), DriverError> {
     let gateway = spec
         .gateway()
@@ -174,7 +198,211 @@ pub async fn configure_pod(
         .replace()
         .execute()
         .await
-        .map_err(nl(format!("route {} via {gateway}", spec.subnet)))
+        .map_err(nl(format!("route {} via {gateway}", spec.subnet)))?;
+    if default_route {
+        let default = RouteMessageBuilder::<Ipv4Addr>::new()
+            .gateway(gateway)
+            .output_interface(index)
+            .build();
+        h.route()
+            .add(default)
+            .replace()
+            .execute()
+            .await
+            .map_err(nl(format!("default route via {gateway} on {ifname}")))?;
+    }
+    Ok(())
+}
+
+/// The gateway as the host side of a port: `gateway/32` on its host veth
+/// `index` (`host`), the source of what the host sends its pod.
+pub async fn host_gateway(
+    handle: &Handle,
+    index: u32,
+    host: &str,
+    spec: &NetworkSpec,
+) -> Result<(), DriverError> {
+    let Some(gateway) = spec.gateway() else {
+        return Ok(());
+    };
+    handle
+        .address()
+        .add(index, IpAddr::V4(gateway), 32)
+        .replace()
+        .execute()
+        .await
+        .map_err(nl(format!("gateway {gateway}/32 on {host}")))
+}
+
+fn host_rule(handle: &Handle, spec: &NetworkSpec) -> rtnetlink::RuleAddRequest<Ipv4Addr> {
+    handle
+        .rule()
+        .add()
+        .v4()
+        .destination_prefix(spec.subnet.network(), spec.subnet.prefix)
+        .table_id(route_table(&spec.name))
+        .priority(HOST_RULE_PRIORITY)
+        .action(RuleAction::ToTable)
+}
+
+fn unreachable(table: u32, cidr: Ipv4Cidr) -> netlink_packet_route::route::RouteMessage {
+    RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(cidr.network(), cidr.prefix)
+        .table_id(table)
+        .kind(RouteType::Unreachable)
+        .build()
+}
+
+/// The `unreachable` routes of the network's table, by prefix.
+async fn unreachables(
+    handle: &Handle,
+    network: &str,
+) -> Result<std::collections::BTreeSet<Ipv4Cidr>, DriverError> {
+    use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+    let table = route_table(network);
+    let filter = RouteMessageBuilder::<Ipv4Addr>::new()
+        .table_id(table)
+        .build();
+    let mut out = std::collections::BTreeSet::new();
+    let mut stream = handle.route().get(filter).execute();
+    while let Some(msg) = stream
+        .try_next()
+        .await
+        .map_err(nl(format!("dump table {table}")))?
+    {
+        let in_table = msg
+            .attributes
+            .iter()
+            .any(|a| matches!(a, RouteAttribute::Table(t) if *t == table));
+        if !in_table || msg.header.kind != RouteType::Unreachable {
+            continue;
+        }
+        let dst = msg
+            .attributes
+            .iter()
+            .find_map(|a| match a {
+                RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(*ip),
+                _ => None,
+            })
+            .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        out.insert(Ipv4Cidr {
+            addr: dst,
+            prefix: msg.header.destination_prefix_length,
+        });
+    }
+    Ok(out)
+}
+
+/// Give the network's VRF its way out: `unreachable` for exactly the pod
+/// networks' subnets `pod_subnets` (the `unreachable default` and any other
+/// leftover removed), and the rule `to <subnet> lookup <table>`.
+///
+/// # Errors
+/// The kernel refused a route or the rule.
+pub async fn open_table(
+    handle: &Handle,
+    spec: &NetworkSpec,
+    pod_subnets: &[Ipv4Cidr],
+) -> Result<(), DriverError> {
+    let table = route_table(&spec.name);
+    let wanted: std::collections::BTreeSet<Ipv4Cidr> = pod_subnets
+        .iter()
+        .map(|c| c.with_addr(c.network()))
+        .collect();
+    for cidr in &wanted {
+        handle
+            .route()
+            .add(unreachable(table, *cidr))
+            .replace()
+            .execute()
+            .await
+            .map_err(nl(format!("unreachable {cidr} in table {table}")))?;
+    }
+    for cidr in unreachables(handle, &spec.name).await? {
+        if wanted.contains(&cidr) {
+            continue;
+        }
+        match handle.route().del(unreachable(table, cidr)).execute().await {
+            Ok(()) => {}
+            Err(e) if is_no_route(&e) => {}
+            Err(e) => {
+                return Err(nl(format!("remove unreachable {cidr} from table {table}"))(
+                    e,
+                ));
+            }
+        }
+    }
+    match host_rule(handle, spec).execute().await {
+        Ok(()) => Ok(()),
+        Err(e) if is_exists(&e) => Ok(()),
+        Err(e) => Err(nl(format!("rule to {} lookup {table}", spec.subnet))(e)),
+    }
+}
+
+/// Remove what [`open_table`] added for a network that goes away.
+pub async fn close_table(handle: &Handle, spec: &NetworkSpec) -> Result<(), DriverError> {
+    let table = route_table(&spec.name);
+    let mut req = host_rule(handle, spec);
+    let msg = req.message_mut().clone();
+    match handle.rule().del(msg).execute().await {
+        Ok(()) => {}
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(nl(format!("remove rule to {} lookup {table}", spec.subnet))(e)),
+    }
+    for cidr in unreachables(handle, &spec.name).await? {
+        match handle.route().del(unreachable(table, cidr)).execute().await {
+            Ok(()) => {}
+            Err(e) if is_no_route(&e) => {}
+            Err(e) => {
+                return Err(nl(format!("remove unreachable {cidr} from table {table}"))(
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What of [`open_table`]'s work is missing, one line each.
+pub async fn way_out_drift(
+    handle: &Handle,
+    spec: &NetworkSpec,
+    pod_subnets: &[Ipv4Cidr],
+) -> Result<Vec<String>, DriverError> {
+    use netlink_packet_route::rule::RuleAttribute as A;
+    let table = route_table(&spec.name);
+    let subnet = spec.subnet.with_addr(spec.subnet.network());
+    let mut found = false;
+    let mut rules = handle.rule().get(rtnetlink::IpVersion::V4).execute();
+    while let Some(msg) = rules.try_next().await.map_err(nl("dump ip rules"))? {
+        let to_subnet = msg.header.dst_len == subnet.prefix
+            && msg
+                .attributes
+                .iter()
+                .any(|a| matches!(a, A::Destination(IpAddr::V4(ip)) if *ip == subnet.addr));
+        let in_table = msg
+            .attributes
+            .iter()
+            .any(|a| matches!(a, A::Table(t) if *t == table));
+        found |= to_subnet && in_table;
+    }
+    let mut drift = Vec::new();
+    if !found {
+        drift.push(format!(
+            "network {}: rule to {subnet} lookup table {table} is missing",
+            spec.name
+        ));
+    }
+    let have = unreachables(handle, &spec.name).await?;
+    for cidr in pod_subnets.iter().map(|c| c.with_addr(c.network())) {
+        if !have.contains(&cidr) {
+            drift.push(format!(
+                "network {}: unreachable {cidr} in table {table} is missing",
+                spec.name
+            ));
+        }
+    }
+    Ok(drift)
 }
 
 /// Install (or withdraw) the FIB entry `ip` → the veth `index` (`mac` behind it).
