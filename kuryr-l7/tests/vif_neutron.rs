@@ -72,6 +72,9 @@ fn vif_handler_against_the_real_neutron() -> anyhow::Result<()> {
         the_directory_source_records_in_files_and_releases_removed_pods(&env)
             .await
             .context("the directory source")?;
+        vfs::the_directory_source_counts_vfs_on_its_nodes(&env)
+            .await
+            .context("the directory source's VFs")?;
         Ok(())
     })
 }

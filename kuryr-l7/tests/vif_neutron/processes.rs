@@ -3,7 +3,7 @@
 
 use super::*;
 
-struct Daemon(Child);
+pub(super) struct Daemon(Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
@@ -16,7 +16,11 @@ fn handler_process(kubeconfig: &PathBuf, conf: &PathBuf) -> anyhow::Result<Daemo
     handler_from(kubeconfig, conf, "kube")
 }
 
-fn handler_from(kubeconfig: &PathBuf, conf: &PathBuf, source: &str) -> anyhow::Result<Daemon> {
+pub(super) fn handler_from(
+    kubeconfig: &PathBuf,
+    conf: &PathBuf,
+    source: &str,
+) -> anyhow::Result<Daemon> {
     Ok(Daemon(
         Command::new(BIN)
             .args(["vif-handler", "--source", source, "--backend", "neutron"])
@@ -33,13 +37,13 @@ pub(super) async fn wait_for<T, F>(what: &str, mut check: impl FnMut() -> F) -> 
 where
     F: std::future::Future<Output = anyhow::Result<Option<T>>>,
 {
-    for _ in 0..300 {
+    for _ in 0..600 {
         if let Some(value) = check().await? {
             return Ok(value);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("{what}: not within 30 s")
+    bail!("{what}: not within 60 s")
 }
 
 /// The binary killed (SIGKILL) as soon as a pod's first port exists, then restarted: the pod
