@@ -9,6 +9,7 @@
 mod identity;
 pub(crate) mod layer;
 mod policy;
+pub mod probe;
 mod tokens;
 
 pub use identity::{CallerIdentity, Credential, identity_of_certificate};

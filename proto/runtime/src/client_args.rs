@@ -99,11 +99,15 @@ impl ClientArgs {
         Ok(Some(tls))
     }
 
-    fn options(&self) -> Result<(DialOptions, Option<BearerToken>), ClientError> {
-        let options = DialOptions {
-            tls: self.client_tls()?,
-            ..DialOptions::default()
-        };
+    /// `base` with the flags' TLS (when `--ca` is given), and the token to send.
+    fn options(
+        &self,
+        base: &DialOptions,
+    ) -> Result<(DialOptions, Option<BearerToken>), ClientError> {
+        let mut options = base.clone();
+        if let Some(tls) = self.client_tls()? {
+            options.tls = Some(tls);
+        }
         let token = self
             .token_file
             .as_deref()
@@ -117,7 +121,20 @@ impl ClientArgs {
     /// # Errors
     /// See [`ClientError`].
     pub async fn dial(&self, endpoint: &Endpoint) -> Result<AuthChannel, ClientError> {
-        let (options, token) = self.options()?;
+        self.dial_with(endpoint, &DialOptions::default()).await
+    }
+
+    /// [`ClientArgs::dial`] with other time limits: `options`, whose TLS the flags' replaces
+    /// when `--ca` is given.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub async fn dial_with(
+        &self,
+        endpoint: &Endpoint,
+        options: &DialOptions,
+    ) -> Result<AuthChannel, ClientError> {
+        let (options, token) = self.options(options)?;
         let channel = dial_with(endpoint, &options).await?;
         Ok(AuthChannel { channel, token })
     }
@@ -127,7 +144,7 @@ impl ClientArgs {
     /// # Errors
     /// See [`ClientError`] (configuration only).
     pub fn dial_lazy(&self, endpoint: &Endpoint) -> Result<AuthChannel, ClientError> {
-        let (options, token) = self.options()?;
+        let (options, token) = self.options(&DialOptions::default())?;
         let channel = dial_lazy(endpoint, &options)?;
         Ok(AuthChannel { channel, token })
     }

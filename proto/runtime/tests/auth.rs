@@ -1,6 +1,7 @@
 //! Authentication, roles and call limits, as a client meets them: tokens and client
 //! certificates against a policy, token rotation, the refusal to serve a non-loopback address
-//! open, undecodable requests, long status messages and the daemon's cap on calls.
+//! open, undecodable requests, long status messages and the daemon's cap on calls; the access
+//! probe (`auth::probe`) the daemons' credential tests use.
 
 mod support;
 
@@ -356,6 +357,45 @@ async fn a_client_certificate_names_the_caller() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test]
+async fn mutual_tls_on_a_unix_socket_names_the_caller() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pki = pki(dir.path(), &[("router", Some("router-a"))])?;
+    let tls =
+        ServerTls::from_files(&pki.server_cert, &pki.server_key)?.with_client_ca_file(&pki.ca)?;
+    let policy = roles().merge_yaml(POLICY).map_err(anyhow::Error::msg)?;
+    let endpoint = Endpoint::unix(dir.path().join("agent.sock"));
+    let bound = GrpcServer::new(identity())
+        .tls(Some(tls))
+        .auth_policy(Some(policy))
+        .add_service(WhoService)
+        .handle_signals(false)
+        .bind(&endpoint)
+        .await?;
+    let shutdown = bound.shutdown_handle();
+    tokio::spawn(bound.run());
+
+    let with_certificate = ClientArgs {
+        ca: Some(pki.ca.clone()),
+        cert: Some(dir.path().join("router.pem")),
+        key: Some(dir.path().join("router.key")),
+        ..ClientArgs::default()
+    };
+    let router = with_certificate.dial(&endpoint).await?;
+    assert_eq!(ask(router, "hi".to_owned()).await?, "router-a [asker]");
+    // Without a certificate the transport refuses (client certificates are required).
+    let without = ClientArgs {
+        ca: Some(pki.ca.clone()),
+        ..ClientArgs::default()
+    };
+    if let Ok(channel) = without.dial(&endpoint).await {
+        let err = ask(channel, "hi".to_owned()).await.unwrap_err();
+        assert_ne!(err.code(), Code::Unimplemented, "{err:?}");
+    }
+    shutdown.trigger();
+    Ok(())
+}
+
 #[derive(clap::Parser)]
 struct ClientCli {
     #[command(flatten)]
@@ -491,6 +531,109 @@ async fn streams_per_connection_are_capped() -> anyhow::Result<()> {
         "{refused} refused in {elapsed:?}"
     );
     support::sleep_call_on(channel, 1).await?;
+    shutdown.trigger();
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_access_probe_reports_every_answer_that_is_not_as_expected() -> anyhow::Result<()> {
+    use nephrite_runtime::auth::probe::{AccessReport, Expected};
+    let dir = tempfile::tempdir()?;
+    let tokens = write(dir.path(), "tokens.csv", "t-ops,ops\nt-reader,reader\n")?;
+    let policy = write(dir.path(), "policy.yaml", POLICY)?;
+    let args = <ServeArgs as clap::Parser>::try_parse_from([
+        "serve",
+        "--auth-tokens",
+        tokens.to_str().context("path")?,
+        "--auth-policy",
+        policy.to_str().context("path")?,
+    ])?;
+    let (endpoint, shutdown) = start(GrpcServer::from_args_with_roles(
+        identity(),
+        &args,
+        roles(),
+    )?)
+    .await?;
+    let anonymous = AuthChannel::new(dial(&endpoint).await?);
+    let reader = with_token(dir.path(), "reader", "t-reader")?
+        .dial(&endpoint)
+        .await?;
+    let ops = with_token(dir.path(), "ops", "t-ops")?
+        .dial(&endpoint)
+        .await?;
+    let methods: Vec<String> = [
+        "/nephrite.test.Who/Ask",
+        "/nephrite.test.Slow/Sleep",
+        "/nephrite.daemon.v1.Daemon/GetInfo",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+
+    let mut report = AccessReport::new();
+    report
+        .check("anonymous", &anonymous, &methods, |_| {
+            Expected::Unauthenticated
+        })
+        .await;
+    report
+        .check("reader", &reader, &methods, |method| {
+            if method.ends_with("/Sleep") {
+                Expected::PermissionDenied
+            } else {
+                Expected::Allowed
+            }
+        })
+        .await;
+    report
+        .check("ops", &ops, &methods, |_| Expected::Allowed)
+        .await;
+    assert_eq!(report.checked(), 9);
+    report.assert_as_expected();
+
+    // Each answer that differs is named; a method that does not exist is not "allowed".
+    let mut wrong = AccessReport::new();
+    let one = |path: &str| vec![path.to_owned()];
+    wrong
+        .check("reader", &reader, &one("/nephrite.test.Slow/Sleep"), |_| {
+            Expected::Allowed
+        })
+        .await;
+    wrong
+        .check("ops", &ops, &one("/nephrite.test.Nothing/Here"), |_| {
+            Expected::Allowed
+        })
+        .await;
+    wrong
+        .check(
+            "anonymous",
+            &anonymous,
+            &one("/nephrite.test.Who/Ask"),
+            |_| Expected::PermissionDenied,
+        )
+        .await;
+    let lines = wrong.wrong();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].starts_with(
+            "reader calling /nephrite.test.Slow/Sleep: expected Allowed, got PermissionDenied: \
+             reader (roles: asker) may not call"
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "ops calling /nephrite.test.Nothing/Here: expected Allowed, got Unimplemented"
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].starts_with(
+            "anonymous calling /nephrite.test.Who/Ask: expected PermissionDenied, got \
+             Unauthenticated"
+        ),
+        "{lines:?}"
+    );
+    assert!(std::panic::catch_unwind(|| wrong.assert_as_expected()).is_err());
     shutdown.trigger();
     Ok(())
 }
