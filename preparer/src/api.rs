@@ -16,6 +16,8 @@ use tonic::{Request, Response, Status};
 use crate::errors::ApiError;
 use crate::store::{CatalogFilter, Store};
 
+pub use watching::{SLOW_WATCHER, WATCH_BUFFER, WATCH_READS, Watchers};
+
 mod catalog;
 mod convert;
 mod deployments;
@@ -54,6 +56,7 @@ pub struct DataApi {
     changes: Changes,
     auto_approve: bool,
     shutdown: Option<nephrite_runtime::ShutdownHandle>,
+    watchers: Watchers,
 }
 
 type Result<T> = std::result::Result<T, Status>;
@@ -71,7 +74,14 @@ impl DataApi {
             changes,
             auto_approve,
             shutdown: None,
+            watchers: Watchers::default(),
         }
+    }
+
+    /// Its `Watch` streams share `watchers` (their patience, store reads and metrics).
+    pub fn with_watchers(mut self, watchers: Watchers) -> Self {
+        self.watchers = watchers;
+        self
     }
 
     /// Ends `Watch` streams when `shutdown` triggers, so the server can drain.

@@ -8,7 +8,7 @@ use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, ShutdownHandle};
 use tokio::task::JoinHandle;
 
-use crate::api::{Changes, DataApi};
+use crate::api::{Changes, DataApi, Watchers};
 use crate::plugin_credentials::PluginCredentials;
 use crate::preparation::{LoopConfig, PreparationLoop};
 use crate::store::{self, Store};
@@ -94,9 +94,13 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
     let store = store::open(&command.store).await?;
     let changes = Changes::default();
     let identity = DaemonIdentity::new("preparer", env!("CARGO_PKG_VERSION"));
-    let server = GrpcServer::from_args_with_roles(identity, &command.serve, crate::auth::roles())?;
+    let mut server =
+        GrpcServer::from_args_with_roles(identity, &command.serve, crate::auth::roles())?;
+    let watchers = Watchers::default();
+    watchers.register(&mut server)?;
     let api = DataApi::new(Arc::clone(&store), changes.clone(), command.auto_approve)
-        .with_shutdown(server.shutdown_handle());
+        .with_shutdown(server.shutdown_handle())
+        .with_watchers(watchers);
     let web = match command.web {
         Some(addr) => Some(
             crate::web::start(addr, &command.serve, api.clone(), server.shutdown_handle()).await?,
