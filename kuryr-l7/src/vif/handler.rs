@@ -302,7 +302,10 @@ impl Handler {
             Some(turn)
         };
         let mut vifs = plan.keep.clone();
-        if !plan.is_empty() || current.failure.is_some() {
+        // A recorded failure is cleared only once the whole pass has succeeded (a failure that
+        // comes back in activation would otherwise be cleared and written again on every pass).
+        let mut cleared = current.failure.is_none();
+        if !plan.is_empty() {
             for (n, vif) in plan.release.iter().enumerate() {
                 if let Err(e) = self.release(pod, vif).await {
                     // What was released is gone; the rest is still held.
@@ -331,6 +334,7 @@ impl Handler {
             self.persist(pod, VifRecord::new(vifs.clone()), persist)
                 .await
                 .map_err(|e| (e, vifs.clone()))?;
+            cleared = true;
         }
         drop(turn);
         if let Backend::Nimbess(n) = &self.backend {
@@ -359,7 +363,7 @@ impl Handler {
             }
         }
         let record = VifRecord::new(vifs);
-        if changed {
+        if changed || !cleared {
             self.persist(pod, record.clone(), persist)
                 .await
                 .map_err(|e| (e, record.vifs.clone()))?;
