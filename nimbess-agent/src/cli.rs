@@ -1,7 +1,8 @@
 //! The `nimbess-agent` command line: `serve` runs the daemon
 //! ([`crate::daemon`]); `ports`, `networks`, `pipelines` and `verify` ask a
-//! running agent over its socket; `fabric forget-host` edits the fabric's
-//! store directly.
+//! running agent over its socket (with `--token-file`, or `--ca`, `--cert`
+//! and `--key`, when the agent requires credentials); `fabric forget-host`
+//! edits the fabric's store directly.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +85,10 @@ pub struct ClientArgs {
     /// The agent's socket.
     #[arg(long, env = "NIMBESS_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
+    /// Credentials for an agent that requires them (`--token-file`, or `--ca`, `--cert` and
+    /// `--key`).
+    #[command(flatten)]
+    pub credentials: nephrite_runtime::ClientArgs,
     /// Output format.
     #[arg(
         short = 'o',
@@ -105,7 +110,10 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
             crate::daemon::run(&serve).await?;
         }
         Cmd::Ports(c) => {
-            let json = InspectClient::connect(&c.socket).await?.ports().await?;
+            let json = InspectClient::connect(&c.socket, &c.credentials)
+                .await?
+                .ports()
+                .await?;
             print_list(
                 &json,
                 c.output,
@@ -113,7 +121,10 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
             )?;
         }
         Cmd::Networks(c) => {
-            let json = InspectClient::connect(&c.socket).await?.networks().await?;
+            let json = InspectClient::connect(&c.socket, &c.credentials)
+                .await?
+                .networks()
+                .await?;
             print_list(
                 &json,
                 c.output,
@@ -121,7 +132,7 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
             )?;
         }
         Cmd::Pipelines { client: c, port } => {
-            let pipelines = InspectClient::connect(&c.socket)
+            let pipelines = InspectClient::connect(&c.socket, &c.credentials)
                 .await?
                 .pipelines(port)
                 .await?;
@@ -139,7 +150,10 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
             );
         }
         Cmd::Verify(c) => {
-            let drift = InspectClient::connect(&c.socket).await?.verify().await?;
+            let drift = InspectClient::connect(&c.socket, &c.credentials)
+                .await?
+                .verify()
+                .await?;
             if drift.is_empty() {
                 println!("no drift");
             } else {

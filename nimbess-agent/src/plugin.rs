@@ -8,6 +8,9 @@
 //! without a process; [`run`] wires them to the agent through
 //! [`crate::grpc::AgentConnection`] and prints the [`crate::cni`] documents.
 //!
+//! The credentials it presents to the agent come from the network configuration or the
+//! environment ([`credentials`]).
+//!
 //! ADD and DEL of a Kubernetes pod with VIFs (kuryr-l7's `openstack.org/kuryr-vif` record)
 //! plug and unplug every interface the record lists ([`crate::vif_plug`]): the additional
 //! VIFs first and the main interface last (so the pod's default route is the main
@@ -25,6 +28,7 @@ use crate::cni::{
 use crate::grpc::AgentConnection;
 use crate::vif_plug::{self, Plug, PodRef};
 
+pub mod credentials;
 #[cfg(test)]
 mod tests;
 
@@ -290,7 +294,11 @@ pub async fn run_with_wait(
             &version,
         );
     }
-    let mut agent = match AgentConnection::connect(&conf.agent_socket, wait).await {
+    let credentials = match credentials::agent_credentials(&conf.raw, env) {
+        Ok(c) => c,
+        Err(f) => return Outcome::failure(&f, &version),
+    };
+    let mut agent = match AgentConnection::connect(&conf.agent_socket, &credentials, wait).await {
         Ok(c) => c,
         Err(f) => return Outcome::failure(&f, &version),
     };

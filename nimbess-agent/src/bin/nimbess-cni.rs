@@ -17,6 +17,12 @@ environment (CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, ...) and the n
 configuration on stdin; it forwards each call to nimbess-agent over its Unix socket
 (\"agentSocket\" in the configuration, default /run/nimbess/agent.sock).
 
+When the agent requires credentials, the configuration names them as every Nephrite
+client's flags do: \"tokenFile\" (a file whose first line is the bearer token), or
+\"ca\", \"cert\" and \"key\" (PEM files, mutual TLS on the socket), and \"tlsDomain\";
+a key the configuration does not set is read from the runtime's environment
+(NEPHRITE_TOKEN_FILE, NEPHRITE_CA, NEPHRITE_CERT, NEPHRITE_KEY, NEPHRITE_TLS_DOMAIN).
+
 Install it in the runtime's CNI bin directory (e.g. /opt/cni/bin) and reference it as
 \"type\": \"nimbess-cni\" in a network configuration; see the nimbess-agent README.
 

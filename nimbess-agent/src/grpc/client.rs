@@ -1,6 +1,8 @@
 //! The clients of the agent's socket: [`AgentConnection`] carries the
 //! plugin's CNI commands, [`InspectClient`] the inspection subcommands'
-//! calls. Both answer in domain values and typed errors.
+//! calls. Both present the caller's credentials ([`ClientArgs`]: a bearer
+//! token file, or a CA, certificate and key for mutual TLS on the socket)
+//! and answer in domain values and typed errors.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,8 +10,7 @@ use std::time::{Duration, Instant};
 use nephrite_proto::nimbess::cni::v1::{
     self as pb, agent_client::AgentClient, cni_client::CniClient,
 };
-use nephrite_runtime::{DialError, DialOptions, Endpoint, dial, dial_with};
-use tonic::transport::Channel;
+use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, DialOptions, Endpoint};
 
 use super::convert::outcome;
 use crate::cni::{CniError, CniRequest, CniResult, Command, ErrorCode};
@@ -17,16 +18,22 @@ use crate::cni::{CniError, CniRequest, CniResult, Command, ErrorCode};
 /// The plugin's connection to the agent.
 #[derive(Debug, Clone)]
 pub struct AgentConnection {
-    client: CniClient<Channel>,
+    client: CniClient<AuthChannel>,
+    socket: String,
 }
 
 impl AgentConnection {
-    /// Dial the agent's socket, retrying for up to `wait` (an agent that is
-    /// starting); after that the runtime is told to try again later.
+    /// Dial the agent's socket with `credentials`, retrying for up to `wait`
+    /// (an agent that is starting); after that the runtime is told to try
+    /// again later.
     ///
     /// # Errors
-    /// Code 11 naming the socket.
-    pub async fn connect(socket: &str, wait: Duration) -> Result<Self, CniError> {
+    /// Code 11 naming the socket; 7 when the credentials' files cannot be used.
+    pub async fn connect(
+        socket: &str,
+        credentials: &ClientArgs,
+        wait: Duration,
+    ) -> Result<Self, CniError> {
         let endpoint = Endpoint::unix(socket);
         let options = DialOptions {
             connect_timeout: Duration::from_secs(2),
@@ -35,20 +42,28 @@ impl AgentConnection {
         };
         let started = Instant::now();
         loop {
-            match dial_with(&endpoint, &options).await {
+            match credentials.dial_with(&endpoint, &options).await {
                 Ok(channel) => {
                     return Ok(AgentConnection {
                         client: CniClient::new(channel),
+                        socket: socket.to_owned(),
                     });
                 }
-                Err(e) if started.elapsed() >= wait => {
+                Err(ClientError::Dial(e)) if started.elapsed() >= wait => {
                     return Err(CniError::new(
                         ErrorCode::TryAgainLater,
                         format!("the nimbess agent is unreachable at {socket}"),
                     )
                     .with_details(e));
                 }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(ClientError::Dial(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => {
+                    return Err(CniError::new(
+                        ErrorCode::InvalidConfig,
+                        format!("the credentials for the nimbess agent at {socket} cannot be used"),
+                    )
+                    .with_details(e));
+                }
             }
         }
     }
@@ -57,8 +72,10 @@ impl AgentConnection {
     /// other commands, or the agent's error.
     ///
     /// # Errors
-    /// The agent's error; 11 when it did not answer; 6 when its answer does
-    /// not parse; 4 for VERSION, which the plugin answers itself.
+    /// The agent's error; 7 when it refused the credentials (none, unknown
+    /// ones, or an identity without the `cni` role); 11 when it did not
+    /// answer; 6 when its answer does not parse; 4 for VERSION, which the
+    /// plugin answers itself.
     pub async fn call(
         &mut self,
         command: Command,
@@ -78,10 +95,7 @@ impl AgentConnection {
                 ));
             }
         };
-        let reply = reply.map_err(|status| {
-            CniError::new(ErrorCode::TryAgainLater, "the nimbess agent did not answer")
-                .with_details(status)
-        })?;
+        let reply = reply.map_err(|status| refused(&self.socket, command, &status))?;
         outcome(reply.into_inner()).map_err(|e| {
             CniError::new(
                 ErrorCode::Decode,
@@ -92,20 +106,51 @@ impl AgentConnection {
     }
 }
 
+/// The plugin's error for a call the agent answered with `status` instead of a reply.
+fn refused(socket: &str, command: Command, status: &tonic::Status) -> CniError {
+    match status.code() {
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => CniError::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "the nimbess agent at {socket} refused {command}: {}",
+                status.message()
+            ),
+        )
+        .with_details(
+            "the network configuration's \"tokenFile\" (or \"ca\", \"cert\" and \"key\"), or \
+             NEPHRITE_TOKEN_FILE (NEPHRITE_CA, NEPHRITE_CERT, NEPHRITE_KEY) in the runtime's \
+             environment, must name credentials the agent gives the cni role",
+        ),
+        _ => CniError::new(ErrorCode::TryAgainLater, "the nimbess agent did not answer")
+            .with_details(status),
+    }
+}
+
 /// Why an inspection call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
-    /// The agent's socket did not answer.
+    /// The agent's socket did not answer, or the credentials' files cannot be used.
     #[error("cannot reach the agent at {socket}: {source}")]
     Unreachable {
         /// The socket.
         socket: String,
-        /// The dial error.
-        source: DialError,
+        /// The dial (or credentials) error.
+        source: ClientError,
     },
     /// The agent refused the call.
-    #[error("the agent refused: {0}")]
+    #[error("the agent refused: {}{}", .0.message(), credentials_hint(.0))]
     Refused(#[from] tonic::Status),
+}
+
+/// What to do about a refusal of the caller's credentials.
+fn credentials_hint(status: &tonic::Status) -> &'static str {
+    match status.code() {
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
+            " (give --token-file, or --ca, --cert and --key, naming credentials the agent \
+             gives the read role)"
+        }
+        _ => "",
+    }
 }
 
 /// Port pipelines in three renderings.
@@ -122,22 +167,22 @@ pub struct Pipelines {
 /// The inspection subcommands' client.
 #[derive(Debug, Clone)]
 pub struct InspectClient {
-    client: AgentClient<Channel>,
+    client: AgentClient<AuthChannel>,
 }
 
 impl InspectClient {
-    /// Dial the agent's socket.
+    /// Dial the agent's socket with `credentials`.
     ///
     /// # Errors
-    /// The socket does not answer.
-    pub async fn connect(socket: &Path) -> Result<Self, InspectError> {
-        let channel =
-            dial(&Endpoint::unix(socket))
-                .await
-                .map_err(|source| InspectError::Unreachable {
-                    socket: socket.display().to_string(),
-                    source,
-                })?;
+    /// The socket does not answer, or the credentials' files cannot be used.
+    pub async fn connect(socket: &Path, credentials: &ClientArgs) -> Result<Self, InspectError> {
+        let channel = credentials
+            .dial(&Endpoint::unix(socket))
+            .await
+            .map_err(|source| InspectError::Unreachable {
+                socket: socket.display().to_string(),
+                source,
+            })?;
         Ok(InspectClient {
             client: AgentClient::new(channel),
         })

@@ -1,0 +1,152 @@
+//! `nimbess-cni`'s credentials (issue 30), the plugin executed as a runtime executes it against
+//! an agent (sim driver) that requires tokens: an ADD whose network configuration names the
+//! agent's token (`tokenFile`), or whose environment does (`NEPHRITE_TOKEN_FILE`), attaches
+//! the container; without a token, with a wrong one, or with the token of an identity without
+//! the `cni` role, it fails with a CNI error (code 7) saying what the agent refused and where
+//! credentials go, and nothing is attached; a token file that cannot be read is code 7 naming
+//! it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use support::{AgentProcess, run_plugin};
+
+const CONFIG: &str = "driver: sim\nnetworks:\n  - name: blue\n    subnet: 10.61.0.0/24\n";
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// The plugin's configuration for the agent's `blue`, with `extra` keys.
+fn netconf(agent: &AgentProcess, extra: Value) -> String {
+    let mut conf = json!({
+        "cniVersion": "1.1.0",
+        "name": "blue",
+        "type": "nimbess-cni",
+        "agentSocket": agent.socket,
+    });
+    if let (Some(conf), Some(extra)) = (conf.as_object_mut(), extra.as_object()) {
+        conf.extend(extra.clone());
+    }
+    conf.to_string()
+}
+
+/// Runs `command` for `container`, with `vars` added to the CNI environment.
+fn cni(
+    agent: &AgentProcess,
+    command: &str,
+    container: &str,
+    conf: &str,
+    vars: &[(&'static str, &Path)],
+) -> (i32, Value) {
+    let netns = write(&agent.dir, &format!("netns-{container}"), "");
+    let mut env = BTreeMap::from([
+        ("CNI_COMMAND", command.to_owned()),
+        ("CNI_CONTAINERID", container.to_owned()),
+        ("CNI_NETNS", netns.display().to_string()),
+        ("CNI_IFNAME", "eth0".to_owned()),
+    ]);
+    for (var, value) in vars {
+        env.insert(*var, value.display().to_string());
+    }
+    run_plugin(&env, conf)
+}
+
+/// The error document's code, message and details.
+fn error(out: &Value) -> (u64, &str, &str) {
+    (
+        out["code"].as_u64().unwrap_or(0),
+        out["msg"].as_str().unwrap_or(""),
+        out["details"].as_str().unwrap_or(""),
+    )
+}
+
+#[test]
+fn add_with_the_agents_token_attaches_and_without_it_fails_clearly() {
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let tokens = write(
+        secrets.path(),
+        "tokens.csv",
+        "cni-token,kubelet\nread-token,ops\n",
+    );
+    let policy = write(
+        secrets.path(),
+        "policy.yaml",
+        "identities:\n  kubelet: [cni]\n  ops: [read]\n",
+    );
+    let agent = AgentProcess::start_with(
+        CONFIG,
+        "sim",
+        &[],
+        &[],
+        &[
+            "--auth-tokens",
+            &tokens.display().to_string(),
+            "--auth-policy",
+            &policy.display().to_string(),
+        ],
+    );
+    let token = |name: &str, value: &str| write(secrets.path(), name, &format!("{value}\n"));
+    let right = token("cni.token", "cni-token");
+    let wrong = token("wrong.token", "guess");
+    let reader = token("read.token", "read-token");
+    let missing = secrets.path().join("absent.token");
+    let with_token = |path: &Path| netconf(&agent, json!({"tokenFile": path}));
+
+    // Refused: the agent's reason, and where the credentials go.
+    let refusals = [
+        (netconf(&agent, json!({})), "credentials are required"),
+        (with_token(&wrong), "the bearer token is not valid"),
+        (
+            with_token(&reader),
+            "ops (roles: read) may not call /nimbess.cni.v1.Cni/Add",
+        ),
+    ];
+    for (conf, reason) in &refusals {
+        let (code, out) = cni(&agent, "ADD", "c1", conf, &[]);
+        assert_eq!(code, 1, "{out}");
+        let (number, msg, details) = error(&out);
+        assert_eq!(number, 7, "{out}");
+        assert!(msg.contains("refused ADD") && msg.contains(reason), "{out}");
+        assert!(details.contains("\"tokenFile\""), "{out}");
+    }
+    // A token file that cannot be read: named, before the agent is asked.
+    let (code, out) = cni(&agent, "ADD", "c1", &with_token(&missing), &[]);
+    assert_eq!((code, error(&out).0), (1, 7), "{out}");
+    assert!(
+        error(&out).2.contains(&missing.display().to_string()),
+        "{out}"
+    );
+    // A certificate without its key is a configuration error.
+    let half = netconf(&agent, json!({"ca": right, "cert": right}));
+    let (_, out) = cni(&agent, "ADD", "c1", &half, &[]);
+    assert_eq!(error(&out).0, 7, "{out}");
+
+    // With the agent's token: attached, and the first address (nothing was attached before).
+    let (code, added) = cni(&agent, "ADD", "c1", &with_token(&right), &[]);
+    assert_eq!(code, 0, "{added}");
+    assert_eq!(added["ips"][0]["address"], "10.61.0.2/24");
+    // The token from the runtime's environment.
+    let plain = netconf(&agent, json!({}));
+    let (code, second) = cni(
+        &agent,
+        "ADD",
+        "c2",
+        &plain,
+        &[("NEPHRITE_TOKEN_FILE", right.as_path())],
+    );
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(second["ips"][0]["address"], "10.61.0.3/24");
+
+    // DEL needs the token too.
+    let (code, out) = cni(&agent, "DEL", "c1", &plain, &[]);
+    assert_eq!((code, error(&out).0), (1, 7), "{out}");
+    assert_eq!(cni(&agent, "DEL", "c1", &with_token(&right), &[]).0, 0);
+    let (code, out) = cni(&agent, "CHECK", "c2", &with_token(&right), &[]);
+    assert_eq!(code, 0, "{out}");
+}
