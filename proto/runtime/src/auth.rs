@@ -3,8 +3,9 @@
 //! call. One tower layer checks every request before any service sees it and hands
 //! the caller's identity to the handlers as a request extension ([`CallerIdentity`]).
 //!
-//! Always open: `grpc.health.v1.Health` (probes carry no credentials). Open to every
-//! authenticated caller, whatever its roles: reflection and `nephrite.daemon.v1.Daemon`.
+//! Always open, whatever credentials a request carries: `grpc.health.v1.Health` (probes).
+//! Open to every authenticated caller, whatever its roles: reflection and
+//! `nephrite.daemon.v1.Daemon`.
 
 mod identity;
 pub(crate) mod layer;

@@ -178,9 +178,11 @@ async fn tokens_prove_identities_and_roles_decide_each_method() -> anyhow::Resul
     let wrong = with_token(dir.path(), "wrong", "t-guess")?
         .dial(&endpoint)
         .await?;
-    let err = ask(wrong, "hi".to_owned()).await.unwrap_err();
+    let err = ask(wrong.clone(), "hi".to_owned()).await.unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
     assert!(!err.message().contains("t-guess"), "{err:?}");
+    // Health is open whatever the request carries (a probe with a stale token too).
+    assert_eq!(support::health_on(wrong, "").await?, ServingStatus::Serving);
 
     let stranger = with_token(dir.path(), "stranger", "t-stranger")?
         .dial(&endpoint)
