@@ -498,6 +498,46 @@ async fn sriov_vfs_are_direct_ports_on_their_physnets_subnet(env: &Env) -> anyho
     handler.cleanup(&identity, &applied.record).await?;
     let (by_device, by_tag) = held(env, &identity).await?;
     ensure!(by_device.is_empty() && by_tag.is_empty(), "released");
+
+    // Two pods race for the node's one VF, and the source has seen neither's record: the
+    // handler's decisions take turns and count what it recorded itself, so exactly one wins.
+    let racer = |name: &str| {
+        let (identity, mut view) = pod(name, &[]);
+        view.containers = vec![ContainerResources {
+            name: "app".into(),
+            requests: BTreeMap::from([(
+                "pod.alpha.kubernetes.io/opaque-int-resource-sriov-vf-physnet2".into(),
+                "1".into(),
+            )]),
+            limits: BTreeMap::new(),
+        }];
+        (identity, view)
+    };
+    let (a, a_view) = racer("race-a");
+    let (b, b_view) = racer("race-b");
+    let (stale_a, stale_b) = (node("0"), node("0"));
+    let none = VifRecord::default();
+    let (won_a, won_b) = futures::join!(
+        handler.apply(&a, &a_view, &[], &none, &stale_a, &persist),
+        handler.apply(&b, &b_view, &[], &none, &stale_b, &persist),
+    );
+    let (winner, record, loser, refusal) = match (won_a, won_b) {
+        (Ok(applied), Err(e)) => (&a, applied.record, &b, e),
+        (Err(e), Ok(applied)) => (&b, applied.record, &a, e),
+        other => bail!("exactly one pod gets the VF: {other:?}"),
+    };
+    ensure!(
+        matches!(refusal, HandlerError::Vfs(_)) && refusal.to_string().contains("0 free VFs"),
+        "{refusal}"
+    );
+    let (by_device, _) = held(env, loser).await?;
+    ensure!(
+        by_device.is_empty(),
+        "the loser holds nothing: {by_device:?}"
+    );
+    handler.cleanup(winner, &record).await?;
+    let (by_device, _) = held(env, winner).await?;
+    ensure!(by_device.is_empty(), "released");
     Ok(())
 }
 

@@ -399,3 +399,76 @@ impl Handler {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nephrite_vif::{Driver, VnicType};
+
+    use super::*;
+
+    fn vf(n: usize) -> Vif {
+        Vif {
+            key: format!("sriov/physnet2/{n}"),
+            ifname: format!("eth{}", n + 1),
+            driver: Driver::Sriov,
+            target: Target::Physnet {
+                physnet: "physnet2".into(),
+            },
+            vnic_type: VnicType::Direct,
+            network: "net".into(),
+            addresses: Vec::new(),
+            gateway: None,
+            mac: String::new(),
+            backend_id: format!("port-{n}"),
+            active: true,
+        }
+    }
+
+    fn pod(uid: &str, node: Option<&str>) -> PodIdentity {
+        PodIdentity {
+            namespace: "shop".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            node: node.map(str::to_owned),
+        }
+    }
+
+    fn seen(pods: &[(&str, Vec<Vif>)]) -> NodeVfs {
+        NodeVfs {
+            node: Some(Node {
+                name: "n1".into(),
+                allocatable: BTreeMap::new(),
+            }),
+            pods: pods
+                .iter()
+                .map(|(uid, vifs)| ((*uid).to_owned(), vifs.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_ledger_counts_what_the_handler_recorded_over_what_the_source_read() {
+        let mut ledger = Ledger::default();
+        let source = seen(&[("p1", vec![vf(0)]), ("p2", Vec::new()), ("me", vec![vf(0)])]);
+        // What the source read; the asking pod's own VIFs are not among the others'.
+        assert_eq!(ledger.held_on("n1", "me", &source).len(), 1);
+        // p2's record with two VFs is written, the source has not seen it yet.
+        ledger.note(&pod("p2", Some("n1")), &[vf(0), vf(1)]);
+        assert_eq!(ledger.held_on("n1", "me", &source).len(), 3);
+        // p3, not listed by the source at all yet, counts too; a pod on another node does not.
+        ledger.note(&pod("p3", Some("n1")), &[vf(0)]);
+        ledger.note(&pod("p4", Some("n2")), &[vf(0)]);
+        assert_eq!(ledger.held_on("n1", "me", &source).len(), 4);
+        // p1 is released: its VF no longer counts though the source still lists it.
+        ledger.note(&pod("p1", Some("n1")), &[]);
+        assert_eq!(ledger.held_on("n1", "me", &source).len(), 3);
+        assert!(ledger.0.contains_key("p1"));
+        // Once the source no longer lists it, the released pod is forgotten.
+        let later = seen(&[("p2", Vec::new())]);
+        assert_eq!(ledger.held_on("n1", "me", &later).len(), 3);
+        assert!(!ledger.0.contains_key("p1"));
+        // A release without a node keeps the node the ledger knew.
+        ledger.note(&pod("p3", None), &[]);
+        assert_eq!(ledger.held_on("n1", "me", &later).len(), 2);
+    }
+}
