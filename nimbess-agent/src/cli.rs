@@ -81,6 +81,8 @@ pub enum FabricCmd {
 
 /// Flags of the inspection subcommands.
 #[derive(Debug, clap::Args)]
+// No argument group of its own: the runtime's `ClientArgs` flattened in has one of that name.
+#[group(skip)]
 pub struct ClientArgs {
     /// The agent's socket.
     #[arg(long, env = "NIMBESS_SOCKET", default_value = DEFAULT_SOCKET)]
@@ -191,4 +193,29 @@ fn print_list(json: &str, output: Output, columns: &[&str]) -> anyhow::Result<()
     }
     print!("{table}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks (unique argument and group names, valid requirements), which
+        // would otherwise first fail when a subcommand is run.
+        <Cli as clap::CommandFactory>::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "nimbess-agent",
+            "ports",
+            "--socket",
+            "/run/a.sock",
+            "--token-file",
+            "/etc/t",
+        ])
+        .expect("parses");
+        let Cmd::Ports(args) = cli.command else {
+            panic!("not ports: {cli:?}");
+        };
+        assert_eq!(args.credentials.token_file, Some(PathBuf::from("/etc/t")));
+    }
 }
