@@ -81,6 +81,13 @@ pub struct VifHandlerArgs {
     /// network the node's default nimbess-cni configuration names.
     #[arg(long, env = "KURYR_POD_NETWORK")]
     pub pod_network: Option<String>,
+    /// Handle only the pods scheduled on this node (`spec.nodeName`; the Pod and Node
+    /// watches are narrowed to it). The `nimbess` backend talks to one node's agent, so it
+    /// handles that node's pods only and defaults to this host's name (run the handler as a
+    /// DaemonSet with `NODE_NAME` from the downward API); the `neutron` backend handles every
+    /// pod of the cluster unless this is given.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
     /// How long activation waits for a port to leave DOWN.
     #[arg(long, env = "KURYR_VIF_ACTIVATION_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
     pub activation_timeout: Duration,
@@ -106,6 +113,11 @@ pub enum StartError {
         "the nimbess backend needs --pod-network (the Nimbess network of each pod's main VIF, as the node's nimbess-cni configuration names it)"
     )]
     NoPodNetwork,
+    /// The Nimbess backend needs the node it serves, and the host name is unreadable.
+    #[error(
+        "the nimbess backend serves one node's pods and the host name is unreadable: pass --node-name (the node's name in the cluster)"
+    )]
+    NoNodeName,
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Http(String),
@@ -156,19 +168,43 @@ pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
     Ok(Handler::new(config, backend))
 }
 
+/// The node whose pods the handler takes (see [`VifHandlerArgs::node_name`]); `None`: all.
+pub fn node_scope(args: &VifHandlerArgs) -> Result<Option<String>, StartError> {
+    match (args.node_name.as_deref(), args.backend) {
+        (Some(name), _) if !name.is_empty() => Ok(Some(name.to_owned())),
+        (_, BackendKind::Nimbess) => nephrite_runtime::host::hostname()
+            .map(Some)
+            .ok_or(StartError::NoNodeName),
+        (_, BackendKind::Neutron) => Ok(None),
+    }
+}
+
 /// Run the handler until SIGTERM or SIGINT.
 pub async fn run(args: VifHandlerArgs) -> Result<(), StartError> {
     let handler = build(&args)?;
+    let node = node_scope(&args)?;
     let work = match &args.source {
         PodSource::Kube => {
             let client = ::kube::Client::try_default()
                 .await
                 .map_err(|e| StartError::Kube(e.to_string()))?;
-            futures::future::Either::Left(kube::run(handler, client, args.identity.clone()))
+            futures::future::Either::Left(kube::run(
+                handler,
+                client,
+                args.identity.clone(),
+                node.clone(),
+            ))
         }
-        PodSource::Dir(path) => futures::future::Either::Right(dir::run(handler, path.clone())),
+        PodSource::Dir(path) => {
+            futures::future::Either::Right(dir::run(handler, path.clone(), node.clone()))
+        }
     };
-    tracing::info!(backend = ?args.backend, source = ?args.source, "vif-handler started");
+    tracing::info!(
+        backend = ?args.backend,
+        source = ?args.source,
+        node = node.as_deref().unwrap_or("(every node)"),
+        "vif-handler started"
+    );
     tokio::select! {
         () = work => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
@@ -183,5 +219,44 @@ async fn terminated() {
             signal.recv().await;
         }
         Err(_) => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        args: VifHandlerArgs,
+    }
+
+    fn args(extra: &[&str]) -> VifHandlerArgs {
+        let mut all = vec!["vif-handler", "--config-file", "kuryr.conf"];
+        all.extend_from_slice(extra);
+        Flags::try_parse_from(all).expect("flags").args
+    }
+
+    #[test]
+    fn the_nimbess_backend_serves_one_node_and_neutron_every_pod_unless_told() {
+        let given = ["--node-name", "node-7"];
+        assert_eq!(
+            node_scope(&args(&given)).unwrap().as_deref(),
+            Some("node-7")
+        );
+        let neutron_given = [&given[..], &["--backend", "neutron"]].concat();
+        assert_eq!(
+            node_scope(&args(&neutron_given)).unwrap().as_deref(),
+            Some("node-7")
+        );
+        assert_eq!(node_scope(&args(&["--backend", "neutron"])).unwrap(), None);
+        // Without --node-name, this host's name: the agent beside the handler is this host's.
+        assert_eq!(
+            node_scope(&args(&[])).unwrap(),
+            Some(nephrite_runtime::host::hostname().expect("host name"))
+        );
     }
 }

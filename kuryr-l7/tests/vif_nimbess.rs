@@ -1,4 +1,5 @@
-//! `kuryr-l7 vif-handler --backend nimbess` end to end, as a node runs it: a Nimbess agent on
+//! `kuryr-l7 vif-handler --backend nimbess` end to end, as a node runs it (`--node-name`: a
+//! pod of another node is left alone): a Nimbess agent on
 //! the kernel data plane (in this process, on a Unix socket), the built handler against
 //! `test-apiserver`, and `nimbess-cni`'s ADD and DEL (its library entry point, what the binary
 //! runs) plugging a pod's network namespace.
@@ -133,6 +134,7 @@ fn handler(
             .arg("--agent-socket")
             .arg(socket)
             .args(["--pod-network", pod_network])
+            .args(["--node-name", "node-1"])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .spawn()?,
@@ -369,6 +371,18 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         .metadata
         .uid
         .context("uid")?;
+    // The same request on another node: that node's handler and agent serve it, not these.
+    let elsewhere: KubePod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "elsewhere", "annotations": {"k8s.v1.cni.cncf.io/networks": "net-a"}},
+        "spec": {"nodeName": "node-2", "containers": [{"name": "app", "image": "app"}]},
+    }))?;
+    let elsewhere_uid = pods
+        .create(&PostParams::default(), &elsewhere)
+        .await?
+        .metadata
+        .uid
+        .context("uid")?;
 
     // The runtime's ADD comes first and waits for the handler's record.
     let pod_netns = netns_add(&names.pod_ns)?;
@@ -399,6 +413,13 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         Ok(record_of(&pods.get("multi").await?)?.filter(|r| r.vifs.len() == 3 && r.all_active()))
     })
     .await?;
+    let other = pods.get("elsewhere").await?;
+    ensure!(
+        record_of(&other)?.is_none()
+            && other.metadata.finalizers.unwrap_or_default().is_empty()
+            && vifs.list(Some(&elsewhere_uid)).await?.is_empty(),
+        "the pod on node-2 is left to node-2's handler: no record, no finalizer, nothing held"
+    );
     let held = vifs.list(Some(&uid)).await?;
     let held_keys: BTreeSet<&str> = held.iter().map(|v| v.entry.vif.key.as_str()).collect();
     let recorded_keys: BTreeSet<&str> = record.vifs.iter().map(|v| v.key.as_str()).collect();

@@ -159,14 +159,25 @@ fn read_records(state: &Path) -> BTreeMap<PathBuf, RecordFile> {
     records
 }
 
-/// One pass over `dir`; `reported` keeps the last error of each pod so each is logged once.
-pub async fn sync_once(handler: &Handler, dir: &Path, reported: &mut BTreeMap<String, String>) {
+/// One pass over `dir`, on the pods scheduled on `node` (every pod when `None`; a pod of
+/// another node is not this handler's, and a record of one is released as if it had gone);
+/// `reported` keeps the last error of each pod so each is logged once.
+pub async fn sync_once(
+    handler: &Handler,
+    dir: &Path,
+    node: Option<&str>,
+    reported: &mut BTreeMap<String, String>,
+) {
     let state = dir.join(STATE_DIR);
     if let Err(e) = std::fs::create_dir_all(&state) {
         tracing::warn!("{}: {e}", state.display());
         return;
     }
-    let read = read(dir);
+    let mut read = read(dir);
+    if let Some(node) = node {
+        read.pods
+            .retain(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node));
+    }
     for error in &read.errors {
         tracing::warn!("{error} (nothing is released in this pass)");
     }
@@ -295,11 +306,11 @@ fn report(reported: &mut BTreeMap<String, String>, key: &str, error: &HandlerErr
     }
 }
 
-/// Run passes over `dir` for ever.
-pub async fn run(handler: Handler, dir: PathBuf) {
+/// Run passes over `dir` for ever, on the pods of `node` (see [`sync_once`]).
+pub async fn run(handler: Handler, dir: PathBuf, node: Option<String>) {
     let mut reported = BTreeMap::new();
     loop {
-        sync_once(&handler, &dir, &mut reported).await;
+        sync_once(&handler, &dir, node.as_deref(), &mut reported).await;
         tokio::time::sleep(INTERVAL).await;
     }
 }

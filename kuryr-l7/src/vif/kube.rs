@@ -317,8 +317,13 @@ fn error_policy(pod: Arc<KubePod>, error: &ReconcileError, _: Arc<Context>) -> A
     Action::requeue(TRANSIENT_RETRY)
 }
 
-/// Run the handler on the cluster of `client` until the controller's streams end.
-pub async fn run(handler: Handler, client: kube::Client, identity: String) {
+/// Run the handler on the cluster of `client` until the controller's streams end: on the pods
+/// scheduled on `node` (and that Node), or on every pod when `None`.
+pub async fn run(handler: Handler, client: kube::Client, identity: String, node: Option<String>) {
+    let narrowed = |field: &str| match &node {
+        Some(name) => watcher::Config::default().fields(&format!("{field}={name}")),
+        None => watcher::Config::default(),
+    };
     let resource = attachment_resource();
     let writer = reflector::store::Writer::new(resource.clone());
     let attachments = writer.as_reader();
@@ -338,7 +343,7 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String) {
     let node_api: Api<KubeNode> = Api::all(client.clone());
     let node_watch = kube::runtime::reflector(
         node_writer,
-        watcher(node_api, watcher::Config::default()).default_backoff(),
+        watcher(node_api, narrowed("metadata.name")).default_backoff(),
     )
     .for_each(|r| async move {
         if let Err(e) = r {
@@ -346,7 +351,7 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String) {
         }
     });
     let pods: Api<KubePod> = Api::all(client.clone());
-    let controller = Controller::new(pods, watcher::Config::default());
+    let controller = Controller::new(pods, narrowed("spec.nodeName"));
     let context = Arc::new(Context {
         handler,
         recorder: Recorder::new(
