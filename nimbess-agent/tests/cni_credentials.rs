@@ -4,7 +4,10 @@
 //! the container; without a token, with a wrong one, or with the token of an identity without
 //! the `cni` role, it fails with a CNI error (code 7) saying what the agent refused and where
 //! credentials go, and nothing is attached; a token file that cannot be read is code 7 naming
-//! it.
+//! it. Over mutual TLS (a CA made with `openssl`): the configuration's (or the environment's)
+//! `ca`, `cert` and `key` are presented; another identity's certificate is refused by its role
+//! and an agent certificate the CA did not issue by the plugin, each code 7; without a
+//! certificate the handshake fails and nothing is attached.
 
 mod support;
 
@@ -148,5 +151,197 @@ fn add_with_the_agents_token_attaches_and_without_it_fails_clearly() {
     assert_eq!((code, error(&out).0), (1, 7), "{out}");
     assert_eq!(cni(&agent, "DEL", "c1", &with_token(&right), &[]).0, 0);
     let (code, out) = cni(&agent, "CHECK", "c2", &with_token(&right), &[]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A test CA made with `openssl` in `dir`: `ca.pem`, and per name `NAME.pem`/`NAME.key`, a
+/// certificate for the DNS name (and subject CN) `NAME` with the extended key usage `usage`.
+fn openssl_pki(
+    dir: &Path,
+    leaves: &[(&str, &str)],
+) -> Result<(), nephrite_test_services::Unavailable> {
+    let openssl = nephrite_test_services::program("openssl", "openssl")?;
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&openssl)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=nimbess-test-ca"];
+    ca.extend(ec);
+    ca.extend([
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    run(&ca);
+    for (name, usage) in leaves {
+        write(
+            dir,
+            &format!("{name}.ext"),
+            &format!("subjectAltName=DNS:{name}\nextendedKeyUsage={usage}\n"),
+        );
+        let (subject, key, csr, pem, ext) = (
+            format!("/CN={name}"),
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let mut request = vec![
+            "req", "-new", "-subj", &subject, "-keyout", &key, "-out", &csr,
+        ];
+        request.extend(ec);
+        run(&request);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &pem,
+            "-extfile",
+            &ext,
+        ]);
+    }
+    Ok(())
+}
+
+#[test]
+fn add_over_mutual_tls_presents_the_configured_certificate() {
+    let pki = tempfile::tempdir().expect("tempdir");
+    let d = pki.path();
+    if let Err(unavailable) = openssl_pki(
+        d,
+        &[
+            ("localhost", "serverAuth"),
+            ("kubelet", "clientAuth"),
+            ("ops", "clientAuth"),
+        ],
+    ) {
+        unavailable.skip("add_over_mutual_tls_presents_the_configured_certificate");
+        return;
+    }
+    write(
+        d,
+        "policy.yaml",
+        "identities:\n  kubelet: [cni]\n  ops: [read]\n",
+    );
+    let path = |name: &str| d.join(name).display().to_string();
+    let agent = AgentProcess::start_with(
+        CONFIG,
+        "sim",
+        &[],
+        &[],
+        &[
+            "--tls-cert",
+            &path("localhost.pem"),
+            "--tls-key",
+            &path("localhost.key"),
+            "--tls-client-ca",
+            &path("ca.pem"),
+            "--auth-policy",
+            &path("policy.yaml"),
+        ],
+    );
+    let with_certificate = |name: &str| json!({"ca": path("ca.pem"), "cert": path(&format!("{name}.pem")), "key": path(&format!("{name}.key"))});
+
+    // The cni role's certificate: attached.
+    let (code, added) = cni(
+        &agent,
+        "ADD",
+        "m1",
+        &netconf(&agent, with_certificate("kubelet")),
+        &[],
+    );
+    assert_eq!(code, 0, "{added}");
+    assert_eq!(added["ips"][0]["address"], "10.61.0.2/24");
+    // Another identity's certificate: refused by its role, code 7 naming it.
+    let (code, out) = cni(
+        &agent,
+        "ADD",
+        "m2",
+        &netconf(&agent, with_certificate("ops")),
+        &[],
+    );
+    assert_eq!((code, error(&out).0), (1, 7), "{out}");
+    assert!(
+        error(&out)
+            .1
+            .contains("ops (roles: read) may not call /nimbess.cni.v1.Cni/Add"),
+        "{out}"
+    );
+    // No certificate (only the CA to trust the agent's): the handshake is refused. Whether the
+    // plugin reads the agent's alert (code 7 naming it) or finds the connection closed on its
+    // first write (code 11, the broken pipe in the details) is a race; either way nothing is
+    // attached (the next ADD below gets the next address).
+    let (code, out) = cni(
+        &agent,
+        "ADD",
+        "m3",
+        &netconf(&agent, json!({"ca": path("ca.pem")})),
+        &[],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(matches!(error(&out).0, 7 | 11), "{out}");
+    // An agent certificate the configured CA did not issue: refused by the plugin, code 7.
+    let (code, out) = cni(
+        &agent,
+        "ADD",
+        "m3",
+        &netconf(
+            &agent,
+            json!({"ca": path("kubelet.pem"), "cert": path("kubelet.pem"), "key": path("kubelet.key")}),
+        ),
+        &[],
+    );
+    assert_eq!((code, error(&out).0), (1, 7), "{out}");
+    assert!(error(&out).1.contains("TLS handshake"), "{out}");
+    let (code, added) = cni(
+        &agent,
+        "ADD",
+        "m4",
+        &netconf(&agent, with_certificate("kubelet")),
+        &[],
+    );
+    assert_eq!(code, 0, "{added}");
+    assert_eq!(added["ips"][0]["address"], "10.61.0.3/24");
+    // The same from the runtime's environment.
+    let (code, out) = cni(
+        &agent,
+        "DEL",
+        "m1",
+        &netconf(&agent, json!({})),
+        &[
+            ("NEPHRITE_CA", d.join("ca.pem").as_path()),
+            ("NEPHRITE_CERT", d.join("kubelet.pem").as_path()),
+            ("NEPHRITE_KEY", d.join("kubelet.key").as_path()),
+        ],
+    );
     assert_eq!(code, 0, "{out}");
 }

@@ -49,6 +49,13 @@ impl AgentConnection {
                         socket: socket.to_owned(),
                     });
                 }
+                Err(ClientError::Dial(e)) if is_tls_refusal(&e.to_string()) => {
+                    return Err(CniError::new(
+                        ErrorCode::InvalidConfig,
+                        format!("the TLS handshake with the nimbess agent at {socket} failed"),
+                    )
+                    .with_details(e));
+                }
                 Err(ClientError::Dial(e)) if started.elapsed() >= wait => {
                     return Err(CniError::new(
                         ErrorCode::TryAgainLater,
@@ -121,9 +128,37 @@ fn refused(socket: &str, command: Command, status: &tonic::Status) -> CniError {
              NEPHRITE_TOKEN_FILE (NEPHRITE_CA, NEPHRITE_CERT, NEPHRITE_KEY) in the runtime's \
              environment, must name credentials the agent gives the cni role",
         ),
-        _ => CniError::new(ErrorCode::TryAgainLater, "the nimbess agent did not answer")
-            .with_details(status),
+        _ => match transport_cause(status).filter(|cause| is_tls_refusal(cause)) {
+            Some(cause) => CniError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "the nimbess agent at {socket} refused the plugin's TLS credentials: {cause}"
+                ),
+            )
+            .with_details(
+                "the network configuration's \"ca\", \"cert\" and \"key\" (or NEPHRITE_CA, \
+                 NEPHRITE_CERT, NEPHRITE_KEY) must name a certificate of the agent's client CA",
+            ),
+            None => CniError::new(ErrorCode::TryAgainLater, "the nimbess agent did not answer")
+                .with_details(status),
+        },
     }
+}
+
+/// The innermost cause of a call that failed in the transport (the TLS alert, the IO error).
+fn transport_cause(status: &tonic::Status) -> Option<String> {
+    let mut cause: &(dyn std::error::Error + 'static) = std::error::Error::source(status)?;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    Some(cause.to_string())
+}
+
+/// Whether a transport error is a TLS refusal (an alert, a certificate not accepted), which
+/// trying again does not mend.
+fn is_tls_refusal(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("alert") || text.contains("certificate")
 }
 
 /// Why an inspection call failed.
