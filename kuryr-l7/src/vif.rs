@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_runtime::LogFormat;
+use nephrite_runtime::{ClientArgs, LogFormat};
 use nephrite_vif::{AttachmentFlavor, Config};
 
 use crate::openstack::Session;
@@ -77,6 +77,10 @@ pub struct VifHandlerArgs {
         default_value = "/run/nimbess/agent.sock"
     )]
     pub agent_socket: PathBuf,
+    /// Credentials presented to the Nimbess agent (the `nimbess` backend), when it requires
+    /// them: an identity with its `vif` role.
+    #[command(flatten)]
+    pub agent_credentials: ClientArgs,
     /// The Nimbess network of every pod's main VIF (`eth0`; the `nimbess` backend): the
     /// network the node's default nimbess-cni configuration names.
     #[arg(long, env = "KURYR_POD_NETWORK")]
@@ -145,7 +149,11 @@ pub fn build(args: &VifHandlerArgs) -> Result<Handler, StartError> {
                 .clone()
                 .filter(|n| !n.is_empty())
                 .ok_or(StartError::NoPodNetwork)?;
-            Backend::Nimbess(NimbessVifs::new(&args.agent_socket, network))
+            Backend::Nimbess(NimbessVifs::new(
+                &args.agent_socket,
+                args.agent_credentials.clone(),
+                network,
+            ))
         }
         BackendKind::Neutron => {
             let credentials = conf

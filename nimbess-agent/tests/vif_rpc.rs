@@ -131,3 +131,93 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
         assert_eq!(next.entry.address.to_string(), "10.50.0.2/29");
     });
 }
+
+/// With the agent requiring credentials, the VIF client presents them: refused without, with a
+/// wrong token and with another role's (the agent's reason and where credentials go), an
+/// unreadable token file named; allowed with the `vif` role's token.
+#[test]
+fn vif_calls_present_credentials_and_name_a_refusal() {
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let path = secrets.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let tokens = write("tokens.csv", "vif-token,kuryr\nread-token,ops\n");
+    let policy = write(
+        "policy.yaml",
+        "identities:\n  kuryr: [vif]\n  ops: [read]\n",
+    );
+    let agent = AgentProcess::start_with(
+        CONFIG,
+        "sim",
+        &[],
+        &[],
+        &[
+            "--auth-tokens",
+            &tokens.display().to_string(),
+            "--auth-policy",
+            &policy.display().to_string(),
+        ],
+    );
+    let with_token = |token: Option<&str>, name: &str| {
+        let token_file = token.map(|t| write(name, &format!("{t}\n")));
+        VifClient::with_credentials(
+            &agent.socket,
+            nephrite_runtime::ClientArgs {
+                token_file,
+                ..Default::default()
+            },
+        )
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let wanted = claim("u7", "main", "blue");
+        for (client, reason) in [
+            (VifClient::new(&agent.socket), "credentials are required"),
+            (
+                with_token(Some("guess"), "wrong"),
+                "the bearer token is not valid",
+            ),
+            (
+                with_token(Some("read-token"), "read"),
+                "ops (roles: read) may not call /nimbess.cni.v1.Vifs/AllocateVif",
+            ),
+        ] {
+            match client.allocate(&wanted).await {
+                Err(e @ VifCallError::Refused(_)) => {
+                    let said = e.to_string();
+                    assert!(
+                        said.contains(reason) && said.contains("--token-file"),
+                        "{said}"
+                    );
+                    assert!(e.is_retryable(), "a rotated token or a granted role helps");
+                }
+                other => panic!("expected a refusal naming {reason:?}, got {other:?}"),
+            }
+        }
+        let absent = VifClient::with_credentials(
+            &agent.socket,
+            nephrite_runtime::ClientArgs {
+                token_file: Some(secrets.path().join("absent.token")),
+                ..Default::default()
+            },
+        );
+        match absent.allocate(&wanted).await {
+            Err(e @ VifCallError::Credentials(_)) => {
+                assert!(e.to_string().contains("absent.token"), "{e}")
+            }
+            other => panic!("expected the token file named, got {other:?}"),
+        }
+        let allowed = with_token(Some("vif-token"), "vif");
+        let vif = allowed
+            .allocate(&wanted)
+            .await
+            .expect("the vif role allocates");
+        assert_eq!(vif.entry.address.to_string(), "10.50.0.2/29");
+        assert!(allowed.release(&wanted.vif).await.expect("release"));
+    });
+}

@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use nephrite_runtime::ClientArgs;
 use nephrite_vif::{Allocation, Target, Vif, VnicType};
 use nimbess_agent::grpc::{VifCallError, VifClient};
 use nimbess_agent::vif::{VifClaim, VifRef, VifView};
@@ -40,10 +41,11 @@ pub fn backend_id(vif: &VifRef) -> String {
 }
 
 impl NimbessVifs {
-    /// A backend on the agent at `socket`; main VIFs go on `pod_network`.
-    pub fn new(socket: &Path, pod_network: String) -> Self {
+    /// A backend on the agent at `socket`, presenting `credentials`; main VIFs go on
+    /// `pod_network`.
+    pub fn new(socket: &Path, credentials: ClientArgs, pod_network: String) -> Self {
         NimbessVifs {
-            client: VifClient::new(socket),
+            client: VifClient::with_credentials(socket, credentials),
             pod_network,
         }
     }

@@ -9,8 +9,7 @@ use std::time::Duration;
 use nephrite_proto::nimbess::cni::v1::{
     self as pb, vifs_client::VifsClient, vifs_server::Vifs, vifs_server::VifsServer,
 };
-use nephrite_runtime::{DialError, DialOptions, Endpoint, dial_with};
-use tonic::transport::Channel;
+use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, DialError, DialOptions, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use super::convert::{WireError, parse, parse_optional};
@@ -197,6 +196,14 @@ pub enum VifCallError {
     /// The agent cannot now (no free address, its state, the call did not get through).
     #[error("the nimbess agent: {0}")]
     Unavailable(String),
+    /// The agent refused the caller's credentials (none, wrong, or without the `vif` role).
+    #[error(
+        "the nimbess agent refused the call: {0} (give the caller credentials with the vif role: --token-file, or --ca/--cert/--key)"
+    )]
+    Refused(String),
+    /// The caller's own credentials are unusable (an unreadable token file, a bad certificate).
+    #[error("credentials for the nimbess agent: {0}")]
+    Credentials(String),
     /// The answer does not parse.
     #[error("the nimbess agent's answer: {0}")]
     Wire(#[from] WireError),
@@ -207,7 +214,11 @@ impl VifCallError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            VifCallError::Unreachable { .. } | VifCallError::Unavailable(_)
+            VifCallError::Unreachable { .. }
+                | VifCallError::Unavailable(_)
+                // A rotated token file or a granted role helps without a restart.
+                | VifCallError::Refused(_)
+                | VifCallError::Credentials(_)
         )
     }
 }
@@ -220,37 +231,51 @@ impl From<Status> for VifCallError {
             Code::InvalidArgument | Code::FailedPrecondition | Code::AlreadyExists => {
                 VifCallError::Invalid(message)
             }
+            Code::Unauthenticated | Code::PermissionDenied => VifCallError::Refused(message),
             code => VifCallError::Unavailable(format!("{code:?}: {message}")),
         }
     }
 }
 
 /// A client of the agent's `Vifs` service. Each call dials the socket (a Unix socket: cheap),
-/// so a client outlives agent restarts.
+/// so a client outlives agent restarts, and re-reads a rotated token file.
 #[derive(Debug, Clone)]
 pub struct VifClient {
     socket: std::path::PathBuf,
+    credentials: ClientArgs,
 }
 
 impl VifClient {
-    /// A client of the agent at `socket`.
+    /// A client of the agent at `socket`, presenting no credentials.
     pub fn new(socket: &Path) -> Self {
+        Self::with_credentials(socket, ClientArgs::default())
+    }
+
+    /// A client of the agent at `socket` presenting `credentials` (a token file, or a client
+    /// certificate for an agent serving TLS on its socket).
+    pub fn with_credentials(socket: &Path, credentials: ClientArgs) -> Self {
         VifClient {
             socket: socket.to_path_buf(),
+            credentials,
         }
     }
 
-    async fn client(&self) -> Result<VifsClient<Channel>, VifCallError> {
+    async fn client(&self) -> Result<VifsClient<AuthChannel>, VifCallError> {
         let options = DialOptions {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Some(Duration::from_secs(30)),
             ..DialOptions::default()
         };
-        let channel = dial_with(&Endpoint::unix(&self.socket), &options)
+        let channel = self
+            .credentials
+            .dial_with(&Endpoint::unix(&self.socket), &options)
             .await
-            .map_err(|source| VifCallError::Unreachable {
-                socket: self.socket.display().to_string(),
-                source,
+            .map_err(|e| match e {
+                ClientError::Dial(source) => VifCallError::Unreachable {
+                    socket: self.socket.display().to_string(),
+                    source,
+                },
+                other => VifCallError::Credentials(other.to_string()),
             })?;
         Ok(VifsClient::new(channel))
     }
