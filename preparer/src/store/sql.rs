@@ -105,6 +105,11 @@ pub trait Connection: Send + 'static {
 pub struct SqlStore<C: Connection> {
     connections: Arc<Vec<Mutex<C>>>,
     next: Arc<AtomicUsize>,
+    /// One permit per connection: a call waits for a connection here, on the async side, and
+    /// takes a blocking thread only once one is free. Waiting on a blocking thread instead
+    /// grew the blocking pool to its 512 threads (a stack and an allocator arena each) under
+    /// a burst of calls on one SQLite connection.
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl<C: Connection> Clone for SqlStore<C> {
@@ -112,6 +117,7 @@ impl<C: Connection> Clone for SqlStore<C> {
         SqlStore {
             connections: Arc::clone(&self.connections),
             next: Arc::clone(&self.next),
+            permits: Arc::clone(&self.permits),
         }
     }
 }
@@ -119,9 +125,11 @@ impl<C: Connection> Clone for SqlStore<C> {
 impl<C: Connection> SqlStore<C> {
     /// A store over these (migrated) connections.
     pub fn new(connections: Vec<C>) -> Self {
+        let permits = Arc::new(tokio::sync::Semaphore::new(connections.len().max(1)));
         SqlStore {
             connections: Arc::new(connections.into_iter().map(Mutex::new).collect()),
             next: Arc::new(AtomicUsize::new(0)),
+            permits,
         }
     }
 
@@ -148,7 +156,16 @@ impl<C: Connection> SqlStore<C> {
     ) -> Result<T, StoreError> {
         let store = self.clone();
         let mut work = work;
+        // Held until the blocking work ends (also when this call is dropped meanwhile).
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Backend {
+                backend: C::BACKEND,
+                message: "the store is closed".to_owned(),
+            })?;
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             // The first free connection, lowest first: work stays on few connections, whose
             // prepared statements are then already there. When all are busy, wait in turn.
             let count = store.connections.len().max(1);
@@ -414,5 +431,56 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError> {
         self.run(move |tx| changes::compact(tx, keep)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store as _;
+
+    /// Threads of this process now.
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_of_calls_waits_for_the_connection_without_a_thread_each() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("p.db");
+        let store = crate::store::sqlite::open(&path.display().to_string()).expect("sqlite");
+        let baseline = threads();
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = {
+            let sampling = Arc::clone(&sampling);
+            std::thread::spawn(move || {
+                let mut peak = 0;
+                while sampling.load(Ordering::Relaxed) {
+                    peak = peak.max(threads());
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                peak
+            })
+        };
+        let calls = (0..300).map(|i| {
+            let store = store.clone();
+            async move { store.get_template(&format!("t{i}")).await }
+        });
+        let answers = futures::future::join_all(calls).await;
+        sampling.store(false, Ordering::Relaxed);
+        let peak = sampler.join().expect("sampler");
+        assert!(
+            answers
+                .iter()
+                .all(|a| matches!(a, Err(StoreError::NotFound { .. }))),
+            "{:?}",
+            answers.first()
+        );
+        // One connection: one blocking thread at a time (and the sampler). Without the permits
+        // each waiting call held a thread of its own: ~300.
+        assert!(
+            peak <= baseline + 8,
+            "{peak} threads at the peak, {baseline} before"
+        );
     }
 }
