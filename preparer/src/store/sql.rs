@@ -437,7 +437,6 @@ impl<C: Connection> Store for SqlStore<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store as _;
 
     /// Threads of this process now.
     fn threads() -> usize {
