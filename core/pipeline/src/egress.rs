@@ -1,7 +1,8 @@
 //! Where a pod's packet goes once it leaves its own network, decided
 //! purely so the kernel rendering and the tests share one answer: to its own
-//! network it is switched; to another pod network it is dropped (networks
-//! stay isolated unless a policy or a Service says otherwise); to the
+//! network it is switched; to another pod network it is isolated (dropped
+//! unless a Service or a NetworkPolicy opens the path, see
+//! [`crate::connection_allowed`]); to the
 //! Service CIDR it is left to the Services' rendering; anywhere else it
 //! leaves the host, masqueraded behind the host's address unless
 //! masquerade is off or the destination is excluded.
@@ -54,7 +55,8 @@ impl Default for Masquerade {
 pub enum Egress {
     /// The destination is on the pod's own network: switched or routed there.
     Local,
-    /// The destination is on another pod network: dropped.
+    /// The destination is on another pod network: dropped unless a Service
+    /// or a NetworkPolicy opens the path ([`crate::connection_allowed`]).
     Isolated,
     /// The destination is a Service address: the Services' rendering decides.
     Service,

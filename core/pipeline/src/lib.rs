@@ -21,6 +21,7 @@ mod fabric;
 mod forward;
 mod invariant;
 mod ipam;
+mod isolation;
 mod model;
 mod module;
 mod network;
@@ -40,6 +41,7 @@ pub use fabric::{
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};
+pub use isolation::{Path, connection_allowed, ingress_admits};
 pub use model::{Model, Network, PortRequest};
 pub use module::{
     Gate, Module, ModuleId, ModuleKind, Pipeline, PodName, Port, PortId, RemoteHost, RenderFacts,

@@ -17,7 +17,7 @@ use crate::addr::Ipv4Cidr;
 use crate::service::Protocol;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// A label selector operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -140,7 +140,8 @@ fn rules() -> impl Strategy<Value = Option<Vec<PolicyRule>>> {
     ))
 }
 
-fn world() -> impl Strategy<Value = (Vec<NetworkPolicy>, Vec<PolicyPod>, Vec<PolicyNamespace>)> {
+pub(crate) fn world()
+-> impl Strategy<Value = (Vec<NetworkPolicy>, Vec<PolicyPod>, Vec<PolicyNamespace>)> {
     let pods = proptest::collection::vec(
         (
             prop_oneof![Just("a"), Just("b")],
@@ -201,7 +202,7 @@ fn world() -> impl Strategy<Value = (Vec<NetworkPolicy>, Vec<PolicyPod>, Vec<Pol
 }
 
 /// A selector read the way the Kubernetes documentation states it.
-fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
     for (k, v) in &s.match_labels {
         if labels.get(k) != Some(v) {
             return false;
@@ -224,7 +225,7 @@ fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
 }
 
 /// The reference: Kubernetes' rules read off the objects.
-fn reference(
+pub(crate) fn reference(
     policies: &[NetworkPolicy],
     pods: &[PolicyPod],
     namespaces: &[PolicyNamespace],
