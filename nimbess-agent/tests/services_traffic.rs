@@ -368,3 +368,133 @@ fn a_network_policy_lets_the_labelled_client_in_and_keeps_others_out() {
     publish_policy(resources.path(), &host.name, None, &[], &agent);
     assert_eq!(once(&client, 9090), "9090");
 }
+
+/// Role=client may reach role=server on TCP 8080 (by number).
+const CLIENT_TO_SERVER_8080: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: client-to-server, namespace: default}\nspec:\n  podSelector: {matchLabels: {role: server}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {role: client}}}]\n    ports: [{protocol: TCP, port: 8080}]\n";
+
+/// One connection from the pod at `from` to `dst`: the answer, "refused"
+/// or "timeout". What should answer gets a generous 10 s (a loaded
+/// machine); what should not costs the 1 s the drop takes to show.
+fn one(from: &Netns, dst: SocketAddrV4, expect_answer: bool) -> String {
+    let patience = Duration::from_secs(if expect_answer { 10 } else { 1 });
+    traffic::in_netns(&from.path(), move || traffic::answer_within(dst, patience))
+}
+
+#[test]
+fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
+    if !support::root(
+        "a_service_or_a_policy_opens_the_path_between_pod_networks",
+        "creates network namespaces, veths, bridges and nftables rules",
+    ) {
+        return;
+    }
+    let host = Netns::new("xh");
+    let resources = tempfile::tempdir().expect("tempdir");
+    let (net_a, net_b) = (unique("xa"), unique("xb"));
+    let yaml = format!(
+        "driver: kernel\nnetworks:\n  - name: {net_a}\n    subnet: 10.236.0.0/24\n  - name: {net_b}\n    subnet: 10.237.0.0/24\n"
+    );
+    let prefix = ["ip", "netns", "exec", host.name.as_str()];
+    let flag = format!("dir:{}", resources.path().display());
+    let agent = AgentProcess::start_with(
+        &yaml,
+        "kernel",
+        &[&net_a, &net_b],
+        &prefix,
+        &["--resources", &flag],
+    );
+    let (client, server) = (Netns::new("xc"), Netns::new("xs"));
+    let (code, rc) = agent.cni_for_pod(
+        "ADD",
+        &net_a,
+        &client.name,
+        &client.path(),
+        ("default", "client"),
+    );
+    assert_eq!(code, 0, "{rc}\n{}", agent.log());
+    let (code, rs) = agent.cni_for_pod(
+        "ADD",
+        &net_b,
+        &server.name,
+        &server.path(),
+        ("default", "server"),
+    );
+    assert_eq!(code, 0, "{rs}\n{}", agent.log());
+    let (client_ip, server_ip) = (first_ip(&rc), first_ip(&rs));
+    serve_on(&server.path(), "8080", 8080);
+    serve_on(&server.path(), "9090", 9090);
+    serve_on(&client.path(), "client", 8080);
+    let pods = pod_yaml("server", "server", None) + &pod_yaml("client", "client", None);
+    std::fs::write(resources.path().join("pods.yaml"), pods).expect("pods");
+    let server_at = |port| SocketAddrV4::new(server_ip, port);
+
+    // no Service, no policy: the networks are isolated both ways
+    assert_eq!(one(&client, server_at(8080), false), "timeout", "A to B");
+    assert_eq!(
+        one(&server, SocketAddrV4::new(client_ip, 8080), false),
+        "timeout",
+        "B to A"
+    );
+
+    // a ClusterIP Service whose endpoint is on B: the client on A reaches
+    // it through the VIP, while its direct connection stays dropped
+    publish(
+        resources.path(),
+        &host.name,
+        &service_yaml("None", &[(server_ip, true)]),
+        1,
+        &agent,
+    );
+    assert_eq!(
+        one(&client, SocketAddrV4::new(VIP, 80), true),
+        "8080",
+        "through the Service\n{}",
+        agent.log()
+    );
+    assert_eq!(
+        one(&client, server_at(8080), false),
+        "timeout",
+        "the Service opens its own connections only"
+    );
+
+    // a policy letting A's client into B's server on TCP 8080: that port
+    // only, that direction only
+    publish_policy(
+        resources.path(),
+        &host.name,
+        Some(CLIENT_TO_SERVER_8080),
+        &[format!("in.{server_ip}")],
+        &agent,
+    );
+    assert_eq!(
+        one(&client, server_at(8080), true),
+        "8080",
+        "the policy opens TCP 8080\n{}",
+        agent.log()
+    );
+    assert_eq!(
+        one(&client, server_at(9090), false),
+        "timeout",
+        "not another port"
+    );
+    assert_eq!(
+        one(&server, SocketAddrV4::new(client_ip, 8080), false),
+        "timeout",
+        "nor the other direction"
+    );
+    assert_eq!(
+        one(&client, SocketAddrV4::new(VIP, 80), true),
+        "8080",
+        "the Service still"
+    );
+    assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+
+    // the policy deleted: isolated again, the Service still open
+    publish_policy(resources.path(), &host.name, None, &[], &agent);
+    assert_eq!(
+        one(&client, server_at(8080), false),
+        "timeout",
+        "isolated again"
+    );
+    assert_eq!(one(&client, SocketAddrV4::new(VIP, 80), true), "8080");
+}

@@ -3,7 +3,14 @@
 //! chain that drops what one network's bridge would route into another's
 //! or into a routed network's pod veth (pod networks stay isolated through
 //! the host's gateways; a routed network's own table keeps its pods from
-//! the others, see [`super::routed`]), and a
+//! the others, see [`super::routed`]) unless the model opens the path
+//! ([`nephrite_pipeline::connection_allowed`]): it first accepts what
+//! conntrack knows (`ct state established,related`: replies and the rest
+//! of an allowed connection), what a Service translated (`ct status dnat`:
+//! the path from every network to a Service's endpoints, for the
+//! Service's connections only), and what a NetworkPolicy's ingress rule
+//! let into the destination pod (the mark [`super::policy::CROSSING_MARK`]
+//! the policy table, hooked before this chain, sets). And a
 //! `postrouting` NAT chain that masquerades the pod subnets towards every
 //! destination but the policy's exclusions.
 
@@ -25,6 +32,16 @@ const NF_INET_POST_ROUTING: u32 = 4;
 const NF_IP_PRI_NAT_SRC: u32 = 100;
 const NFT_META_IIFNAME: u32 = 6;
 const NFT_META_OIFNAME: u32 = 7;
+const NFT_META_MARK: u32 = 3;
+const NFT_CT_STATE: u32 = 0;
+const NFT_CT_STATUS: u32 = 2;
+/// `ct state established,related` (the kernel's state bits).
+const CT_ESTABLISHED_RELATED: u32 = (1 << 1) | (1 << 2);
+/// `ct status dnat` (`IPS_DST_NAT`).
+const IPS_DST_NAT: u32 = 1 << 5;
+/// The forward chain's priority: after the policy table's
+/// ([`super::policy::FORWARD_PRIORITY`]), whose mark it reads.
+const FORWARD_PRIORITY: u32 = 10;
 const NFT_CMP_EQ: u32 = 0;
 const NFT_CMP_NEQ: u32 = 1;
 /// Interface names as nf_tables compares them: NUL-padded to IFNAMSIZ.
@@ -37,6 +54,31 @@ const VETH_PREFIX: &str = "nv";
 
 fn load_meta(list: &mut Attrs, key: u32) {
     expr(list, "meta", |d| {
+        d.be32(2, key).be32(1, NFT_REG_1);
+    });
+}
+
+/// Accept when the 32-bit host-order value `load` puts in register 1 has
+/// any bit of `mask` set.
+fn accept_when_any(batch: &mut Batch, load: impl FnOnce(&mut Attrs), mask: u32) {
+    let mut e = Attrs::default();
+    load(&mut e);
+    expr(&mut e, "bitwise", |d| {
+        d.be32(1, NFT_REG_1).be32(2, NFT_REG_1).be32(3, 4);
+        d.nest(4, |v| {
+            v.put(1, &mask.to_ne_bytes());
+        });
+        d.nest(5, |v| {
+            v.put(1, &0u32.to_ne_bytes());
+        });
+    });
+    cmp(&mut e, NFT_CMP_NEQ, &0u32.to_ne_bytes());
+    verdict(&mut e, NF_ACCEPT);
+    rule(batch, "forward", &e);
+}
+
+fn load_ct(list: &mut Attrs, key: u32) {
+    expr(list, "ct", |d| {
         d.be32(2, key).be32(1, NFT_REG_1);
     });
 }
@@ -100,7 +142,27 @@ pub fn render(policy: Option<&EgressPolicy>, bridges: &[String]) -> Result<(), D
     batch.nft_in(NFPROTO_IPV4, NFT_MSG_DELTABLE, 0, &table);
     if let Some(policy) = policy {
         batch.nft_in(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &table);
-        chain(&mut batch, "forward", "filter", NF_INET_FORWARD, 0);
+        chain(
+            &mut batch,
+            "forward",
+            "filter",
+            NF_INET_FORWARD,
+            FORWARD_PRIORITY,
+        );
+        // ct state established,related accept
+        accept_when_any(
+            &mut batch,
+            |e| load_ct(e, NFT_CT_STATE),
+            CT_ESTABLISHED_RELATED,
+        );
+        // ct status dnat accept
+        accept_when_any(&mut batch, |e| load_ct(e, NFT_CT_STATUS), IPS_DST_NAT);
+        // meta mark & CROSSING_MARK != 0 accept
+        accept_when_any(
+            &mut batch,
+            |e| load_meta(e, NFT_META_MARK),
+            super::policy::CROSSING_MARK,
+        );
         for bridge in bridges {
             // iifname <bridge> oifname "nb*" oifname != <bridge> drop
             let mut e = Attrs::default();

@@ -4,7 +4,10 @@
 //! established flows (conntrack lets replies back), then jumping to
 //! `out.<pod>` for what an egress-isolated pod sends and `in.<pod>` for what
 //! reaches an ingress-isolated pod. Each of those chains returns for an
-//! allowed peer and port and drops (counted) the rest. Bridged traffic
+//! allowed peer and port and drops (counted) the rest; an ingress chain
+//! marks what it lets in ([`CROSSING_MARK`]), so the egress table's
+//! isolation between pod networks, hooked after this chain, lets a
+//! connection a policy allowed into another network pass. Bridged traffic
 //! between pods of one network reaches the forward hook through the
 //! bridge's `nf_call_iptables` (see [`super::services`]).
 
@@ -16,6 +19,13 @@ use nephrite_pipeline::{AclEntry, PodAcl, Protocol};
 
 /// The table's name.
 pub const TABLE: &str = "nimbess-policy";
+
+/// The packet mark bit an ingress rule sets on what it lets in: the egress
+/// table lets such a connection into another pod network.
+pub const CROSSING_MARK: u32 = 0x0010_0000;
+
+/// The forward chain's priority: before the egress table's isolation.
+pub const FORWARD_PRIORITY: i32 = 5;
 
 fn proto(p: Protocol) -> &'static str {
     match p {
@@ -31,13 +41,20 @@ pub fn chain_name(direction: &str, pod: Ipv4Addr) -> String {
 }
 
 fn entry_rules(out: &mut String, chain: &str, field: &str, e: &AclEntry) {
+    // what an ingress chain lets in is marked for the isolation between
+    // networks ([`CROSSING_MARK`])
+    let allow = if field == "saddr" {
+        format!("meta mark set meta mark or {CROSSING_MARK:#x} return")
+    } else {
+        "return".to_string()
+    };
     let mut peer = format!("ip {field} {}", e.peer);
     if !e.except.is_empty() {
         let except: Vec<String> = e.except.iter().map(ToString::to_string).collect();
         let _ = write!(peer, " ip {field} != {{ {} }}", except.join(", "));
     }
     if e.ports.is_empty() {
-        let _ = writeln!(out, "add rule ip {TABLE} {chain} {peer} return");
+        let _ = writeln!(out, "add rule ip {TABLE} {chain} {peer} {allow}");
     }
     for p in &e.ports {
         let ports = match p.range {
@@ -47,7 +64,7 @@ fn entry_rules(out: &mut String, chain: &str, field: &str, e: &AclEntry) {
         };
         let _ = writeln!(
             out,
-            "add rule ip {TABLE} {chain} {peer} meta l4proto {}{ports} return",
+            "add rule ip {TABLE} {chain} {peer} meta l4proto {}{ports} {allow}",
             proto(p.protocol)
         );
     }
@@ -62,7 +79,7 @@ pub fn script(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> String {
     let _ = writeln!(out, "add table ip {TABLE}");
     let _ = writeln!(
         out,
-        "add chain ip {TABLE} forward {{ type filter hook forward priority 5; policy accept; }}"
+        "add chain ip {TABLE} forward {{ type filter hook forward priority {FORWARD_PRIORITY}; policy accept; }}"
     );
     let _ = writeln!(
         out,
@@ -152,7 +169,7 @@ mod tests {
             },
         )]);
         let s = script(&acls);
-        assert!(s.contains("add rule ip nimbess-policy in.10.0.0.1 ip saddr 10.0.0.0/24 ip saddr != { 10.0.0.8/29 } meta l4proto tcp th dport 8080-8090 return\n"), "{s}");
+        assert!(s.contains("add rule ip nimbess-policy in.10.0.0.1 ip saddr 10.0.0.0/24 ip saddr != { 10.0.0.8/29 } meta l4proto tcp th dport 8080-8090 meta mark set meta mark or 0x100000 return\n"), "{s}");
         assert!(
             s.contains("add rule ip nimbess-policy in.10.0.0.1 counter drop\n"),
             "{s}"
