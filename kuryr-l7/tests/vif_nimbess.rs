@@ -5,7 +5,8 @@
 //! runs) plugging a pod's network namespace.
 //!
 //! A pod asking for two NPWG networks gets `eth0`, `eth1` and `eth2`, each with an address on
-//! its network, and pings a peer on each; the handler killed (SIGKILL) as soon as the agent
+//! its network and exactly the MAC its record names (the agent's reservation), and pings a peer
+//! on each; the handler killed (SIGKILL) as soon as the agent
 //! holds one of the pod's VIFs and restarted leaves exactly the recorded VIFs; DEL unplugs
 //! every interface, deleting the pod releases every VIF and address. Needs root (namespaces,
 //! links): skipped loudly otherwise.
@@ -206,6 +207,23 @@ fn addresses_in(netns: &str, ifname: &str) -> anyhow::Result<Vec<String>> {
                 .map(|s| (*s).to_owned())
         })
         .collect())
+}
+
+/// The MAC of `ifname` inside `netns`, as the kernel reports it (`ip -j link show`).
+fn mac_in(netns: &str, ifname: &str) -> anyhow::Result<String> {
+    let out = Command::new("ip")
+        .args(["-n", netns, "-j", "link", "show", "dev", ifname])
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{ifname} in {netns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let links: Value = serde_json::from_slice(&out.stdout)?;
+    Ok(links[0]["address"]
+        .as_str()
+        .context("the link's address")?
+        .to_ascii_lowercase())
 }
 
 fn checksum(data: &[u8]) -> u16 {
@@ -499,6 +517,22 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         ensure!(
             addresses_in(&names.pod_ns, ifname)? == [ip],
             "{ifname} carries {ip} in the pod"
+        );
+        // The interface carries exactly the MAC the record names (the one the agent reserved
+        // before the pod was plugged), and the ADD's result says so too.
+        let recorded_mac = record
+            .vif(ifname)
+            .map(|v| v.mac.to_ascii_lowercase())
+            .context("recorded")?;
+        let real_mac = mac_in(&names.pod_ns, ifname)?;
+        ensure!(
+            real_mac == recorded_mac,
+            "{ifname} in the pod has MAC {real_mac}, the record names {recorded_mac}"
+        );
+        let result_mac = result["interfaces"][i]["mac"].as_str().unwrap_or("");
+        ensure!(
+            result_mac.eq_ignore_ascii_case(&recorded_mac),
+            "{ifname}: the ADD's result names MAC {result_mac:?}, the record {recorded_mac}"
         );
         pod_addresses.push(ip.to_owned());
     }

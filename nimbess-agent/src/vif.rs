@@ -11,7 +11,10 @@
 //!
 //! Each VIF also gets a MAC at allocation ([`reserve_mac`]): locally administered, derived from
 //! the VIF's identity, unique among this agent's VIFs and ports, and kept with the VIF, so the
-//! handler can record it before the pod is plugged and it does not change across restarts.
+//! handler can record it before the pod is plugged and it does not change across restarts. The
+//! ADD that plugs the VIF asks the data plane for that MAC
+//! ([`nephrite_pipeline::PortRequest::mac`]), so the pod's interface carries exactly the MAC
+//! the record names, from its creation on (and again when the port is rendered anew).
 //!
 //! VIFs are persisted with the rest of the agent's state (journal records
 //! [`crate::state::Record::VifPut`] and [`crate::state::Record::VifGone`]).

@@ -48,6 +48,7 @@ fn main() {
                 network: "bench".into(),
                 address,
                 pod: None,
+                mac: None,
             })
             .expect("add");
         let b = (k as u32).to_be_bytes();

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::addr::Ipv4Cidr;
+use crate::addr::{Ipv4Cidr, Mac};
 use crate::build::{Rendered, build_network, port_pipeline};
 use crate::module::{Gate, Pipeline, PodName, Port, PortId, RenderFacts, port_id};
 use crate::network::{AclRule, MetaPipeline, NetworkSpec};
@@ -40,6 +40,9 @@ pub struct PortRequest {
     pub address: Ipv4Cidr,
     /// The pod the runtime named (`CNI_ARGS`), if any.
     pub pod: Option<PodName>,
+    /// The MAC the container's interface must carry (a reserved VIF's);
+    /// `None`: the data plane picks one.
+    pub mac: Option<Mac>,
 }
 
 /// Networks, meta pipelines and ports. Modules and pipelines are derived
@@ -260,6 +263,7 @@ impl Model {
                 facts: None,
                 remote: None,
                 pod: req.pod,
+                requested_mac: req.mac,
             },
         );
         let mut plan = RenderPlan::default();

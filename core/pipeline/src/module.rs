@@ -138,6 +138,12 @@ pub struct Port {
     /// NetworkPolicies and Services match the port's address by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodName>,
+    /// The MAC the agent asked the data plane to give the container's
+    /// interface (a reserved VIF's, [`crate::PortRequest::mac`]); `None`: the
+    /// data plane chose one. Kept so the port is rendered again with the same
+    /// MAC; [`Port::mac`] is what the data plane reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_mac: Option<Mac>,
 }
 
 /// A Kubernetes pod by namespace and name.

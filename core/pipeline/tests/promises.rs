@@ -64,6 +64,7 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) -> Option<RenderPlan> {
                     network: net.into(),
                     address,
                     pod: None,
+                    mac: None,
                 })
                 .expect("add")
         }
@@ -195,6 +196,7 @@ proptest! {
             network: NETS[network as usize].into(),
             address: addr,
             pod: None,
+            mac: None,
         }).expect("add");
         let id = port_id("new", "eth0");
         if render {

@@ -241,10 +241,12 @@ impl Agent {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
         };
-        // A VIF's address is held by the VIF, not by the port: rollback and DEL leave it.
-        let address = match &req.vif {
-            Some(vif) => st.reserved_address(vif, &req.network)?,
-            None => st.allocate(&req.network, &owner).await?,
+        // A VIF's address is held by the VIF, not by the port: rollback and DEL leave it. Its
+        // interface carries the MAC the VIF reserved (and the record names); a plain ADD's MAC
+        // is the data plane's choice.
+        let (address, mac) = match &req.vif {
+            Some(vif) => st.reserved_vif(vif, &req.network)?,
+            None => (st.allocate(&req.network, &owner).await?, None),
         };
         let plan = match st.model.add_port(PortRequest {
             container_id: req.container_id.clone(),
@@ -253,6 +255,7 @@ impl Agent {
             network: req.network.clone(),
             address,
             pod: pod_name(req),
+            mac,
         }) {
             Ok(plan) => plan,
             Err(e) => {

@@ -369,6 +369,23 @@ async fn vifs_are_idempotent_plugged_by_add_and_survive_a_restart() {
         plugged.plugged.as_ref().map(|p| p.ifname.as_str()),
         Some("eth1")
     );
+    // the plugged interface carries the MAC the VIF reserved; the plain one the driver's own
+    let reserved = a.entry.mac.expect("a reserved MAC");
+    assert_eq!(result.interfaces[0].mac, Some(reserved));
+    assert_eq!(plugged.plugged.as_ref().and_then(|p| p.mac), Some(reserved));
+    assert_eq!(
+        agent
+            .lock()
+            .await
+            .model
+            .port_of("c1", "eth1")
+            .map(|p| p.requested_mac),
+        Some(Some(reserved))
+    );
+    assert_eq!(
+        plain.interfaces[0].mac,
+        Some(crate::driver::sim::sim_mac(&port_id("c2", "eth0")))
+    );
     // a second interface naming the same VIF, an unknown VIF, another network: 7
     let mut twice = req("c3", "red", &netns);
     twice.vif = Some(vif_ref("u1", "net/a"));
@@ -409,7 +426,7 @@ async fn vifs_are_idempotent_plugged_by_add_and_survive_a_restart() {
     let back = agent.vifs(Some("u1")).await;
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].entry.address, a.entry.address);
-    assert!(back[0].plugged.is_some());
+    assert_eq!(back[0].plugged.as_ref().and_then(|p| p.mac), Some(reserved));
     // a second VIF of the pod, listed in key order; another pod's is not listed
     agent
         .allocate_vif(&claim("u1", "main", "blue"))

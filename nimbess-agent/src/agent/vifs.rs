@@ -1,5 +1,5 @@
 //! The agent's VIF calls ([`crate::vif`]): reserve, release and list addresses held for a
-//! pod's VIFs, and the address an ADD naming a VIF plugs. Under the agent's one lock like
+//! pod's VIFs, and the address and MAC an ADD naming a VIF plugs. Under the agent's one lock like
 //! every other change; each change is journaled before the answer.
 
 use nephrite_pipeline::{Ipv4Cidr, Mac};
@@ -162,7 +162,11 @@ impl AgentState {
     fn free_mac(&self, vif: &VifRef) -> Mac {
         reserve_mac(vif, |mac| {
             self.vifs.0.values().any(|e| e.mac == Some(mac))
-                || self.model.ports().values().any(|p| p.mac() == Some(mac))
+                || self
+                    .model
+                    .ports()
+                    .values()
+                    .any(|p| p.mac() == Some(mac) || p.requested_mac == Some(mac))
         })
     }
 
@@ -208,16 +212,18 @@ impl AgentState {
         }
     }
 
-    /// The address an ADD naming `vif` on `network` plugs.
+    /// The address and MAC an ADD naming `vif` on `network` plugs: the interface carries the
+    /// VIF's reserved MAC (none for a VIF journaled before MACs were reserved and not allocated
+    /// since: the data plane picks one then).
     ///
     /// # Errors
     /// Code 7: the VIF is not allocated, is on another network, or is plugged as another
     /// interface already.
-    pub(super) fn reserved_address(
+    pub(super) fn reserved_vif(
         &self,
         vif: &VifRef,
         network: &str,
-    ) -> Result<Ipv4Cidr, CniError> {
+    ) -> Result<(Ipv4Cidr, Option<Mac>), CniError> {
         let Some(entry) = self.vifs.get(vif) else {
             return Err(CniError::new(
                 ErrorCode::InvalidConfig,
@@ -239,6 +245,6 @@ impl AgentState {
                 ),
             ));
         }
-        Ok(entry.address)
+        Ok((entry.address, entry.mac))
     }
 }

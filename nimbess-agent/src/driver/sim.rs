@@ -43,10 +43,11 @@ impl SimDriver {
         }
     }
 
-    fn facts(&mut self, port: &str) -> RenderFacts {
+    /// The facts of a port it renders: the MAC the port asked for, else [`sim_mac`].
+    fn facts(&mut self, port: &Port) -> RenderFacts {
         self.next_ifindex += 1;
         RenderFacts {
-            mac: sim_mac(port),
+            mac: port.requested_mac.unwrap_or_else(|| sim_mac(&port.id)),
             ifindex: self.next_ifindex,
             modules: BTreeMap::new(),
         }
@@ -56,7 +57,7 @@ impl SimDriver {
         let mut out = Vec::new();
         for port in model.ports().values() {
             self.ports.insert(port.id.clone());
-            let facts = port.facts.clone().unwrap_or_else(|| self.facts(&port.id));
+            let facts = port.facts.clone().unwrap_or_else(|| self.facts(port));
             self.next_ifindex = self.next_ifindex.max(facts.ifindex);
             out.push((port.id.clone(), facts));
         }
@@ -67,7 +68,7 @@ impl SimDriver {
         let mut out = Vec::new();
         for port in plan.ports_added.iter().filter(|p| !p.is_remote()) {
             self.ports.insert(port.id.clone());
-            out.push((port.id.clone(), self.facts(&port.id)));
+            out.push((port.id.clone(), self.facts(port)));
         }
         for port in &plan.ports_removed {
             self.ports.remove(&port.id);

@@ -8,6 +8,12 @@ fn owner(c: &str) -> Owner {
     }
 }
 
+/// The MAC port `c<k>` asks for (a reserved VIF's): odd ports ask, even ones leave it to the
+/// data plane.
+fn requested_mac(k: u8) -> Option<Mac> {
+    (k % 2 == 1).then_some(Mac([0x0e, 0, 0, 0, 1, k]))
+}
+
 /// A state with one network and `n` rendered ports, each change journaled.
 fn grow(store: &mut StateStore, n: u8) -> PersistedState {
     let nets = [NetworkSpec::l2(
@@ -29,11 +35,12 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
                 network: "blue".into(),
                 address,
                 pod: None,
+                mac: requested_mac(k),
             })
             .expect("add");
         let id = port_id(&c, "eth0");
         let facts = RenderFacts {
-            mac: Mac([2, 0, 0, 0, 0, k]),
+            mac: requested_mac(k).unwrap_or(Mac([2, 0, 0, 0, 0, k])),
             ifindex: u32::from(k) + 10,
             modules: Default::default(),
         };
@@ -72,7 +79,20 @@ fn journal_replays_onto_the_snapshot() {
         .expect("append");
     let journal = std::fs::read_to_string(store.journal_path()).expect("journal");
     assert_eq!(journal.lines().count(), 12, "one line per record");
-    assert_eq!(store.load().expect("load"), st);
+    let loaded = store.load().expect("load");
+    assert_eq!(loaded, st);
+    let asked = |k: u8| {
+        loaded
+            .model
+            .port(&port_id(&format!("c{k}"), "eth0"))
+            .map(|p| p.requested_mac)
+    };
+    assert_eq!(
+        asked(1),
+        Some(requested_mac(1)),
+        "a requested MAC is journaled"
+    );
+    assert_eq!(asked(0), Some(None));
     // replaying twice changes nothing (a crash between snapshot and truncation)
     let mut again = store.load().expect("load");
     for line in journal.lines() {
@@ -150,4 +170,40 @@ fn state_files_are_readable_by_their_owner_only() {
         .expect("save");
     assert_eq!(mode(&store.path()), 0o600);
     assert_eq!(mode(&store.journal_path()), 0o600);
+}
+
+#[test]
+fn ports_journaled_before_requested_macs_existed_load_asking_for_none() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut store = StateStore::open(dir.path()).expect("open");
+    let st = grow(&mut store, 2);
+    let path = store.journal_path();
+    let text = std::fs::read_to_string(&path).expect("journal");
+    let mut old = String::new();
+    for line in text.lines() {
+        let mut record: serde_json::Value = serde_json::from_str(line).expect("record");
+        if let Some(port) = record.get_mut("port").and_then(|p| p.as_object_mut()) {
+            port.remove("requested_mac");
+        }
+        old.push_str(&record.to_string());
+        old.push('\n');
+    }
+    assert_ne!(old, text, "c1's record named its MAC");
+    std::fs::write(&path, old).expect("older journal");
+    let loaded = store.load().expect("load");
+    let c1 = loaded.model.port(&port_id("c1", "eth0")).expect("c1");
+    assert_eq!(c1.requested_mac, None);
+    assert_eq!(c1.mac(), requested_mac(1), "the facts are kept");
+    let mut expected = st;
+    let id = port_id("c1", "eth0");
+    let port = expected.model.port(&id).expect("c1").clone();
+    expected.model.remove_port(&id).expect("remove");
+    expected
+        .model
+        .insert_port(nephrite_pipeline::Port {
+            requested_mac: None,
+            ..port
+        })
+        .expect("insert");
+    assert_eq!(loaded, expected);
 }

@@ -118,5 +118,6 @@ fn remote_port(slot: u32) -> Port {
             underlay: Ipv4Addr::new(192, 0, 2, 1),
         }),
         pod: None,
+        requested_mac: None,
     }
 }

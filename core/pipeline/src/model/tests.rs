@@ -18,6 +18,7 @@ fn req(c: &str, network: &str, addr: &str) -> PortRequest {
         network: network.into(),
         address: addr.parse().expect("cidr"),
         pod: None,
+        mac: None,
     }
 }
 
@@ -314,4 +315,47 @@ fn model_round_trips_through_json() {
     let json = serde_json::to_string(&m).expect("ser");
     let back: Model = serde_json::from_str(&json).expect("de");
     assert_eq!(back, m);
+}
+
+#[test]
+fn a_requested_mac_is_kept_by_the_port_and_its_serialization() {
+    let mut m = two_ports();
+    let wanted = Mac([0x0e, 1, 2, 3, 4, 5]);
+    m.add_port(PortRequest {
+        mac: Some(wanted),
+        ..req("c", "blue", "10.1.0.9/24")
+    })
+    .expect("add");
+    let id = port_id("c", "eth0");
+    let port = m.port(&id).expect("port").clone();
+    assert_eq!(port.requested_mac, Some(wanted));
+    // what the data plane reports is the port's MAC; the request stays beside it
+    assert_eq!(port.mac(), None);
+    m.record_facts(&id, facts(7)).expect("facts");
+    assert_eq!(m.port(&id).expect("port").requested_mac, Some(wanted));
+    // a plain request asks for none
+    assert_eq!(
+        m.port(&port_id("a", "eth0")).expect("a").requested_mac,
+        None
+    );
+
+    let text = serde_json::to_string(&m).expect("json");
+    assert!(
+        text.contains("\"requested_mac\":\"0e:01:02:03:04:05\""),
+        "{text}"
+    );
+    let back: Model = serde_json::from_str(&text).expect("back");
+    assert_eq!(back, m);
+    // a port written before the field existed loads with none
+    let mut old = serde_json::to_value(&port).expect("value");
+    old.as_object_mut().expect("object").remove("requested_mac");
+    let old: Port = serde_json::from_value(old).expect("old port");
+    assert_eq!(old.requested_mac, None);
+    assert_eq!(
+        old,
+        Port {
+            requested_mac: None,
+            ..port
+        }
+    );
 }

@@ -62,6 +62,7 @@ fn port(id: &str, remote: Option<crate::module::RemoteHost>) -> Port {
         facts: None,
         remote,
         pod: None,
+        requested_mac: None,
     }
 }
 

@@ -30,9 +30,15 @@ impl KernelDriver {
             source,
         })?;
         let mtu = self.port_mtu(spec);
-        let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new()
+        let mut peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new()
             .name(port.ifname.clone())
-            .mtu(mtu)
+            .mtu(mtu);
+        // A reserved VIF's MAC is the pod interface's from its creation on: the FDB entries,
+        // neighbour entries and facts below all take it from the interface.
+        if let Some(mac) = port.requested_mac {
+            peer = peer.address(mac.0.to_vec());
+        }
+        let peer = peer
             .setns_by_fd(std::os::fd::AsRawFd::as_raw_fd(&netns))
             .build();
         let msg = LinkVeth::new(&host, &port.ifname)
@@ -78,6 +84,7 @@ impl KernelDriver {
 
         let ifname = port.ifname.clone();
         let address = port.address;
+        let requested_mac = port.requested_mac;
         let default_gateway = spec.gateway().filter(|_| self.routes_default(spec));
         let routed_default = default_gateway.is_some();
         let mac = in_netns(
@@ -130,9 +137,15 @@ impl KernelDriver {
                             .await
                             .map_err(nl("set lo up"))?;
                     }
-                    inner
+                    let mac = inner
                         .mac
-                        .ok_or_else(|| DriverError::State(format!("{ifname} has no MAC")))
+                        .ok_or_else(|| DriverError::State(format!("{ifname} has no MAC")))?;
+                    match requested_mac {
+                        Some(wanted) if wanted != mac => Err(DriverError::State(format!(
+                            "{ifname} was created with MAC {wanted} but carries {mac}"
+                        ))),
+                        _ => Ok(mac),
+                    }
                 })
             }),
         )
@@ -187,6 +200,7 @@ impl KernelDriver {
         }
         let ifname = port.ifname.clone();
         let address = port.address;
+        let requested_mac = port.requested_mac;
         in_netns(
             Path::new(&port.netns),
             Box::new(move |h: Handle| {
@@ -194,6 +208,14 @@ impl KernelDriver {
                     let inner = find_link(&h, &ifname)
                         .await?
                         .ok_or_else(|| DriverError::State(format!("{ifname} is missing in the pod")))?;
+                    if let Some(wanted) = requested_mac
+                        && inner.mac != Some(wanted)
+                    {
+                        return Err(DriverError::State(format!(
+                            "{ifname} carries MAC {} instead of {wanted}",
+                            inner.mac.map_or_else(|| "none".to_string(), |m| m.to_string())
+                        )));
+                    }
                     let mut addrs = h
                         .address()
                         .get()
@@ -214,3 +236,6 @@ impl KernelDriver {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -26,6 +26,7 @@ fn port(model: &Model, network: &str, n: u8, host: Option<Ipv4Addr>) -> Port {
             underlay,
         }),
         pod: None,
+        requested_mac: None,
     }
 }
 
