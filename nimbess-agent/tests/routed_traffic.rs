@@ -45,8 +45,9 @@ fn routed_pods_ping_through_their_vrf_and_vrfs_are_isolated() {
     }
     let green = unique("green");
     let violet = unique("violet");
-    // violet's subnet covers green's: only the VRFs keep them apart (each
-    // table ends every pod network's subnet, its own too, in `unreachable`)
+    // violet's subnet covers green's: only the VRFs (each table ends its
+    // own subnet in `unreachable`) and the egress table's `forward` chain
+    // (what falls through into another pod subnet is dropped) keep them apart
     let config = format!(
         "driver: kernel\nnetworks:\n  - name: {green}\n    subnet: 10.202.1.0/24\n    kind: l3\n  \
          - name: {violet}\n    subnet: 10.202.0.0/16\n    kind: l3\n    gateway: 10.202.0.200\n"

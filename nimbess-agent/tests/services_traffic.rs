@@ -390,16 +390,18 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
     }
     let host = Netns::new("xh");
     let resources = tempfile::tempdir().expect("tempdir");
-    let (net_a, net_b) = (unique("xa"), unique("xb"));
+    // A and B bridged, R routed
+    let (net_a, net_b, net_r) = (unique("xa"), unique("xb"), unique("xr"));
     let yaml = format!(
-        "driver: kernel\nnetworks:\n  - name: {net_a}\n    subnet: 10.236.0.0/24\n  - name: {net_b}\n    subnet: 10.237.0.0/24\n"
+        "driver: kernel\nnetworks:\n  - name: {net_a}\n    subnet: 10.236.0.0/24\n  - name: {net_b}\n    subnet: 10.237.0.0/24\n  \
+         - name: {net_r}\n    subnet: 10.238.0.0/24\n    kind: l3\n"
     );
     let prefix = ["ip", "netns", "exec", host.name.as_str()];
     let flag = format!("dir:{}", resources.path().display());
     let agent = AgentProcess::start_with(
         &yaml,
         "kernel",
-        &[&net_a, &net_b],
+        &[&net_a, &net_b, &net_r],
         &prefix,
         &["--resources", &flag],
     );
@@ -420,11 +422,22 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         ("default", "server"),
     );
     assert_eq!(code, 0, "{rs}\n{}", agent.log());
+    let routed = Netns::new("xr");
+    let (code, rr) = agent.cni_for_pod(
+        "ADD",
+        &net_r,
+        &routed.name,
+        &routed.path(),
+        ("default", "rclient"),
+    );
+    assert_eq!(code, 0, "{rr}\n{}", agent.log());
     let (client_ip, server_ip) = (first_ip(&rc), first_ip(&rs));
     serve_on(&server.path(), "8080", 8080);
     serve_on(&server.path(), "9090", 9090);
     serve_on(&client.path(), "client", 8080);
-    let pods = pod_yaml("server", "server", None) + &pod_yaml("client", "client", None);
+    let pods = pod_yaml("server", "server", None)
+        + &pod_yaml("client", "client", None)
+        + &pod_yaml("rclient", "client", None);
     std::fs::write(resources.path().join("pods.yaml"), pods).expect("pods");
     let server_at = |port| SocketAddrV4::new(server_ip, port);
 
@@ -434,6 +447,12 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         one(&server, SocketAddrV4::new(client_ip, 8080), false),
         "timeout",
         "B to A"
+    );
+    assert_eq!(one(&routed, server_at(8080), false), "timeout", "R to B");
+    assert_eq!(
+        one(&routed, SocketAddrV4::new(client_ip, 8080), false),
+        "timeout",
+        "R to A"
     );
 
     // a ClusterIP Service whose endpoint is on B: the client on A reaches
@@ -456,6 +475,13 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         "timeout",
         "the Service opens its own connections only"
     );
+    assert_eq!(
+        one(&routed, SocketAddrV4::new(VIP, 80), true),
+        "8080",
+        "from the routed network too\n{}",
+        agent.log()
+    );
+    assert_eq!(one(&routed, server_at(8080), false), "timeout", "R to B");
 
     // a policy letting A's client into B's server on TCP 8080: that port
     // only, that direction only
@@ -483,6 +509,12 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         "nor the other direction"
     );
     assert_eq!(
+        one(&routed, server_at(8080), true),
+        "8080",
+        "the routed client is role=client too"
+    );
+    assert_eq!(one(&routed, server_at(9090), false), "timeout");
+    assert_eq!(
         one(&client, SocketAddrV4::new(VIP, 80), true),
         "8080",
         "the Service still"
@@ -496,5 +528,6 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         "timeout",
         "isolated again"
     );
+    assert_eq!(one(&routed, server_at(8080), false), "timeout");
     assert_eq!(one(&client, SocketAddrV4::new(VIP, 80), true), "8080");
 }

@@ -2,8 +2,11 @@
 //! (`ip nimbess`, replaced atomically like the ACL tables): a `forward`
 //! chain that drops what one network's bridge would route into another's
 //! or into a routed network's pod veth (pod networks stay isolated through
-//! the host's gateways; a routed network's own table keeps its pods from
-//! the others, see [`super::routed`]) unless the model opens the path
+//! the host's gateways), and what a routed network's pod sends (through
+//! its host veth, `nv…`) into another pod network's subnet (its
+//! network's table lets that fall through to the other network's route,
+//! see [`super::routed`]; the pod's own subnet stays accepted), unless the
+//! model opens the path
 //! ([`nephrite_pipeline::connection_allowed`]): it first accepts what
 //! conntrack knows (`ct state established,related`: replies and the rest
 //! of an allowed connection), what a Service translated (`ct status dnat`:
@@ -14,7 +17,7 @@
 //! `postrouting` NAT chain that masquerades the pod subnets towards every
 //! destination but the policy's exclusions.
 
-use nephrite_pipeline::EgressPolicy;
+use nephrite_pipeline::{EgressPolicy, Ipv4Cidr};
 
 use super::acl::{
     Attrs, Batch, NF_ACCEPT, NF_DROP, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE,
@@ -130,11 +133,16 @@ fn rule(batch: &mut Batch, chain: &str, exprs: &Attrs) {
 }
 
 /// Replace the table with what `policy` says for the pod networks whose
-/// bridges are `bridges` (`None`: remove the table).
+/// bridges are `bridges` and the routed networks whose subnets are
+/// `routed` (`None`: remove the table).
 ///
 /// # Errors
 /// The kernel refused the batch.
-pub fn render(policy: Option<&EgressPolicy>, bridges: &[String]) -> Result<(), DriverError> {
+pub fn render(
+    policy: Option<&EgressPolicy>,
+    bridges: &[String],
+    routed: &[Ipv4Cidr],
+) -> Result<(), DriverError> {
     let mut batch = Batch::new();
     let mut table = Attrs::default();
     table.str(1, TABLE);
@@ -181,6 +189,27 @@ pub fn render(policy: Option<&EgressPolicy>, bridges: &[String]) -> Result<(), D
             cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
             verdict(&mut e, NF_DROP);
             rule(&mut batch, "forward", &e);
+        }
+        for subnet in routed {
+            // iifname "nv*" ip saddr <subnet> ip daddr <subnet> accept
+            let mut e = Attrs::default();
+            load_meta(&mut e, NFT_META_IIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
+            match_prefix(&mut e, 12, *subnet);
+            match_prefix(&mut e, 16, *subnet);
+            verdict(&mut e, NF_ACCEPT);
+            rule(&mut batch, "forward", &e);
+        }
+        if !routed.is_empty() {
+            for subnet in policy.pod_subnets() {
+                // iifname "nv*" ip daddr <pod subnet> drop
+                let mut e = Attrs::default();
+                load_meta(&mut e, NFT_META_IIFNAME);
+                cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
+                match_prefix(&mut e, 16, subnet);
+                verdict(&mut e, NF_DROP);
+                rule(&mut batch, "forward", &e);
+            }
         }
         if policy.masquerades() {
             chain(

@@ -265,12 +265,14 @@ impl KernelDriver {
         self.egress.is_some() && spec.kind == NetworkKind::L3
     }
 
-    /// What the egress table holds for `networks`: the policy and the L2
-    /// networks' bridges (`None` without [`KernelDriver::set_egress`]).
+    /// What the egress table holds for `networks`: the policy, the L2
+    /// networks' bridges and the L3 networks' subnets (`None` without
+    /// [`KernelDriver::set_egress`]).
+    #[allow(clippy::type_complexity)]
     fn egress_plan<'a>(
         &self,
         networks: impl Iterator<Item = &'a NetworkSpec>,
-    ) -> Result<Option<(EgressPolicy, Vec<String>)>, DriverError> {
+    ) -> Result<Option<(EgressPolicy, Vec<String>, Vec<Ipv4Cidr>)>, DriverError> {
         let Some((service_cidr, masquerade)) = &self.egress else {
             return Ok(None);
         };
@@ -282,7 +284,12 @@ impl KernelDriver {
             .filter(|s| s.kind == NetworkKind::L2)
             .map(|s| bridge_name(&s.name))
             .collect();
-        Ok(Some((policy, bridges)))
+        let routed: Vec<Ipv4Cidr> = specs
+            .iter()
+            .filter(|s| s.kind == NetworkKind::L3)
+            .map(|s| s.subnet.with_addr(s.subnet.network()))
+            .collect();
+        Ok(Some((policy, bridges, routed)))
     }
 
     /// Render the egress table for `networks`, and the routed networks'
@@ -291,13 +298,12 @@ impl KernelDriver {
         &self,
         networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
     ) -> Result<(), DriverError> {
-        let Some((policy, bridges)) = self.egress_plan(networks.clone())? else {
+        let Some((policy, bridges, routed_subnets)) = self.egress_plan(networks.clone())? else {
             return Ok(());
         };
-        egress::render(Some(&policy), &bridges)?;
-        let subnets = policy.pod_subnets();
+        egress::render(Some(&policy), &bridges, &routed_subnets)?;
         for spec in networks.filter(|s| s.kind == NetworkKind::L3) {
-            routed::open_table(&self.handle, spec, &subnets).await?;
+            routed::open_table(&self.handle, spec).await?;
         }
         egress::enable_forwarding()
     }
@@ -308,13 +314,12 @@ impl KernelDriver {
         &self,
         networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
     ) -> Result<Vec<String>, DriverError> {
-        let Some((policy, _)) = self.egress_plan(networks.clone())? else {
+        let Some((policy, _, _)) = self.egress_plan(networks.clone())? else {
             return Ok(Vec::new());
         };
         let mut drift = egress::verify(&policy);
-        let subnets = policy.pod_subnets();
         for spec in networks.clone().filter(|s| s.kind == NetworkKind::L3) {
-            drift.extend(routed::way_out_drift(&self.handle, spec, &subnets).await?);
+            drift.extend(routed::way_out_drift(&self.handle, spec).await?);
         }
         if !drift.is_empty() {
             self.render_egress(networks).await?;

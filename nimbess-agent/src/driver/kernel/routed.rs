@@ -14,10 +14,12 @@
 //! With a way out (the driver's egress, see [`super::egress`]) the VRF is
 //! the network's L3 edge too: the gateway is the host side of every port
 //! (`gateway/32` on the host veth), the pod routes `default via gateway`,
-//! the table holds `unreachable <subnet>` for every pod network (its own
-//! included) instead of `unreachable default`, so what is for no pod
-//! network falls through to the host's `main` table (and is masqueraded
-//! there), and the rule `to <subnet> lookup <table>` (priority
+//! the table holds `unreachable <subnet>` for its own subnet instead of
+//! `unreachable default`, so what is for no pod of its own falls through
+//! to the host's `main` table (and is masqueraded there) or, for another
+//! pod network, to that network's route, where the egress table's
+//! `forward` chain keeps the networks apart unless a Service or a policy
+//! opens the path (see [`super::egress`]), and the rule `to <subnet> lookup <table>` (priority
 //! [`HOST_RULE_PRIORITY`]) lets the host, and replies from the outside,
 //! reach the pods.
 
@@ -293,22 +295,22 @@ async fn unreachables(
     Ok(out)
 }
 
-/// Give the network's VRF its way out: `unreachable` for exactly the pod
-/// networks' subnets `pod_subnets` (the `unreachable default` and any other
-/// leftover removed), and the rule `to <subnet> lookup <table>`.
+/// The `unreachable` routes of a routed network's table with a way out:
+/// its own subnet's (its pods' `/32` routes win over it).
+fn own_unreachable(spec: &NetworkSpec) -> Ipv4Cidr {
+    spec.subnet.with_addr(spec.subnet.network())
+}
+
+/// Give the network's VRF its way out: `unreachable` for exactly its own
+/// subnet (the `unreachable default` and any other leftover, such as the
+/// other pod networks' subnets an older agent put there, removed), and
+/// the rule `to <subnet> lookup <table>`.
 ///
 /// # Errors
 /// The kernel refused a route or the rule.
-pub async fn open_table(
-    handle: &Handle,
-    spec: &NetworkSpec,
-    pod_subnets: &[Ipv4Cidr],
-) -> Result<(), DriverError> {
+pub async fn open_table(handle: &Handle, spec: &NetworkSpec) -> Result<(), DriverError> {
     let table = route_table(&spec.name);
-    let wanted: std::collections::BTreeSet<Ipv4Cidr> = pod_subnets
-        .iter()
-        .map(|c| c.with_addr(c.network()))
-        .collect();
+    let wanted = std::collections::BTreeSet::from([own_unreachable(spec)]);
     for cidr in &wanted {
         handle
             .route()
@@ -367,7 +369,6 @@ pub async fn close_table(handle: &Handle, spec: &NetworkSpec) -> Result<(), Driv
 pub async fn way_out_drift(
     handle: &Handle,
     spec: &NetworkSpec,
-    pod_subnets: &[Ipv4Cidr],
 ) -> Result<Vec<String>, DriverError> {
     use netlink_packet_route::rule::RuleAttribute as A;
     let table = route_table(&spec.name);
@@ -394,7 +395,7 @@ pub async fn way_out_drift(
         ));
     }
     let have = unreachables(handle, &spec.name).await?;
-    for cidr in pod_subnets.iter().map(|c| c.with_addr(c.network())) {
+    for cidr in [own_unreachable(spec)] {
         if !have.contains(&cidr) {
             drift.push(format!(
                 "network {}: unreachable {cidr} in table {table} is missing",
