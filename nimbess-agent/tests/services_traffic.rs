@@ -380,6 +380,70 @@ fn one(from: &Netns, dst: SocketAddrV4, expect_answer: bool) -> String {
     traffic::in_netns(&from.path(), move || traffic::answer_within(dst, patience))
 }
 
+/// Run `nft` (or `ip`, per `tool`) with `args` in the namespace `netns`.
+fn run_in(netns: &str, tool: &str, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write as _;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", netns, tool])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect(tool);
+    if let Some(text) = input {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write");
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect(tool);
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} in {netns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The TCP SYNs from `src` to port 8080 the pod at `netns` received since
+/// [`spy`] set its counter up.
+fn spied(netns: &str) -> u64 {
+    let out = run_in(netns, "nft", &["-j", "list", "table", "ip", "spy"], None);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("nft json");
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["packets"].as_u64())
+        .sum()
+}
+
+/// Count, in the pod at `netns`, the TCP SYNs from `src` to port 8080.
+fn spy(netns: &str, src: Ipv4Addr) {
+    let script = format!(
+        "add table ip spy\nadd chain ip spy in {{ type filter hook input priority 0; policy accept; }}\n\
+         add rule ip spy in ip saddr {src} tcp dport 8080 tcp flags syn counter\n"
+    );
+    run_in(netns, "nft", &["-f", "-"], Some(&script));
+}
+
+/// A connection attempt from the pod at `netns` with the source address
+/// `src` (which the pod holds): waits 1 s, the answer does not matter.
+fn syn_from(netns: &Netns, src: Ipv4Addr, dst: SocketAddrV4) {
+    traffic::in_netns(&netns.path(), move || {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        s.bind(&SocketAddrV4::new(src, 0).into()).expect("bind");
+        let _ = s.connect_timeout(&dst.into(), Duration::from_secs(1));
+    });
+}
+
 #[test]
 fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
     if !support::root(
@@ -514,6 +578,17 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         "the routed client is role=client too"
     );
     assert_eq!(one(&routed, server_at(9090), false), "timeout");
+    // the routed pod borrowing the A client's address (which the policy
+    // lets in) is dropped at the host: not one SYN reaches the server
+    run_in(
+        &routed.name,
+        "ip",
+        &["addr", "add", &format!("{client_ip}/32"), "dev", "eth0"],
+        None,
+    );
+    spy(&server.name, client_ip);
+    syn_from(&routed, client_ip, server_at(8080));
+    assert_eq!(spied(&server.name), 0, "a borrowed source address");
     assert_eq!(
         one(&client, SocketAddrV4::new(VIP, 80), true),
         "8080",

@@ -6,7 +6,9 @@
 //! its host veth, `nv…`) into another pod network's subnet (its
 //! network's table lets that fall through to the other network's route,
 //! see [`super::routed`]; the pod's own subnet stays accepted), unless the
-//! model opens the path
+//! model opens the path (a routed pod's packet whose source address the
+//! host would not route back through the veth it came in on is dropped
+//! first, so no pod borrows another network's addresses to get in)
 //! ([`nephrite_pipeline::connection_allowed`]): it first accepts what
 //! conntrack knows (`ct state established,related`: replies and the rest
 //! of an allowed connection), what a Service translated (`ct status dnat`:
@@ -36,6 +38,9 @@ const NF_IP_PRI_NAT_SRC: u32 = 100;
 const NFT_META_IIFNAME: u32 = 6;
 const NFT_META_OIFNAME: u32 = 7;
 const NFT_META_MARK: u32 = 3;
+const NFT_FIB_RESULT_OIF: u32 = 1;
+const NFTA_FIB_F_SADDR: u32 = 1;
+const NFTA_FIB_F_IIF: u32 = 8;
 const NFT_CT_STATE: u32 = 0;
 const NFT_CT_STATUS: u32 = 2;
 /// `ct state established,related` (the kernel's state bits).
@@ -157,6 +162,23 @@ pub fn render(
             NF_INET_FORWARD,
             FORWARD_PRIORITY,
         );
+        if !routed.is_empty() {
+            // iifname "nv*" fib saddr . iif oif 0 drop: a routed pod's
+            // packet whose source the host would not route back through
+            // the veth it came in on (a pod claiming another pod's or
+            // network's address) is dropped before anything accepts it
+            let mut e = Attrs::default();
+            load_meta(&mut e, NFT_META_IIFNAME);
+            cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
+            expr(&mut e, "fib", |d| {
+                d.be32(1, NFT_REG_1)
+                    .be32(2, NFT_FIB_RESULT_OIF)
+                    .be32(3, NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF);
+            });
+            cmp(&mut e, NFT_CMP_EQ, &0u32.to_ne_bytes());
+            verdict(&mut e, NF_DROP);
+            rule(&mut batch, "forward", &e);
+        }
         // ct state established,related accept
         accept_when_any(
             &mut batch,
