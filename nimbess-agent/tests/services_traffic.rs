@@ -495,6 +495,10 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
         ("default", "rclient"),
     );
     assert_eq!(code, 0, "{rr}\n{}", agent.log());
+    // a pod of B without a Pod object: no policy lets it anywhere
+    let intruder = Netns::new("xi");
+    let (code, ri) = agent.cni("ADD", &net_b, &intruder.name, &intruder.path());
+    assert_eq!(code, 0, "{ri}\n{}", agent.log());
     let (client_ip, server_ip) = (first_ip(&rc), first_ip(&rs));
     serve_on(&server.path(), "8080", 8080);
     serve_on(&server.path(), "9090", 9090);
@@ -589,6 +593,15 @@ fn a_service_or_a_policy_opens_the_path_between_pod_networks() {
     spy(&server.name, client_ip);
     syn_from(&routed, client_ip, server_at(8080));
     assert_eq!(spied(&server.name), 0, "a borrowed source address");
+    // so is a pod of B's own bridge claiming it
+    run_in(
+        &intruder.name,
+        "ip",
+        &["addr", "add", &format!("{client_ip}/32"), "dev", "eth0"],
+        None,
+    );
+    syn_from(&intruder, client_ip, server_at(8080));
+    assert_eq!(spied(&server.name), 0, "borrowed on B's own bridge");
     assert_eq!(
         one(&client, SocketAddrV4::new(VIP, 80), true),
         "8080",

@@ -6,9 +6,9 @@
 //! its host veth, `nv…`) into another pod network's subnet (its
 //! network's table lets that fall through to the other network's route,
 //! see [`super::routed`]; the pod's own subnet stays accepted), unless the
-//! model opens the path (a routed pod's packet whose source address the
-//! host would not route back through the veth it came in on is dropped
-//! first, so no pod borrows another network's addresses to get in)
+//! model opens the path (a pod's packet whose source address the host
+//! would not route back through the bridge or veth it came in on is
+//! dropped first, so no pod borrows another network's addresses to get in)
 //! ([`nephrite_pipeline::connection_allowed`]): it first accepts what
 //! conntrack knows (`ct state established,related`: replies and the rest
 //! of an allowed connection), what a Service translated (`ct status dnat`:
@@ -162,14 +162,20 @@ pub fn render(
             NF_INET_FORWARD,
             FORWARD_PRIORITY,
         );
-        if !routed.is_empty() {
-            // iifname "nv*" fib saddr . iif oif 0 drop: a routed pod's
-            // packet whose source the host would not route back through
-            // the veth it came in on (a pod claiming another pod's or
+        for (prefix, present) in [
+            (BRIDGE_PREFIX, !bridges.is_empty()),
+            (VETH_PREFIX, !routed.is_empty()),
+        ] {
+            if !present {
+                continue;
+            }
+            // iifname "<prefix>*" fib saddr . iif oif 0 drop: a pod's packet
+            // whose source the host would not route back through the
+            // bridge or veth it came in on (a pod claiming another
             // network's address) is dropped before anything accepts it
             let mut e = Attrs::default();
             load_meta(&mut e, NFT_META_IIFNAME);
-            cmp(&mut e, NFT_CMP_EQ, VETH_PREFIX.as_bytes());
+            cmp(&mut e, NFT_CMP_EQ, prefix.as_bytes());
             expr(&mut e, "fib", |d| {
                 d.be32(1, NFT_REG_1)
                     .be32(2, NFT_FIB_RESULT_OIF)
