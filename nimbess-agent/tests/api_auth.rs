@@ -9,12 +9,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use nephrite_runtime::auth::probe::{AccessReport, Expected, proto_methods};
 use nephrite_runtime::{AuthChannel, ClientArgs, Endpoint};
-use support::{AGENT, AgentProcess};
+use support::{AGENT, AgentProcess, write};
 
 const CONFIG: &str = "driver: sim\nnetworks:\n  - name: blue\n    subnet: 10.60.0.0/24\n";
 
@@ -79,27 +79,8 @@ fn allowed(role: &str, method: &str) -> bool {
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    path
-}
-
 fn start(secrets: &Path) -> AgentProcess {
-    let tokens = write(secrets, "tokens.csv", TOKENS);
-    let policy = write(secrets, "policy.yaml", POLICY);
-    AgentProcess::start_with(
-        CONFIG,
-        "sim",
-        &[],
-        &[],
-        &[
-            "--auth-tokens",
-            &tokens.display().to_string(),
-            "--auth-policy",
-            &policy.display().to_string(),
-        ],
-    )
+    AgentProcess::start_with_auth(CONFIG, secrets, TOKENS, POLICY)
 }
 
 /// `nimbess-agent ports -o json` with `args` and `env`: (exit code, stdout, stderr).

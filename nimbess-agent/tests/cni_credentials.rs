@@ -12,18 +12,12 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{AgentProcess, run_plugin};
+use support::{AgentProcess, run_plugin, write};
 
 const CONFIG: &str = "driver: sim\nnetworks:\n  - name: blue\n    subnet: 10.61.0.0/24\n";
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    path
-}
 
 /// The plugin's configuration for the agent's `blue`, with `extra` keys.
 fn netconf(agent: &AgentProcess, extra: Value) -> String {
@@ -72,27 +66,11 @@ fn error(out: &Value) -> (u64, &str, &str) {
 #[test]
 fn add_with_the_agents_token_attaches_and_without_it_fails_clearly() {
     let secrets = tempfile::tempdir().expect("tempdir");
-    let tokens = write(
-        secrets.path(),
-        "tokens.csv",
-        "cni-token,kubelet\nread-token,ops\n",
-    );
-    let policy = write(
-        secrets.path(),
-        "policy.yaml",
-        "identities:\n  kubelet: [cni]\n  ops: [read]\n",
-    );
-    let agent = AgentProcess::start_with(
+    let agent = AgentProcess::start_with_auth(
         CONFIG,
-        "sim",
-        &[],
-        &[],
-        &[
-            "--auth-tokens",
-            &tokens.display().to_string(),
-            "--auth-policy",
-            &policy.display().to_string(),
-        ],
+        secrets.path(),
+        "cni-token,kubelet\nread-token,ops\n",
+        "identities:\n  kubelet: [cni]\n  ops: [read]\n",
     );
     let token = |name: &str, value: &str| write(secrets.path(), name, &format!("{value}\n"));
     let right = token("cni.token", "cni-token");

@@ -138,30 +138,14 @@ fn vifs_over_the_socket_are_idempotent_named_when_refused_and_survive_kill_9() {
 #[test]
 fn vif_calls_present_credentials_and_name_a_refusal() {
     let secrets = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, text: &str| {
-        let path = secrets.path().join(name);
-        std::fs::write(&path, text).expect("write");
-        path
-    };
-    let tokens = write("tokens.csv", "vif-token,kuryr\nread-token,ops\n");
-    let policy = write(
-        "policy.yaml",
+    let agent = AgentProcess::start_with_auth(
+        CONFIG,
+        secrets.path(),
+        "vif-token,kuryr\nread-token,ops\n",
         "identities:\n  kuryr: [vif]\n  ops: [read]\n",
     );
-    let agent = AgentProcess::start_with(
-        CONFIG,
-        "sim",
-        &[],
-        &[],
-        &[
-            "--auth-tokens",
-            &tokens.display().to_string(),
-            "--auth-policy",
-            &policy.display().to_string(),
-        ],
-    );
     let with_token = |token: Option<&str>, name: &str| {
-        let token_file = token.map(|t| write(name, &format!("{t}\n")));
+        let token_file = token.map(|t| support::write(secrets.path(), name, &format!("{t}\n")));
         VifClient::with_credentials(
             &agent.socket,
             nephrite_runtime::ClientArgs {

@@ -50,10 +50,42 @@ pub struct AgentProcess {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// Write `text` to `dir/name` (tokens, policies, certificates a test hands out).
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
 impl AgentProcess {
     /// Start with `config_yaml` in a fresh directory and wait for the socket.
     pub fn start(config_yaml: &str, driver: &str, networks: &[&str]) -> AgentProcess {
         Self::start_with(config_yaml, driver, networks, &[], &[])
+    }
+
+    /// The sim-driver agent of `config_yaml` requiring bearer tokens: `tokens` (the
+    /// `TOKEN,IDENTITY` lines of `--auth-tokens`) and `policy` (`--auth-policy`), written
+    /// into `secrets`.
+    pub fn start_with_auth(
+        config_yaml: &str,
+        secrets: &Path,
+        tokens: &str,
+        policy: &str,
+    ) -> AgentProcess {
+        let tokens = write(secrets, "tokens.csv", tokens);
+        let policy = write(secrets, "policy.yaml", policy);
+        Self::start_with(
+            config_yaml,
+            "sim",
+            &[],
+            &[],
+            &[
+                "--auth-tokens",
+                &tokens.display().to_string(),
+                "--auth-policy",
+                &policy.display().to_string(),
+            ],
+        )
     }
 
     /// [`AgentProcess::start`] with command words before the agent and extra `serve` flags.
