@@ -162,20 +162,21 @@ pub fn render(
             NF_INET_FORWARD,
             FORWARD_PRIORITY,
         );
-        for (prefix, present) in [
-            (BRIDGE_PREFIX, !bridges.is_empty()),
-            (VETH_PREFIX, !routed.is_empty()),
-        ] {
-            if !present {
-                continue;
-            }
-            // iifname "<prefix>*" fib saddr . iif oif 0 drop: a pod's packet
-            // whose source the host would not route back through the
+        // A bridge by its own name (a table left behind by another agent on
+        // the host must not judge this agent's bridges), routed veths by
+        // their prefix (one rule for all of them).
+        let sources = bridges
+            .iter()
+            .map(|bridge| ifname(bridge))
+            .chain((!routed.is_empty()).then(|| VETH_PREFIX.as_bytes().to_vec()));
+        for source in sources {
+            // iifname <bridge> | "nv*" fib saddr . iif oif 0 drop: a pod's
+            // packet whose source the host would not route back through the
             // bridge or veth it came in on (a pod claiming another
             // network's address) is dropped before anything accepts it
             let mut e = Attrs::default();
             load_meta(&mut e, NFT_META_IIFNAME);
-            cmp(&mut e, NFT_CMP_EQ, prefix.as_bytes());
+            cmp(&mut e, NFT_CMP_EQ, &source);
             expr(&mut e, "fib", |d| {
                 d.be32(1, NFT_REG_1)
                     .be32(2, NFT_FIB_RESULT_OIF)

@@ -255,44 +255,60 @@ fn unreachable(table: u32, cidr: Ipv4Cidr) -> netlink_packet_route::route::Route
         .build()
 }
 
-/// The `unreachable` routes of the network's table, by prefix.
-async fn unreachables(
+/// The routes of the network's table (the kernel's dump filtered to that table).
+async fn table_routes(
     handle: &Handle,
     network: &str,
-) -> Result<std::collections::BTreeSet<Ipv4Cidr>, DriverError> {
-    use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+) -> Result<Vec<netlink_packet_route::route::RouteMessage>, DriverError> {
+    use netlink_packet_route::route::RouteAttribute;
     let table = route_table(network);
     let filter = RouteMessageBuilder::<Ipv4Addr>::new()
         .table_id(table)
         .build();
-    let mut out = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
     let mut stream = handle.route().get(filter).execute();
     while let Some(msg) = stream
         .try_next()
         .await
         .map_err(nl(format!("dump table {table}")))?
     {
-        let in_table = msg
+        if msg
             .attributes
             .iter()
-            .any(|a| matches!(a, RouteAttribute::Table(t) if *t == table));
-        if !in_table || msg.header.kind != RouteType::Unreachable {
-            continue;
+            .any(|a| matches!(a, RouteAttribute::Table(t) if *t == table))
+        {
+            out.push(msg);
         }
-        let dst = msg
-            .attributes
-            .iter()
-            .find_map(|a| match a {
-                RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(*ip),
-                _ => None,
-            })
-            .unwrap_or(Ipv4Addr::UNSPECIFIED);
-        out.insert(Ipv4Cidr {
-            addr: dst,
-            prefix: msg.header.destination_prefix_length,
-        });
     }
     Ok(out)
+}
+
+/// A route's destination address (unspecified for a default route).
+fn destination(msg: &netlink_packet_route::route::RouteMessage) -> Ipv4Addr {
+    use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+    msg.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(*ip),
+            _ => None,
+        })
+        .unwrap_or(Ipv4Addr::UNSPECIFIED)
+}
+
+/// The `unreachable` routes of the network's table, by prefix.
+async fn unreachables(
+    handle: &Handle,
+    network: &str,
+) -> Result<std::collections::BTreeSet<Ipv4Cidr>, DriverError> {
+    Ok(table_routes(handle, network)
+        .await?
+        .iter()
+        .filter(|msg| msg.header.kind == RouteType::Unreachable)
+        .map(|msg| Ipv4Cidr {
+            addr: destination(msg),
+            prefix: msg.header.destination_prefix_length,
+        })
+        .collect())
 }
 
 /// The `unreachable` routes of a routed network's table with a way out:
@@ -471,38 +487,19 @@ pub async fn routes(
     handle: &Handle,
     network: &str,
 ) -> Result<std::collections::BTreeSet<(Ipv4Addr, u32)>, DriverError> {
-    use netlink_packet_route::route::{RouteAddress, RouteAttribute};
-    let table = route_table(network);
-    let filter = RouteMessageBuilder::<Ipv4Addr>::new()
-        .table_id(table)
-        .build();
-    let mut out = std::collections::BTreeSet::new();
-    let mut stream = handle.route().get(filter).execute();
-    while let Some(msg) = stream
-        .try_next()
-        .await
-        .map_err(nl(format!("dump table {table}")))?
-    {
-        let in_table = msg
-            .attributes
-            .iter()
-            .any(|a| matches!(a, RouteAttribute::Table(t) if *t == table));
-        if !in_table || msg.header.destination_prefix_length != 32 {
-            continue;
-        }
-        let dst = msg.attributes.iter().find_map(|a| match a {
-            RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(*ip),
-            _ => None,
-        });
-        let oif = msg.attributes.iter().find_map(|a| match a {
-            RouteAttribute::Oif(i) => Some(*i),
-            _ => None,
-        });
-        if let (Some(dst), Some(oif)) = (dst, oif) {
-            out.insert((dst, oif));
-        }
-    }
-    Ok(out)
+    use netlink_packet_route::route::RouteAttribute;
+    Ok(table_routes(handle, network)
+        .await?
+        .iter()
+        .filter(|msg| msg.header.destination_prefix_length == 32)
+        .filter_map(|msg| {
+            let oif = msg.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Oif(i) => Some(*i),
+                _ => None,
+            })?;
+            Some((destination(msg), oif))
+        })
+        .collect())
 }
 
 /// Differences between the routers' FIBs and the networks' tables.
