@@ -54,6 +54,9 @@ pub struct Lab {
     /// The host's links before the data plane started: cleanup deletes the data plane's devices
     /// that were not there (`nb…` bridges, `nd…`/`ne…` miss sinks, `nx…` VXLAN).
     links_before: Option<BTreeSet<String>>,
+    /// The host's nftables tables before the data plane started: cleanup deletes the agent's
+    /// (`ip nimbess*`) that were not there.
+    tables_before: Option<BTreeSet<String>>,
     /// `RUST_LOG` of every process the lab starts.
     log_level: String,
     /// Mutual TLS between the daemons, when on.
@@ -77,6 +80,7 @@ impl Lab {
             netns: Vec::new(),
             plugged: Vec::new(),
             links_before: None,
+            tables_before: None,
             log_level: "info".to_owned(),
             pki: None,
         })
@@ -321,9 +325,10 @@ impl Lab {
         self.plugged.push(plugged);
     }
 
-    /// Notes the host's links, before a data plane starts creating its own.
+    /// Notes the host's links and nftables tables, before a data plane starts creating its own.
     pub fn snapshot_links(&mut self) {
         self.links_before.get_or_insert_with(links);
+        self.tables_before.get_or_insert_with(nft_tables);
     }
 
     /// Unplugs pods, stops daemons (last started first), deletes namespaces and links. Returns
@@ -372,6 +377,26 @@ impl Lab {
                 }
                 if Path::new("/sys/class/net").join(name).exists() {
                     left.push(format!("network interface {name}"));
+                }
+            }
+        }
+        if let Some(before) = self.tables_before.take() {
+            // The agent keeps its tables when it stops (a restarted agent must not cut its
+            // pods off); the lab made them, so the lab removes them.
+            for table in nft_tables().difference(&before) {
+                let Some(name) = table.strip_prefix("ip ") else {
+                    continue;
+                };
+                if !name.starts_with("nimbess") {
+                    continue;
+                }
+                let deleted = Command::new("nft")
+                    .args(["delete", "table", "ip", name])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if !deleted {
+                    left.push(format!("nftables table {table}"));
                 }
             }
         }
@@ -450,6 +475,22 @@ fn links() -> BTreeSet<String> {
             entries
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The host's nftables tables as `<family> <name>` (none when `nft` is missing).
+fn nft_tables() -> BTreeSet<String> {
+    Command::new("nft")
+        .args(["list", "tables"])
+        .stderr(Stdio::null())
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| line.strip_prefix("table "))
+                .map(str::to_owned)
                 .collect()
         })
         .unwrap_or_default()
