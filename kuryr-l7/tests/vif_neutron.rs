@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use events::event_note;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use nephrite_kuryr_l7::openstack::auth::Credentials;
 use nephrite_kuryr_l7::openstack::neutron::Neutron;
@@ -666,6 +667,8 @@ async fn a_bad_request_leaves_nothing_allocated(env: &Env) -> anyhow::Result<()>
     Ok(())
 }
 
+#[path = "support/events.rs"]
+mod events;
 #[path = "vif_neutron/processes.rs"]
 mod processes;
 #[path = "vif_neutron/vfs.rs"]

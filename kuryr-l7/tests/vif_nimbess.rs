@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
+use events::event_note;
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use nephrite_kuryr_l7::vif::kube::attachment_resource;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer};
@@ -705,6 +706,8 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[path = "support/events.rs"]
+mod events;
 #[path = "vif_nimbess/refusals.rs"]
 mod refusals;
 use refusals::{

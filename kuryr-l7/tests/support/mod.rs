@@ -5,6 +5,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod conformance;
 pub mod daemon;
+pub mod events;
 pub mod openstack;
 pub mod proxy;
 pub mod tls_conformance;

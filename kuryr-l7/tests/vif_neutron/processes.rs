@@ -154,16 +154,7 @@ pub(super) async fn a_killed_handler_leaves_no_duplicate_or_leaked_port(
         .context("uid")?;
     let events: Api<KubeEvent> = Api::namespaced(server.client()?, "default");
     let note = wait_for("the VifRequestInvalid Event", || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("VifRequestInvalid")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken")
-            })
-            .and_then(|e| e.note))
+        event_note(&events, "VifRequestInvalid", "broken").await
     })
     .await?;
     ensure!(

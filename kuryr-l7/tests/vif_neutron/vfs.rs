@@ -85,16 +85,7 @@ pub(super) async fn a_pod_short_of_vfs_gets_them_once_another_releases_them(
     let second_uid = second.metadata.uid.context("uid")?;
     let events: Api<KubeEvent> = Api::namespaced(client.clone(), "default");
     let note = wait_for("the NoFreeVf Event", || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("NoFreeVf")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("vf-b")
-            })
-            .and_then(|e| e.note))
+        event_note(&events, "NoFreeVf", "vf-b").await
     })
     .await?;
     let expected = "node node-1 has 0 free VFs on physnet physnet2 (intel.com/sriov_a: 1 allocatable, 1 held by its pods); the pod wants 1 more";

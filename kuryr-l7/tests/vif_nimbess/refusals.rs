@@ -36,16 +36,7 @@ pub(super) async fn an_unknown_network_is_named_by_the_handler_and_the_add(
         .context("uid")?;
     let events: Api<KubeEvent> = Api::namespaced(client.clone(), "default");
     let note = wait_for("the VifAllocationFailed Event", || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("VifAllocationFailed")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("lost")
-            })
-            .and_then(|e| e.note))
+        event_note(&events, "VifAllocationFailed", "lost").await
     })
     .await?;
     let expected = "annotation k8s.v1.cni.cncf.io/networks: NetworkAttachmentDefinition default/ghost: network \"ghost\" is not served by the nimbess agent";
