@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status};
 use crate::errors::ApiError;
 use crate::store::{CatalogFilter, Store};
 
-pub use watching::{SLOW_WATCHER, WATCH_BUFFER, WATCH_READS, Watchers};
+pub use watching::{SLOW_WATCHER, WATCH_BUFFER, Watchers};
 
 mod catalog;
 mod convert;

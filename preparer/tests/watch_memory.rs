@@ -23,8 +23,8 @@ fn mib(bytes: u64) -> f64 {
 
 // Under load this once measured 355–369 MiB: each stream's store reads went to the blocking
 // pool, which grew to its 512 threads waiting for the one SQLite connection (515 threads seen,
-// each with a stack and an allocator heap). The streams now take turns (`WATCH_READS` reads at
-// once): 76 → 75 MiB with 16 threads beside three CPU hogs, 77 → 78 MiB beside five.
+// each with a stack and an allocator heap). Store calls now wait for a connection as tasks:
+// 76 → 75 MiB with 16 threads beside three CPU hogs, 77 → 78 MiB beside five.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_watch_streams_keep_the_preparer_under_200_mb() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -3,8 +3,8 @@
 //! Each stream is bounded in memory: it sends deployments' rows without their packages, and
 //! buffers at most [`WATCH_BUFFER`] changes; a watcher that leaves that buffer full for its
 //! patience ([`SLOW_WATCHER`] unless [`Watchers::new`] says otherwise) is dropped at once,
-//! its buffer freed, with RESOURCE_EXHAUSTED saying where to resume. The streams take turns
-//! to read the store ([`WATCH_READS`] at once).
+//! its buffer freed, with RESOURCE_EXHAUSTED saying where to resume. Their store reads wait
+//! for a connection as tasks, as every store call does.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 mod feed;
 
-pub use feed::{SLOW_WATCHER, WATCH_BUFFER, WATCH_READS, Watchers};
+pub use feed::{SLOW_WATCHER, WATCH_BUFFER, Watchers};
 
 use super::{DataApi, Result, Stream_, convert};
 
@@ -38,10 +38,7 @@ pub(super) async fn watch(
     // changes.)
     let from_oldest = from == 0;
     let watchers = api.watchers.clone();
-    let first = {
-        let _turn = watchers.read_turn().await;
-        api.store.changes_since(from, 1).await
-    };
+    let first = api.store.changes_since(from, 1).await;
     let from = oldest_kept(first, from, from_oldest)?;
     let kinds: Vec<i32> = r.kinds;
     let store = Arc::clone(&api.store);
@@ -52,10 +49,7 @@ pub(super) async fn watch(
         let mut revision = from;
         let mut sent = false;
         loop {
-            let read = {
-                let _turn = watchers.read_turn().await;
-                store.changes_since(revision, READ_BATCH).await
-            };
+            let read = store.changes_since(revision, READ_BATCH).await;
             let changes = match read {
                 Ok(changes) => changes,
                 // Compacted between the check above and this first read: start at the oldest.
@@ -83,7 +77,6 @@ pub(super) async fn watch(
                     continue;
                 }
                 let deployment = if change.kind == EntityKind::Deployment && !change.deleted {
-                    let _turn = watchers.read_turn().await;
                     store
                         .get_deployment_info(&change.id)
                         .await

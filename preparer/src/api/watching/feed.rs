@@ -20,7 +20,7 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_runtime::prometheus_client::metrics::counter::Counter;
 use nephrite_runtime::prometheus_client::metrics::gauge::Gauge;
 use nephrite_runtime::{GrpcServer, InvalidHelp};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
 /// Changes one `Watch` stream buffers for its client.
@@ -29,18 +29,12 @@ pub const WATCH_BUFFER: usize = 64;
 /// How long a watcher may leave its buffer full before the stream is dropped.
 pub const SLOW_WATCHER: Duration = Duration::from_secs(60);
 
-/// Store reads the daemon's `Watch` streams make at once. Every read holds a blocking thread
-/// while it waits for a store connection: 500 streams catching up together once held ~500
-/// threads (each with its stack and allocator heap: 355 MiB on a busy machine); behind this
-/// bound they wait as tasks.
-pub const WATCH_READS: usize = 4;
-
 /// What every `Watch` stream of one daemon shares: the patience with a watcher that does not
-/// read, the bound on their store reads, and their metrics.
+/// read, and their metrics. (Their store reads wait for a connection as tasks, like every
+/// store call: the store hands out a permit per connection.)
 #[derive(Debug, Clone)]
 pub struct Watchers {
     patience: Duration,
-    reads: Arc<Semaphore>,
     open: Gauge,
     dropped: Counter,
 }
@@ -56,7 +50,6 @@ impl Watchers {
     pub fn new(patience: Duration) -> Self {
         Watchers {
             patience,
-            reads: Arc::new(Semaphore::new(WATCH_READS)),
             open: Gauge::default(),
             dropped: Counter::default(),
         }
@@ -78,14 +71,6 @@ impl Watchers {
             "Watch streams dropped because their watcher left the buffer full.",
             self.dropped.clone(),
         )
-    }
-
-    /// Waits for a turn to read the store.
-    pub(super) async fn read_turn(&self) -> OwnedSemaphorePermit {
-        Arc::clone(&self.reads)
-            .acquire_owned()
-            .await
-            .unwrap_or_else(|_| unreachable!("the semaphore is never closed"))
     }
 
     /// A stream's buffer: the feed's half and the response's. `from`: the revision the watch
