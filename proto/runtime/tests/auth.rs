@@ -122,6 +122,28 @@ async fn start(server: GrpcServer) -> anyhow::Result<(Endpoint, ShutdownHandle)>
     Ok((endpoint, shutdown))
 }
 
+/// The test server with `roles()`, the bearer tokens of the file `tokens` and `POLICY`
+/// (written into `dir`).
+async fn start_with_policy(
+    dir: &Path,
+    tokens: &Path,
+) -> anyhow::Result<(Endpoint, ShutdownHandle)> {
+    let policy = write(dir, "policy.yaml", POLICY)?;
+    let args = <ServeArgs as clap::Parser>::try_parse_from([
+        "serve",
+        "--auth-tokens",
+        tokens.to_str().context("path")?,
+        "--auth-policy",
+        policy.to_str().context("path")?,
+    ])?;
+    start(GrpcServer::from_args_with_roles(
+        identity(),
+        &args,
+        roles(),
+    )?)
+    .await
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
     std::fs::write(&path, text)?;
@@ -143,20 +165,7 @@ async fn tokens_prove_identities_and_roles_decide_each_method() -> anyhow::Resul
         "tokens.csv",
         "# token,identity\nt-ops,ops\nt-reader,reader\nt-stranger,stranger\n",
     )?;
-    let policy = write(dir.path(), "policy.yaml", POLICY)?;
-    let args = <ServeArgs as clap::Parser>::try_parse_from([
-        "serve",
-        "--auth-tokens",
-        tokens.to_str().context("path")?,
-        "--auth-policy",
-        policy.to_str().context("path")?,
-    ])?;
-    let (endpoint, shutdown) = start(GrpcServer::from_args_with_roles(
-        identity(),
-        &args,
-        roles(),
-    )?)
-    .await?;
+    let (endpoint, shutdown) = start_with_policy(dir.path(), &tokens).await?;
 
     let anonymous = AuthChannel::new(dial(&endpoint).await?);
     let err = ask(anonymous.clone(), "hi".to_owned()).await.unwrap_err();
@@ -542,20 +551,7 @@ async fn the_access_probe_reports_every_answer_that_is_not_as_expected() -> anyh
     use nephrite_runtime::auth::probe::{AccessReport, Expected};
     let dir = tempfile::tempdir()?;
     let tokens = write(dir.path(), "tokens.csv", "t-ops,ops\nt-reader,reader\n")?;
-    let policy = write(dir.path(), "policy.yaml", POLICY)?;
-    let args = <ServeArgs as clap::Parser>::try_parse_from([
-        "serve",
-        "--auth-tokens",
-        tokens.to_str().context("path")?,
-        "--auth-policy",
-        policy.to_str().context("path")?,
-    ])?;
-    let (endpoint, shutdown) = start(GrpcServer::from_args_with_roles(
-        identity(),
-        &args,
-        roles(),
-    )?)
-    .await?;
+    let (endpoint, shutdown) = start_with_policy(dir.path(), &tokens).await?;
     let anonymous = AuthChannel::new(dial(&endpoint).await?);
     let reader = with_token(dir.path(), "reader", "t-reader")?
         .dial(&endpoint)
