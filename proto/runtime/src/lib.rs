@@ -33,7 +33,10 @@
 //! `-o table` is a [`table::Table`]; [`host::hostname`] is a daemon's default identity.
 //! With the `leader-election` feature, `leader` elects one replica of a
 //! Kubernetes-mode daemon through a Lease; with `kube-watch`, `watch_backoff`
-//! is the pause a kube-runtime `Controller` takes after its watches fail.
+//! is the pause a kube-runtime `Controller` takes after its watches fail, and
+//! [`KubeWatch`] the one way a daemon keeps a kind of object in a reflector
+//! store outside a `Controller`: restarted with that backoff, its listings
+//! counted, its changes told as [`WatchEvent`]s.
 
 mod args;
 pub mod auth;
@@ -44,6 +47,8 @@ mod dial;
 mod endpoint;
 mod health;
 pub mod host;
+#[cfg(feature = "kube-watch")]
+mod kube_watch;
 #[cfg(feature = "leader-election")]
 pub mod leader;
 mod listen;
@@ -66,6 +71,8 @@ pub use client_args::{AuthChannel, ClientArgs, ClientError};
 pub use daemon_info::DaemonIdentity;
 pub use dial::{DialError, DialOptions, dial, dial_lazy, dial_with};
 pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_SOCKET_PATH};
+#[cfg(feature = "kube-watch")]
+pub use kube_watch::{KubeWatch, Unavailable, WatchEvent};
 pub use listen::BindError;
 pub use metrics::{InvalidHelp, MetricsServer};
 pub use server::{BoundServer, DEFAULT_SHUTDOWN_GRACE, GrpcServer, ServeError, ServeReport};
