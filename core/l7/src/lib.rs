@@ -15,6 +15,9 @@
 //!   into the desired one, touching only what the controller owns.
 //! - [`status`]: what a controller writes back to Kubernetes (Ingress and Route status, Warning
 //!   Events) for a translation.
+//! - [`gateway`]: Gateway API v1 (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): attachment,
+//!   a compiled driver-neutral form with the spec's precedence, its reference evaluation, the
+//!   spec's status, and what each driver can express of it.
 //!
 //! ```
 //! use nephrite_krm::Package;
@@ -49,6 +52,7 @@
 
 pub mod backends;
 pub mod eval;
+pub mod gateway;
 pub mod haproxy;
 pub mod model;
 pub mod objects;
