@@ -69,7 +69,10 @@ impl NFTopology {
             api_version: api_version(),
             kind: nf_topology_kind(),
             metadata: ObjectMeta::named(name),
-            spec: NFTopologySpec { nf_instances },
+            spec: NFTopologySpec {
+                nf_instances,
+                deletion_policy: DeletionPolicy::default(),
+            },
             status: None,
         }
     }
@@ -87,6 +90,67 @@ pub struct NFTopologySpec {
     /// The NF instances; names are unique within a topology.
     #[serde(default)]
     pub nf_instances: Vec<NFInstance>,
+    /// What happens to a deployed instance the topology no longer wants (its instance removed,
+    /// or its cluster no longer matching): deleted (the default, as Porch's) or left in place
+    /// and flagged.
+    #[serde(default, skip_serializing_if = "DeletionPolicy::is_default")]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// The fate of a child (package or child deployment) the topology no longer wants, in
+/// Porch's `PackageVariant` words: `delete` (the default) or `orphan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeletionPolicy {
+    /// Delete the child (Porch proposes the deletion of its package).
+    #[default]
+    Delete,
+    /// Leave the child where it is, no longer managed, and flag it as orphaned.
+    Orphan,
+}
+
+impl DeletionPolicy {
+    /// `delete` or `orphan`, as Porch spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletionPolicy::Delete => "delete",
+            DeletionPolicy::Orphan => "orphan",
+        }
+    }
+
+    /// Whether this is the default ([`DeletionPolicy::Delete`]).
+    pub fn is_default(&self) -> bool {
+        *self == DeletionPolicy::Delete
+    }
+}
+
+impl fmt::Display for DeletionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A deletion policy other than `delete` or `orphan`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown deletion policy {value:?}: expected `delete` or `orphan`")]
+pub struct UnknownDeletionPolicy {
+    /// The value as given.
+    pub value: String,
+}
+
+impl std::str::FromStr for DeletionPolicy {
+    type Err = UnknownDeletionPolicy;
+
+    /// Reads `delete` or `orphan` (case-insensitive, surrounding spaces ignored).
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "delete" => Ok(DeletionPolicy::Delete),
+            "orphan" => Ok(DeletionPolicy::Orphan),
+            _ => Err(UnknownDeletionPolicy {
+                value: value.to_owned(),
+            }),
+        }
+    }
 }
 
 /// One NF instance of the intent: deployed once on every cluster its selector matches.
@@ -227,7 +291,7 @@ impl<'de> Deserialize<'de> for Quantity {
 }
 
 /// The capacity profile of an NF instance (Nephio's `CapacitySpec`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacitySpec {
     /// Maximum uplink throughput.

@@ -10,6 +10,9 @@
 //! - [`deployed`]: the deployed topology, updated one published/removed package at a time.
 //! - [`porch`]: the PackageVariantSets and Capacities the Porch backend writes, and the gate
 //!   decisions taken from observed PackageRevisions.
+//! - [`replan`]: what a changed intent or changed sites call for — children to create, update,
+//!   delete or orphan, keyed by (topology, instance, site) — the gates of new children and
+//!   the per-(instance, site) rollout view `ntc status` prints.
 //! - [`status`]: the NFTopology status and the `ntc plan` report.
 //! - [`tko`]: the TKO backend's decisions (sites as clusters, child deployments, approvals).
 //!
@@ -53,6 +56,7 @@ pub mod graph;
 pub mod plan;
 pub mod policy;
 pub mod porch;
+pub mod replan;
 pub mod status;
 pub mod tko;
 

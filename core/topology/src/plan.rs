@@ -27,7 +27,9 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
 
-use crate::api::{CapacitySpec, Cluster, NFClass, NFClassSpec, NFInterface, NFTopology, NfType};
+use crate::api::{
+    CapacitySpec, Cluster, DeletionPolicy, NFClass, NFClassSpec, NFInterface, NFTopology, NfType,
+};
 use crate::error::TopologyError;
 use crate::graph::TopologyGraph;
 use crate::policy::RolloutPolicy;
@@ -83,6 +85,7 @@ pub struct Plan {
     instances: Vec<PlannedInstance>,
     graph: TopologyGraph,
     policy: RolloutPolicy,
+    deletion_policy: DeletionPolicy,
     variants: Vec<Variant>,
     by_instance: Vec<Range<usize>>,
     by_id: HashMap<String, usize>,
@@ -168,6 +171,7 @@ pub fn plan(
         instances,
         graph,
         policy: policy.clone(),
+        deletion_policy: topology.spec.deletion_policy,
         variants,
         by_instance,
         by_id,
@@ -284,6 +288,12 @@ impl Plan {
     /// The policy the plan was made under.
     pub fn policy(&self) -> &RolloutPolicy {
         &self.policy
+    }
+
+    /// What happens to the children of variants the topology no longer wants (the topology's
+    /// `spec.deletionPolicy`).
+    pub fn deletion_policy(&self) -> DeletionPolicy {
+        self.deletion_policy
     }
 
     /// Every variant, by instance then cluster.

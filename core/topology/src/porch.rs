@@ -18,7 +18,8 @@
 //! - `spec.template.labels`: `nf-deployment-name`, the instance and type labels. Labels reach
 //!   PackageRevisions only through the template (labels on the PVS's own metadata do not
 //!   propagate).
-//! - `spec.template.deletionPolicy: delete` is the deletion policy: when a cluster stops
+//! - `spec.template.deletionPolicy` is the topology's `spec.deletionPolicy` (`delete` by
+//!   default, or `orphan`, which leaves the packages in place). With `delete`, when a cluster stops
 //!   matching (relabelled) it leaves the target list of the *same* PVS, which is updated in
 //!   place, and Porch proposes the deletion of that one downstream package; the other variants
 //!   are untouched. When an instance leaves the topology its PVS is deleted, and Porch proposes
@@ -114,7 +115,10 @@ pub fn package_variant_set(plan: &Plan, instance: usize) -> Option<Object> {
     if let Some(flavor) = &planned.class.flavor {
         template.insert("annotations".into(), json!({ FLAVOR_ANNOTATION: flavor }));
     }
-    template.insert("deletionPolicy".into(), json!("delete"));
+    template.insert(
+        "deletionPolicy".into(),
+        json!(plan.deletion_policy().as_str()),
+    );
     if planned.capacity.is_some() {
         template.insert(
             "injectors".into(),

@@ -10,6 +10,9 @@
 //!   `req.nephio.org/v1alpha1` `Interface` per attachment (`spec.networkInstance.name`).
 //! - A gated child is approved once every variant it waits for has an approved child.
 //! - The deployed topology lists the variants with an approved child.
+//! - For re-planning ([`crate::replan`]), a child is stamped with its spec fingerprint
+//!   ([`stamped_child_deployment`]) and read back as an [`ExistingChild`]
+//!   ([`existing_child`], [`package_fingerprint`]).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +24,9 @@ use crate::api::{Cluster, NFTopologyStatus, PackageStatus};
 use crate::deployed::DeployedTopologyBuilder;
 use crate::plan::Plan;
 use crate::porch;
+use crate::replan::{
+    ChildKey, ExistingChild, Fingerprint, PlannedChild, ReplanError, SPEC_FINGERPRINT_KEY,
+};
 use crate::status::topology_status;
 use nephrite_krm::Condition;
 
@@ -69,50 +75,114 @@ pub struct ChildDeployment {
 
 /// The child deployment of every variant.
 pub fn child_deployments(plan: &Plan) -> Vec<ChildDeployment> {
-    plan.variants()
-        .iter()
-        .enumerate()
-        .map(|(v, variant)| {
-            let instance = &plan.instances()[variant.instance];
-            let gated = plan.is_gated(v);
-            let mut package = Package::new();
-            let mut deployment = Object::new(
-                &Gvk::new("deployment.nephio.org", "v1alpha1", "Deployment"),
-                "deployment",
-            );
-            if gated {
-                deployment.set_annotation(keys::APPROVE, keys::APPROVE_MANUAL);
-            }
-            package.push(deployment);
-            if let Some(capacity) =
-                porch::capacity(plan, variant.instance).and_then(|c| Object::from_typed(&c).ok())
-            {
-                package.push(capacity);
-            }
-            for interface in &instance.interfaces {
-                let mut object = Object::new(
-                    &Gvk::new("req.nephio.org", "v1alpha1", "Interface"),
-                    &interface.name,
-                );
-                let _ = object.body.insert(
-                    "spec",
-                    json!({"networkInstance": {"name": interface.network_instance_name}}),
-                );
-                package.push(object);
-            }
-            let mut merge_metadata = plan.labels(variant.instance);
-            merge_metadata.insert(DEPLOYED_ID_KEY.to_owned(), variant.id.clone());
-            ChildDeployment {
-                variant: v,
-                template_id: instance.class.package_ref.package_name.clone(),
-                site_id: variant.cluster.clone(),
-                instance_key: variant.id.clone(),
-                merge_package: package,
-                merge_metadata,
-                gated,
-            }
-        })
+    (0..plan.variants().len())
+        .map(|v| child_deployment(plan, v))
         .collect()
+}
+
+/// The child deployment of variant `v` (a position in [`Plan::variants`]).
+///
+/// # Panics
+///
+/// When `v` is not a variant of `plan`.
+pub fn child_deployment(plan: &Plan, v: usize) -> ChildDeployment {
+    let variant = &plan.variants()[v];
+    let instance = &plan.instances()[variant.instance];
+    let gated = plan.is_gated(v);
+    let mut package = Package::new();
+    let mut deployment = Object::new(
+        &Gvk::new("deployment.nephio.org", "v1alpha1", "Deployment"),
+        "deployment",
+    );
+    if gated {
+        deployment.set_annotation(keys::APPROVE, keys::APPROVE_MANUAL);
+    }
+    package.push(deployment);
+    if let Some(capacity) =
+        porch::capacity(plan, variant.instance).and_then(|c| Object::from_typed(&c).ok())
+    {
+        package.push(capacity);
+    }
+    for interface in &instance.interfaces {
+        let mut object = Object::new(
+            &Gvk::new("req.nephio.org", "v1alpha1", "Interface"),
+            &interface.name,
+        );
+        let _ = object.body.insert(
+            "spec",
+            json!({"networkInstance": {"name": interface.network_instance_name}}),
+        );
+        package.push(object);
+    }
+    let mut merge_metadata = plan.labels(variant.instance);
+    merge_metadata.insert(DEPLOYED_ID_KEY.to_owned(), variant.id.clone());
+    ChildDeployment {
+        variant: v,
+        template_id: instance.class.package_ref.package_name.clone(),
+        site_id: variant.cluster.clone(),
+        instance_key: variant.id.clone(),
+        merge_package: package,
+        merge_metadata,
+        gated,
+    }
+}
+
+/// The child deployment of a planned child (see [`crate::replan::desired_children`]), stamped
+/// with its spec fingerprint twice: under [`SPEC_FINGERPRINT_KEY`] in its metadata (set when
+/// it is created) and as that annotation on its `Deployment` resource (rewritten by an update,
+/// which replaces the package but not the metadata). The rest is [`child_deployment`]'s.
+pub fn stamped_child_deployment(plan: &Plan, child: &PlannedChild) -> ChildDeployment {
+    let mut deployment = child_deployment(plan, child.variant);
+    let fingerprint = child.fingerprint.to_string();
+    if let Some(object) = deployment
+        .merge_package
+        .iter_mut()
+        .find(|o| o.kind == "Deployment")
+    {
+        object.set_annotation(SPEC_FINGERPRINT_KEY, &fingerprint);
+    }
+    deployment
+        .merge_metadata
+        .insert(SPEC_FINGERPRINT_KEY.to_owned(), fingerprint);
+    deployment
+}
+
+/// The fingerprint a child's package carries on its `Deployment` resource: `None` when it
+/// carries none, or one that does not read (the child is then updated, which rewrites it).
+pub fn package_fingerprint(package: &Package) -> Option<Fingerprint> {
+    package
+        .iter()
+        .filter(|o| o.kind == "Deployment")
+        .find_map(|o| o.annotation(SPEC_FINGERPRINT_KEY))
+        .and_then(|value| value.parse().ok())
+}
+
+/// A TKO child deployment as the re-plan sees it: its key from its site and its metadata
+/// (`nf-deployment-name`, `topology.nephio.org/nf-instance`), its fingerprint from its
+/// metadata (`None` when absent or unreadable). Where the package was read, prefer
+/// [`package_fingerprint`]: the metadata keeps the fingerprint the child was created with.
+pub fn existing_child<'a, M>(
+    id: &str,
+    site: &str,
+    metadata: M,
+    prepared: bool,
+    approved: bool,
+) -> Result<ExistingChild, ReplanError>
+where
+    M: IntoIterator<Item = (&'a String, &'a String)> + Clone,
+{
+    let key = ChildKey::from_metadata(id, site, metadata.clone())?;
+    let fingerprint = metadata
+        .into_iter()
+        .find(|(k, _)| k.as_str() == SPEC_FINGERPRINT_KEY)
+        .and_then(|(_, v)| v.parse().ok());
+    Ok(ExistingChild {
+        id: id.to_owned(),
+        key,
+        fingerprint,
+        prepared,
+        approved,
+    })
 }
 
 /// A child deployment as observed.

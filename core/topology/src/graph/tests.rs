@@ -30,6 +30,7 @@ fn neighbours_share_a_network_and_never_include_self() {
             instance("c", &["n6"]),
             instance("d", &["n3", "n4"]),
         ],
+        ..NFTopologySpec::default()
     };
     let graph = TopologyGraph::build("t", &spec).unwrap();
     assert_eq!(graph.neighbours(0), &[1, 3]);
@@ -48,6 +49,7 @@ fn neighbours_share_a_network_and_never_include_self() {
 fn duplicate_and_unnamed_instances_are_refused() {
     let spec = NFTopologySpec {
         nf_instances: vec![instance("a", &[]), instance("a", &[])],
+        ..NFTopologySpec::default()
     };
     let err = TopologyGraph::build("t", &spec).unwrap_err();
     assert_eq!(
@@ -56,6 +58,7 @@ fn duplicate_and_unnamed_instances_are_refused() {
     );
     let spec = NFTopologySpec {
         nf_instances: vec![instance("", &[])],
+        ..NFTopologySpec::default()
     };
     assert!(matches!(
         TopologyGraph::build("t", &spec),
