@@ -1,8 +1,9 @@
 //! `--kube`: the northbound's objects from the API server, through one
-//! kube-runtime reflector per kind (Services, EndpointSlices,
-//! NetworkPolicies, Namespaces, Pods), restarted after failures with the
-//! project's watch backoff. A snapshot is sent once every kind has been
-//! listed, then after every change. What the translation skips (an invalid
+//! [`KubeWatch`] per kind (Services, EndpointSlices, NetworkPolicies,
+//! Namespaces, Pods), restarted after failures with the project's watch
+//! backoff. A snapshot is sent once every kind has been listed (a kind the
+//! cluster does not serve counts as listed, with none), then after every
+//! change. What the translation skips (an invalid
 //! CIDR, an unknown selector operator, a targetPort name no endpoint has, …)
 //! is also a Warning Event on the object (`events.k8s.io/v1`, reporting
 //! controller `nimbess-agent`, instance the host name), published once while
@@ -17,10 +18,10 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use nephrite_runtime::{KubeWatch, Unavailable, WatchEvent};
 use tokio::sync::{Notify, watch};
 
 use super::{Objects, Warning, derive};
@@ -53,6 +54,9 @@ impl Readers {
 /// How many kinds there are to list before the first snapshot.
 const KINDS: usize = 5;
 
+/// Starts a [`KubeWatch`] of every `K` in the cluster; `listed` counts it once its first
+/// listing is in (or once the cluster is found not to serve the kind: a cluster without
+/// this API has none of these objects), and `changed` is woken on every listing and change.
 fn reflect<K>(client: kube::Client, changed: Arc<Notify>, listed: Arc<AtomicUsize>) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()>
@@ -63,53 +67,42 @@ where
         + Sync
         + 'static,
 {
-    let (reader, writer) = reflector::store();
-    let api: Api<K> = Api::all(client);
+    let watch = KubeWatch::new(Api::<K>::all(client), watcher::Config::default());
+    let reader = watch.store();
     let kind = K::kind(&()).to_string();
     tokio::spawn(async move {
-        let stream = watcher::watcher(api, watcher::Config::default())
-            .backoff(nephrite_runtime::watch_backoff())
-            .reflect(writer);
-        let mut stream = std::pin::pin!(stream);
-        let mut done = false;
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(Event::InitDone) => {
-                    if !done {
-                        done = true;
+        let mut events = std::pin::pin!(watch.events());
+        let mut counted = false;
+        while let Some(event) = events.next().await {
+            match event {
+                WatchEvent::Listed { objects, first } => {
+                    if first {
+                        tracing::info!(kind, objects, "listed");
+                    }
+                    if !std::mem::replace(&mut counted, true) {
                         listed.fetch_add(1, Ordering::SeqCst);
                     }
                     changed.notify_one();
                 }
-                Ok(Event::Apply(_) | Event::Delete(_)) => changed.notify_one(),
-                Ok(Event::Init | Event::InitApply(_)) => {}
-                Err(e) => {
-                    if !done && not_served(&e) {
-                        // a cluster without this API has none of these objects
-                        done = true;
-                        listed.fetch_add(1, Ordering::SeqCst);
-                        changed.notify_one();
-                        tracing::warn!(
-                            kind,
-                            "the cluster does not serve this kind; taken as none, watching again after a pause"
-                        );
-                    } else {
-                        tracing::warn!(kind, error = %e, "watch failed; watching again after a pause");
-                    }
+                WatchEvent::Changed => changed.notify_one(),
+                WatchEvent::Failed(e)
+                    if !counted && Unavailable::of(&e) == Some(Unavailable::NotServed) =>
+                {
+                    counted = true;
+                    listed.fetch_add(1, Ordering::SeqCst);
+                    changed.notify_one();
+                    tracing::warn!(
+                        kind,
+                        "the cluster does not serve this kind; taken as none, watching again after a pause"
+                    );
+                }
+                WatchEvent::Failed(e) => {
+                    tracing::warn!(kind, error = %e, "watch failed; watching again after a pause");
                 }
             }
         }
     });
     reader
-}
-
-/// True when the API server does not serve the kind (404 on the list).
-fn not_served(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
-    }
 }
 
 /// Publish a Warning Event on the object of each warning the snapshots
