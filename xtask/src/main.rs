@@ -10,9 +10,12 @@
 //!   figures and ratios rather than pass or fail).
 //! - `crds`, `clusterctl`: generated artefacts users install (see [`artefacts`]).
 //! - `images`: an OCI image per daemon, built with podman from scratch (see [`images`]).
+//! - `kube build|up|down`: the real kube-apiserver and etcd, built from the Go module proxy,
+//!   for the tests and to try the controllers against (see [`kube`]).
 
 mod artefacts;
 mod images;
+mod kube;
 mod layering;
 mod licences;
 mod packages;
@@ -43,7 +46,15 @@ tasks:
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
                   write bmm-provider's clusterctl provider repository (default
-                  target/clusterctl/infrastructure-nvidia-bmm/v0.1.0)";
+                  target/clusterctl/infrastructure-nvidia-bmm/v0.1.0)
+  kube build [--update-sum]
+                  build the pinned kube-apiserver and etcd from the Go module proxy into
+                  target/kube (skipped when built; the tests' real API server)
+  kube up [--dir DIR]
+                  start kube-apiserver + etcd detached, state in DIR (default: a fresh
+                  temporary directory), admin kubeconfig in DIR/kubeconfig
+  kube down [--dir DIR]
+                  stop them and remove their state (default: the last `kube up`)";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
@@ -76,6 +87,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => step("packages", packages::ensure)
+            .and_then(|()| step("kube", kube_for_tests))
             .and_then(|()| lint())
             .and_then(|()| docs())
             .and_then(|()| test_suite()),
@@ -100,6 +112,7 @@ fn main() -> ExitCode {
                 ),
             ))
         }),
+        Some("kube") => kube::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -295,6 +308,19 @@ fn nextest_available() -> bool {
         .args(["nextest", "--version"])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// The `test` flow's kube step: builds kube-apiserver and etcd when missing. Without Go the
+/// tests that need them skip loudly; under CI that is a failure here already.
+fn kube_for_tests() -> anyhow::Result<()> {
+    match kube::ensure(kube::SumMode::Verify) {
+        Ok(_) => Ok(()),
+        Err(e) if std::env::var_os("CI").is_none_or(|ci| ci.is_empty() || ci == "false") => {
+            eprintln!("xtask: WARNING: kube-apiserver not built, its tests will skip: {e:#}");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Runs one named step, printing a header and how long it took.

@@ -32,6 +32,7 @@
 
 mod etcd;
 mod http;
+pub mod kube_apiserver;
 pub mod machine;
 mod mariadb;
 mod netns;
@@ -47,6 +48,7 @@ mod tool;
 mod unavailable;
 
 pub use etcd::Etcd;
+pub use kube_apiserver::{KubeApiServer, KubeEndpoint};
 pub use mariadb::MariaDb;
 pub use openstack::{Keystone, OpenStack, install_venvs, new_project_id};
 pub use port::{free_loopback_port, free_port_on};
