@@ -1,22 +1,22 @@
-//! One kube-runtime watch per kind the controller reads, each reflected into its own
-//! kube-runtime store, and the stores read together.
+//! One [`KubeWatch`] per kind the controller reads, each with its own reflector store, and the
+//! stores read together.
 //!
 //! A kind the cluster does not serve (no Route CRD on plain Kubernetes) or that we may not read
-//! (no EndpointSlice or IngressClass permission) is "off": said once, read as empty, and
-//! watched again after [`nephrite_runtime::watch_backoff`]'s pause, so it is picked up as soon
-//! as its CRD appears or the permission is granted ("on again" is said once too). While a watch
-//! restarts, the reflector keeps what it had until the new list is complete, so a restart never
-//! empties the rules.
+//! (no EndpointSlice or IngressClass permission, [`Unavailable`]) is "off": said once, read as
+//! empty, and watched again after [`nephrite_runtime::watch_backoff`]'s pause, so it is picked
+//! up as soon as its CRD appears or the permission is granted ("on again" is said once too).
+//! While a watch restarts, its store keeps what it had until the new list is complete, so a
+//! restart never empties the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
-use kube::runtime::WatchStreamExt as _;
-use kube::runtime::reflector::{ObjectRef, Store as Reader, store::Writer};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::reflector::{ObjectRef, Store as Reader};
+use kube::runtime::watcher;
 use nephrite_krm::{Gvk, Object};
+use nephrite_runtime::{KubeWatch, Unavailable, WatchEvent};
 use tokio::sync::Notify;
 
 /// A kind the controller reads.
@@ -128,52 +128,26 @@ impl Store {
     }
 }
 
-/// Whether the error says the kind is not served (404) or not ours to read (403).
-fn absent_or_forbidden(error: &watcher::Error) -> Option<String> {
-    let client_error = match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => e,
-        watcher::Error::WatchError(status) if matches!(status.code, 403 | 404) => {
-            return Some(status.message.clone());
-        }
-        _ => return None,
-    };
-    match client_error {
-        kube::Error::Api(status) if status.code == 404 => {
-            Some("the cluster does not serve this API".to_owned())
-        }
-        kube::Error::Api(status) if status.code == 403 => {
-            Some(format!("not allowed to read it: {}", status.message))
-        }
-        _ => None,
-    }
-}
-
 /// Watches `kind` into its reflector store in `store` for ever.
 pub async fn watch_kind(client: kube::Client, kind: Kind, store: Arc<Store>) {
     let resource = &kind.resource;
     let name = resource.kind.clone();
-    let api: Api<DynamicObject> = Api::all_with(client, resource);
     let types = TypeMeta {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
     };
-    let writer = Writer::new(resource.clone());
-    locked(&store.readers).insert(name.clone(), writer.as_reader());
     let mut config = watcher::Config::default();
     if let Some(selector) = kind.field_selector {
         config = config.fields(selector);
     }
-    let stream = watcher::watcher(api, config)
+    let watch = KubeWatch::new_with(Api::all_with(client, resource), config, resource.clone())
         // Lists leave apiVersion and kind out of their items.
-        .modify(move |object| object.types = Some(types.clone()))
-        .backoff(nephrite_runtime::watch_backoff())
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(Event::InitDone) => {
+        .modify(move |object: &mut DynamicObject| object.types = Some(types.clone()));
+    locked(&store.readers).insert(name.clone(), watch.store());
+    let mut events = std::pin::pin!(watch.events());
+    while let Some(event) = events.next().await {
+        match event {
+            WatchEvent::Listed { .. } => {
                 if locked(&store.off).remove(&name).is_some() {
                     tracing::info!(
                         "{} are on: {} is served and readable",
@@ -183,10 +157,9 @@ pub async fn watch_kind(client: kube::Client, kind: Kind, store: Arc<Store>) {
                 }
                 store.listed(&name);
             }
-            Ok(Event::Apply(_) | Event::Delete(_)) => store.changed.notify_one(),
-            Ok(Event::Init | Event::InitApply(_)) => {}
-            Err(error) => {
-                if let Some(why) = absent_or_forbidden(&error) {
+            WatchEvent::Changed => store.changed.notify_one(),
+            WatchEvent::Failed(error) => match Unavailable::of(&error) {
+                Some(why) => {
                     let mut off = locked(&store.off);
                     if !off.contains_key(&name) {
                         tracing::warn!(
@@ -194,14 +167,13 @@ pub async fn watch_kind(client: kube::Client, kind: Kind, store: Arc<Store>) {
                             resource.plural,
                             resource.api_version,
                         );
-                        off.insert(name.clone(), why);
+                        off.insert(name.clone(), why.to_string());
                     }
                     drop(off);
                     store.listed(&name);
-                } else {
-                    tracing::warn!("watching {}: {error}; watching again", resource.plural);
                 }
-            }
+                None => tracing::warn!("watching {}: {error}; watching again", resource.plural),
+            },
         }
     }
 }
