@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
 use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, ShutdownHandle};
 use tokio::task::JoinHandle;
 
-use crate::api::{Changes, DataApi, Watchers};
+use crate::api::{Changes, DataService, Watchers};
 use crate::plugin_credentials::PluginCredentials;
 use crate::preparation::{LoopConfig, PreparationLoop};
 use crate::store::{self, Store};
@@ -98,7 +97,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
         GrpcServer::from_args_with_roles(identity, &command.serve, crate::auth::roles())?;
     let watchers = Watchers::default();
     watchers.register(&mut server)?;
-    let api = DataApi::new(Arc::clone(&store), changes.clone(), command.auto_approve)
+    let api = DataService::new(Arc::clone(&store), changes.clone(), command.auto_approve)
         .with_shutdown(server.shutdown_handle())
         .with_watchers(watchers);
     let web = match command.web {
@@ -109,7 +108,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
     };
     let bound = server
         .handle_signals(handle_signals)
-        .add_service(DataServer::new(api))
+        .add_service(crate::api::server(api))
         .bind(&command.serve.listen)
         .await?;
     let endpoint = bound.local_endpoint().clone();

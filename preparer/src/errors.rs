@@ -38,6 +38,12 @@ pub enum ApiError {
     /// Anything else the caller got wrong.
     #[error("{0}")]
     Invalid(String),
+    /// The caller may not make this call this way (a plugin writing without its token).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The daemon broke its own promise (a store that created nothing).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<ApiError> for Status {
@@ -52,6 +58,8 @@ impl From<ApiError> for Status {
             ApiError::Merge { source, .. } if source.is_not_ready() => {
                 Status::failed_precondition(message)
             }
+            ApiError::Forbidden(_) => Status::permission_denied(message),
+            ApiError::Internal(_) => Status::internal(message),
             ApiError::BadId { .. }
             | ApiError::BadPackage { .. }
             | ApiError::Merge { .. }

@@ -23,10 +23,9 @@ pub mod postgres;
 pub mod sql;
 pub mod sqlite;
 
-/// Default page size of a listing.
-pub const DEFAULT_PAGE: u32 = 100;
-/// Largest page size of a listing.
-pub const MAX_PAGE: u32 = 1000;
+/// The deployment row, the page of a listing and the kinds of change are the Data API's own
+/// values: the store keeps and returns them as they are.
+pub use nephrite_preparer_client::{DEFAULT_PAGE, DeploymentInfo, EntityKind, MAX_PAGE, Window};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -140,33 +139,6 @@ pub struct PluginRecord {
     pub triggers: Vec<StoredGvk>,
 }
 
-/// A deployment's row (everything but the package).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DeploymentInfo {
-    /// Id.
-    pub id: String,
-    /// Parent id (empty: none).
-    pub parent_id: String,
-    /// Template id (empty: none).
-    pub template_id: String,
-    /// Site id (empty: none).
-    pub site_id: String,
-    /// Instance key (empty: none).
-    pub instance_key: String,
-    /// Metadata.
-    pub metadata: Metadata,
-    /// Created, RFC 3339.
-    pub created: String,
-    /// Updated, RFC 3339.
-    pub updated: String,
-    /// Whether the package is prepared.
-    pub prepared: bool,
-    /// Whether it is approved.
-    pub approved: bool,
-    /// The last preparer error (empty: none).
-    pub error: String,
-}
-
 /// A deployment with its package and lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeploymentRecord {
@@ -264,63 +236,6 @@ impl CatalogFilter {
     pub fn matches(&self, id: &str, metadata: &Metadata) -> bool {
         (self.id_patterns.is_empty() || self.id_patterns.iter().any(|p| p.matches(id)))
             && self.metadata.matches(metadata)
-    }
-}
-
-/// A page request: rows after `after_id`, skipping `offset` matches, at most `limit`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Window {
-    /// Matches to skip.
-    pub offset: u32,
-    /// Page size (clamped to 1..=[`MAX_PAGE`]; 0 means [`DEFAULT_PAGE`]).
-    pub limit: u32,
-    /// Keyset: only ids after this one.
-    pub after_id: String,
-}
-
-impl Window {
-    /// The effective page size.
-    pub fn page_size(&self) -> usize {
-        match self.limit {
-            0 => DEFAULT_PAGE as usize,
-            n => n.min(MAX_PAGE) as usize,
-        }
-    }
-}
-
-/// What kind of entry a change is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EntityKind {
-    /// A template.
-    Template,
-    /// A site.
-    Site,
-    /// A plugin.
-    Plugin,
-    /// A deployment.
-    Deployment,
-}
-
-impl EntityKind {
-    /// Stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntityKind::Template => "template",
-            EntityKind::Site => "site",
-            EntityKind::Plugin => "plugin",
-            EntityKind::Deployment => "deployment",
-        }
-    }
-
-    /// From the stored spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "template" => EntityKind::Template,
-            "site" => EntityKind::Site,
-            "plugin" => EntityKind::Plugin,
-            "deployment" => EntityKind::Deployment,
-            _ => return None,
-        })
     }
 }
 

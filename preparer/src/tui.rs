@@ -9,18 +9,17 @@ use anyhow::Context as _;
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream};
 use crossterm::execute;
 use futures::StreamExt as _;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_preparer_client::{DataApi, PreparerClient};
 use nephrite_runtime::{ClientArgs, Endpoint};
 use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
-use crate::dashboard::feed::{Client, Connector, channel_client};
-use crate::dashboard::{Feed, FeedConfig, Update};
+use crate::dashboard::{Connector, Feed, FeedConfig, Update, perform};
 
 pub mod app;
 pub mod draw;
 
-use app::{App, Outcome, Request};
+use app::App;
 
 /// Most updates applied between two frames.
 const BATCH: usize = 20_000;
@@ -39,7 +38,7 @@ pub fn connector(server: &str, credentials: &ClientArgs) -> anyhow::Result<Conne
             credentials
                 .dial(&endpoint)
                 .await
-                .map(channel_client)
+                .map(|channel| Arc::new(PreparerClient::new(channel)) as Arc<dyn DataApi>)
                 .map_err(|e| e.to_string())
         })
     }))
@@ -106,52 +105,9 @@ async fn event_loop(
             let connect = Arc::clone(&connect);
             let outcomes = outcomes_tx.clone();
             tokio::spawn(async move {
-                let outcome = match connect().await {
-                    Ok(mut client) => perform(&mut client, request).await,
-                    Err(err) => failed(request, err),
-                };
+                let outcome = perform(&connect, request).await;
                 let _ = outcomes.send(outcome).await;
             });
-        }
-    }
-}
-
-fn failed(request: Request, err: String) -> Outcome {
-    match request {
-        Request::Package(id) => Outcome::Package(id, Err(err)),
-        other => Outcome::Done(other, Err(err)),
-    }
-}
-
-/// Runs one request against the Data API.
-async fn perform(client: &mut Client, request: Request) -> Outcome {
-    let message = |s: tonic::Status| s.message().to_owned();
-    match request {
-        Request::Package(id) => {
-            let package = client
-                .get_deployment(pb::GetRequest { id: id.clone() })
-                .await
-                .map(|r| r.into_inner().package_yaml)
-                .map_err(message);
-            Outcome::Package(id, package)
-        }
-        Request::Approve(ref id) => {
-            let result = client
-                .approve_deployment(pb::ApproveDeploymentRequest {
-                    deployment_id: id.clone(),
-                })
-                .await
-                .map(|_| ())
-                .map_err(message);
-            Outcome::Done(request, result)
-        }
-        Request::Delete(ref id) => {
-            let result = client
-                .delete_deployment(pb::DeleteRequest { id: id.clone() })
-                .await
-                .map(|_| ())
-                .map_err(message);
-            Outcome::Done(request, result)
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `preparer serve --web ADDR`: the web dashboard. One [`Feed`] over the daemon's own Data API
-//! (in process: the same `Watch` and listings a remote client gets, without a socket) keeps a
+//! (in process, through the client's `DataApi` trait: the same `Watch` and listings a remote
+//! client gets, without a socket or protobuf) keeps a
 //! shared [`Board`]; pages are rendered on the server and every open page follows an event
 //! stream (`text/event-stream`) that sends its `<main>` again when the board changes. The
 //! listener speaks the same TLS as the gRPC API (`--tls-cert`, `--tls-key`, and client
@@ -7,20 +8,17 @@
 //! bearer token, a login form's cookie or a client certificate). Nothing is fetched from elsewhere: the script and the
 //! style sheet are compiled into the binary.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
-use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
-use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
+use nephrite_preparer_client::DataApi;
 use nephrite_runtime::{ServeArgs, ShutdownHandle};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::api::DataApi;
-use crate::dashboard::feed::{DataService, TransportError};
-use crate::dashboard::{Board, Client, Connector, Feed, FeedConfig};
+use crate::api::DataService;
+use crate::dashboard::{Board, Connector, Feed, FeedConfig, Outcome, Request, perform};
 
 mod auth;
 pub mod pages;
@@ -51,8 +49,9 @@ impl Shared {
         read(&board)
     }
 
-    pub(crate) async fn client(&self) -> Result<Client, String> {
-        (self.connect)().await
+    /// Runs a person's request against the Data API.
+    pub(crate) async fn perform(&self, request: Request) -> Outcome {
+        perform(&self.connect, request).await
     }
 }
 
@@ -72,17 +71,10 @@ impl WebDashboard {
     }
 }
 
-/// A client of `api` in this process.
-fn in_process(api: DataApi) -> Connector {
-    Arc::new(move || {
-        let service = ServiceExt::<http::Request<tonic::body::Body>>::map_err(
-            DataServer::new(api.clone()),
-            |never: Infallible| TransportError(never.to_string()),
-        );
-        Box::pin(std::future::ready(Ok(DataClient::new(DataService::new(
-            service,
-        )))))
-    })
+/// The Data API of `api`, in this process.
+fn in_process(api: DataService) -> Connector {
+    let api: Arc<dyn DataApi> = Arc::new(api);
+    Arc::new(move || Box::pin(std::future::ready(Ok(Arc::clone(&api)))))
 }
 
 /// Binds `addr` and serves the dashboard of `api` until `shutdown`.
@@ -92,7 +84,7 @@ fn in_process(api: DataApi) -> Connector {
 pub async fn start(
     addr: SocketAddr,
     serve: &ServeArgs,
-    api: DataApi,
+    api: DataService,
     shutdown: ShutdownHandle,
 ) -> Result<WebDashboard, WebTlsError> {
     let acceptor = tls::acceptor(serve)?;

@@ -13,10 +13,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nephrite_preparer::api::{Changes, DataApi, Watchers};
+use nephrite_preparer::api::{Changes, DataService, Watchers};
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
-use nephrite_proto::nephrite::preparer::data::v1::data_server::DataServer;
 use nephrite_runtime::{DaemonIdentity, GrpcServer};
 use support::wait_for;
 use tonic::transport::Channel;
@@ -57,11 +56,11 @@ async fn a_watcher_that_stops_reading_is_dropped_and_the_others_keep_going() {
         .handle_signals(false)
         .metrics_listen(Some("127.0.0.1:0".parse().expect("endpoint")));
     watchers.register(&mut server).expect("metrics");
-    let api = DataApi::new(Arc::clone(&store), Changes::default(), true)
+    let api = DataService::new(Arc::clone(&store), Changes::default(), true)
         .with_shutdown(server.shutdown_handle())
         .with_watchers(watchers);
     let bound = server
-        .add_service(DataServer::new(api))
+        .add_service(nephrite_preparer::api::server(api))
         .bind(&"127.0.0.1:0".parse().expect("endpoint"))
         .await
         .expect("bind");

@@ -148,7 +148,7 @@ async fn prepare_needs_the_preparer_role_and_the_data_api_gets_ntcs_token() -> a
     let refused = start_ntc(d, &data_url, token(d, "ntc-wrong", "t-guess")?).await;
     let error = format!("{:#}", refused.err().context("a wrong token registers")?);
     assert!(
-        error.contains("RegisterPlugin") && error.contains("authentication credentials"),
+        error.contains("RegisterPlugin") && error.contains("Unauthenticated"),
         "{error}"
     );
     assert!(!error.contains("t-guess"), "{error}");

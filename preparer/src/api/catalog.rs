@@ -1,13 +1,13 @@
-//! Catalog handlers of the Data API: templates, sites and plugins.
-
-use std::collections::HashMap;
+//! The catalog calls of the Data API: templates, sites and plugins, from domain values to the
+//! store and back.
 
 use nephrite_merge::Metadata;
 use nephrite_merge::metadata::{extract_metadata, overlay};
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use tonic::{Request, Response, Status};
+use nephrite_preparer_client::{
+    CatalogQuery, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+};
 
-use super::{DataApi, Result, Stream_, convert, stream};
+use super::{DataService, convert};
 use crate::errors::{ApiError, check_id, parse_package};
 use crate::store::{SiteRecord, TemplateRecord};
 
@@ -18,236 +18,177 @@ async fn checked_package(
     kind: &str,
     id: &str,
     package_yaml: String,
-    metadata: HashMap<String, String>,
-) -> Result<(Metadata, String)> {
+    metadata: &Metadata,
+) -> Result<(Metadata, String), ApiError> {
     check_id(&format!("{kind} id"), id)?;
     let package = parse_package(format!("{kind} {id}"), "package_yaml", package_yaml).await?;
-    let metadata = overlay(&extract_metadata(&package), &convert::metadata(metadata));
+    let metadata = overlay(&extract_metadata(&package), metadata);
     Ok((metadata, package.to_yaml()))
 }
 
-pub(super) async fn register_template(
-    api: &DataApi,
-    request: Request<pb::RegisterTemplateRequest>,
-) -> Result<Response<pb::RegisterResponse>> {
-    let r = request.into_inner();
-    let (metadata, package_yaml) =
-        checked_package("template", &r.id, r.package_yaml, r.metadata).await?;
-    let created = api
-        .store
-        .put_template(TemplateRecord {
-            id: r.id,
-            metadata,
-            package_yaml,
-        })
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::RegisterResponse { created }))
-}
-
-pub(super) async fn get_template(
-    api: &DataApi,
-    request: Request<pb::GetRequest>,
-) -> Result<Response<pb::Template>> {
-    let id = request.into_inner().id;
-    check_id("template id", &id)?;
-    let t = api.store.get_template(&id).await.map_err(ApiError::from)?;
-    Ok(Response::new(pb::Template {
-        info: Some(pb::TemplateInfo {
-            id: t.id,
-            metadata: t.metadata.into_iter().collect(),
-        }),
-        package_yaml: t.package_yaml,
-    }))
-}
-
-pub(super) async fn list_templates(
-    api: &DataApi,
-    request: Request<pb::ListTemplatesRequest>,
-) -> Result<Response<Stream_<pb::TemplateInfo>>> {
-    let r = request.into_inner();
-    let filter = convert::catalog_filter(&r.id_patterns, &r.metadata_patterns)?;
-    let rows = api
-        .store
-        .list_templates(&filter, &convert::window(r.window)?)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Response::new(stream(
-        rows.into_iter()
-            .map(|(id, metadata)| pb::TemplateInfo {
-                id,
-                metadata: metadata.into_iter().collect(),
-            })
-            .collect(),
-    )))
-}
-
-pub(super) async fn delete_template(
-    api: &DataApi,
-    request: Request<pb::DeleteRequest>,
-) -> Result<Response<pb::DeleteResponse>> {
-    let id = request.into_inner().id;
-    check_id("template id", &id)?;
-    let deleted = api
-        .store
-        .delete_template(&id)
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::DeleteResponse { deleted }))
-}
-
-pub(super) async fn register_site(
-    api: &DataApi,
-    request: Request<pb::RegisterSiteRequest>,
-) -> Result<Response<pb::RegisterResponse>> {
-    let r = request.into_inner();
-    let (metadata, package_yaml) =
-        checked_package("site", &r.id, r.package_yaml, r.metadata).await?;
-    let created = api
-        .store
-        .put_site(SiteRecord {
-            id: r.id,
-            metadata,
-            package_yaml,
-            template_id: r.template_id,
-            deployment_id: r.deployment_id,
-        })
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::RegisterResponse { created }))
-}
-
-pub(super) async fn get_site(
-    api: &DataApi,
-    request: Request<pb::GetRequest>,
-) -> Result<Response<pb::Site>> {
-    let id = request.into_inner().id;
-    check_id("site id", &id)?;
-    let s = api.store.get_site(&id).await.map_err(ApiError::from)?;
-    Ok(Response::new(pb::Site {
-        info: Some(pb::SiteInfo {
-            id: s.id,
-            metadata: s.metadata.into_iter().collect(),
-            template_id: s.template_id,
-            deployment_id: s.deployment_id,
-        }),
-        package_yaml: s.package_yaml,
-    }))
-}
-
-pub(super) async fn list_sites(
-    api: &DataApi,
-    request: Request<pb::ListSitesRequest>,
-) -> Result<Response<Stream_<pb::SiteInfo>>> {
-    let r = request.into_inner();
-    let filter = convert::catalog_filter(&r.id_patterns, &r.metadata_patterns)?;
-    let rows = api
-        .store
-        .list_sites(&filter, &convert::window(r.window)?)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Response::new(stream(
-        rows.into_iter()
-            .map(|s| pb::SiteInfo {
-                id: s.id,
-                metadata: s.metadata.into_iter().collect(),
-                template_id: s.template_id,
-                deployment_id: s.deployment_id,
-            })
-            .collect(),
-    )))
-}
-
-pub(super) async fn delete_site(
-    api: &DataApi,
-    request: Request<pb::DeleteRequest>,
-) -> Result<Response<pb::DeleteResponse>> {
-    let id = request.into_inner().id;
-    check_id("site id", &id)?;
-    let deleted = api.store.delete_site(&id).await.map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::DeleteResponse { deleted }))
-}
-
-pub(super) async fn register_plugin(
-    api: &DataApi,
-    request: Request<pb::RegisterPluginRequest>,
-) -> Result<Response<pb::RegisterResponse>> {
-    let plugin = request
-        .into_inner()
-        .plugin
-        .ok_or_else(|| Status::invalid_argument("RegisterPlugin: plugin is required"))?;
-    check_id("plugin name", &plugin.name)?;
-    if plugin
-        .endpoint
-        .parse::<nephrite_runtime::Endpoint>()
-        .is_err()
-    {
-        return Err(Status::invalid_argument(format!(
-            "plugin {}: invalid endpoint {:?}",
-            plugin.name, plugin.endpoint
-        )));
+fn site_info(site: SiteRecord) -> SiteInfo {
+    SiteInfo {
+        id: site.id,
+        metadata: site.metadata,
+        template_id: site.template_id,
+        deployment_id: site.deployment_id,
     }
-    let record = convert::plugin_record(plugin)?;
-    let created = api.store.put_plugin(record).await.map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::RegisterResponse { created }))
 }
 
-pub(super) async fn get_plugin(
-    api: &DataApi,
-    request: Request<pb::GetRequest>,
-) -> Result<Response<pb::Plugin>> {
-    let name = request.into_inner().id;
-    check_id("plugin name", &name)?;
-    let plugin = api.store.get_plugin(&name).await.map_err(ApiError::from)?;
-    Ok(Response::new(convert::plugin(plugin)))
-}
-
-pub(super) async fn list_plugins(
-    api: &DataApi,
-    request: Request<pb::ListPluginsRequest>,
-) -> Result<Response<Stream_<pb::Plugin>>> {
-    let r = request.into_inner();
-    let names = convert::patterns("name pattern", &r.name_patterns)?;
-    let wanted_type = (r.r#type != 0)
-        .then(|| convert::plugin_type(r.r#type))
-        .transpose()?;
-    let window = convert::window(r.window)?;
-    let plugins = api.store.list_plugins().await.map_err(ApiError::from)?;
-    let rows: Vec<_> = plugins
-        .into_iter()
-        .filter(|p| p.name.as_str() > window.after_id.as_str())
-        .filter(|p| wanted_type.is_none_or(|t| t == p.plugin_type))
-        .filter(|p| names.is_empty() || names.iter().any(|n| n.matches(&p.name)))
-        .filter(|p| {
-            r.trigger.as_ref().is_none_or(|t| {
-                p.triggers
-                    .iter()
-                    .any(|g| g.group == t.group && g.version == t.version && g.kind == t.kind)
+impl DataService {
+    /// Registers (or replaces) a template; whether it was new.
+    pub async fn register_template(&self, template: Template) -> Result<bool, ApiError> {
+        let Template { info, package_yaml } = template;
+        let (metadata, package_yaml) =
+            checked_package("template", &info.id, package_yaml, &info.metadata).await?;
+        let created = self
+            .store
+            .put_template(TemplateRecord {
+                id: info.id,
+                metadata,
+                package_yaml,
             })
-        })
-        .skip(window.offset as usize)
-        .take(window.page_size())
-        .map(convert::plugin)
-        .collect();
-    Ok(Response::new(stream(rows)))
-}
+            .await?;
+        self.changes.bump();
+        Ok(created)
+    }
 
-pub(super) async fn delete_plugin(
-    api: &DataApi,
-    request: Request<pb::DeleteRequest>,
-) -> Result<Response<pb::DeleteResponse>> {
-    let name = request.into_inner().id;
-    check_id("plugin name", &name)?;
-    let deleted = api
-        .store
-        .delete_plugin(&name)
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::DeleteResponse { deleted }))
+    /// A template with its package.
+    pub async fn get_template(&self, id: &str) -> Result<Template, ApiError> {
+        check_id("template id", id)?;
+        let t = self.store.get_template(id).await?;
+        Ok(Template {
+            info: TemplateInfo {
+                id: t.id,
+                metadata: t.metadata,
+            },
+            package_yaml: t.package_yaml,
+        })
+    }
+
+    /// One page of templates.
+    pub async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, ApiError> {
+        let filter = convert::catalog_filter(&query.id_patterns, &query.metadata_patterns)?;
+        let rows = self
+            .store
+            .list_templates(&filter, &convert::window(query.window)?)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, metadata)| TemplateInfo { id, metadata })
+            .collect())
+    }
+
+    /// Deletes a template; whether it existed.
+    pub async fn delete_template(&self, id: &str) -> Result<bool, ApiError> {
+        check_id("template id", id)?;
+        let deleted = self.store.delete_template(id).await?;
+        self.changes.bump();
+        Ok(deleted)
+    }
+
+    /// Registers (or replaces) a site; whether it was new.
+    pub async fn register_site(&self, site: Site) -> Result<bool, ApiError> {
+        let Site { info, package_yaml } = site;
+        let (metadata, package_yaml) =
+            checked_package("site", &info.id, package_yaml, &info.metadata).await?;
+        let created = self
+            .store
+            .put_site(SiteRecord {
+                id: info.id,
+                metadata,
+                package_yaml,
+                template_id: info.template_id,
+                deployment_id: info.deployment_id,
+            })
+            .await?;
+        self.changes.bump();
+        Ok(created)
+    }
+
+    /// A site with its package.
+    pub async fn get_site(&self, id: &str) -> Result<Site, ApiError> {
+        check_id("site id", id)?;
+        let mut site = self.store.get_site(id).await?;
+        let package_yaml = std::mem::take(&mut site.package_yaml);
+        Ok(Site {
+            info: site_info(site),
+            package_yaml,
+        })
+    }
+
+    /// One page of sites.
+    pub async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, ApiError> {
+        let filter = convert::catalog_filter(&query.id_patterns, &query.metadata_patterns)?;
+        let rows = self
+            .store
+            .list_sites(&filter, &convert::window(query.window)?)
+            .await?;
+        Ok(rows.into_iter().map(site_info).collect())
+    }
+
+    /// Deletes a site; whether it existed.
+    pub async fn delete_site(&self, id: &str) -> Result<bool, ApiError> {
+        check_id("site id", id)?;
+        let deleted = self.store.delete_site(id).await?;
+        self.changes.bump();
+        Ok(deleted)
+    }
+
+    /// Registers (or replaces) a plugin; whether it was new.
+    pub async fn register_plugin(&self, plugin: Plugin) -> Result<bool, ApiError> {
+        check_id("plugin name", &plugin.name)?;
+        if plugin
+            .endpoint
+            .parse::<nephrite_runtime::Endpoint>()
+            .is_err()
+        {
+            return Err(ApiError::Invalid(format!(
+                "plugin {}: invalid endpoint {:?}",
+                plugin.name, plugin.endpoint
+            )));
+        }
+        let record = convert::plugin_record(plugin)?;
+        let created = self.store.put_plugin(record).await?;
+        self.changes.bump();
+        Ok(created)
+    }
+
+    /// A plugin.
+    pub async fn get_plugin(&self, name: &str) -> Result<Plugin, ApiError> {
+        check_id("plugin name", name)?;
+        convert::plugin(self.store.get_plugin(name).await?)
+    }
+
+    /// One page of plugins.
+    pub async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, ApiError> {
+        let names = convert::patterns("name pattern", &query.name_patterns)?;
+        let window = convert::window(query.window)?;
+        let wanted_type = query.plugin_type.map(|t| t.as_str());
+        let plugins = self.store.list_plugins().await?;
+        plugins
+            .into_iter()
+            .filter(|p| p.name.as_str() > window.after_id.as_str())
+            .filter(|p| wanted_type.is_none_or(|t| t == p.plugin_type))
+            .filter(|p| names.is_empty() || names.iter().any(|n| n.matches(&p.name)))
+            .filter(|p| {
+                query.trigger.as_ref().is_none_or(|t| {
+                    p.triggers
+                        .iter()
+                        .any(|g| g.group == t.group && g.version == t.version && g.kind == t.kind)
+                })
+            })
+            .skip(window.offset as usize)
+            .take(window.page_size())
+            .map(convert::plugin)
+            .collect()
+    }
+
+    /// Deletes a plugin; whether it existed.
+    pub async fn delete_plugin(&self, name: &str) -> Result<bool, ApiError> {
+        check_id("plugin name", name)?;
+        let deleted = self.store.delete_plugin(name).await?;
+        self.changes.bump();
+        Ok(deleted)
+    }
 }

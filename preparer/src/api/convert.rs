@@ -1,43 +1,19 @@
-//! Proto ↔ store conversions for the Data API.
+//! Domain ↔ store conversions of the Data API, with the argument checks a request's patterns,
+//! windows and plugins pass before they reach the store.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
+use nephrite_krm::Gvk;
 use nephrite_merge::id::IdPattern;
-use nephrite_merge::metadata::{Metadata, MetadataSelector};
-use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_merge::metadata::MetadataSelector;
+use nephrite_preparer_client::{Plugin, PluginType};
 
 use crate::errors::{ApiError, check_count, check_length};
-use crate::store::{self, CatalogFilter, DeploymentInfo, PluginRecord, StoredGvk};
+use crate::store::{CatalogFilter, PluginRecord, StoredGvk, Window};
 
-pub(super) fn info(info: DeploymentInfo) -> pb::DeploymentInfo {
-    pb::DeploymentInfo {
-        deployment_id: info.id,
-        parent_deployment_id: info.parent_id,
-        template_id: info.template_id,
-        site_id: info.site_id,
-        metadata: info.metadata.into_iter().collect(),
-        created: info.created,
-        updated: info.updated,
-        prepared: info.prepared,
-        approved: info.approved,
-        error: info.error,
-        instance_key: info.instance_key,
-    }
-}
-
-pub(super) fn metadata(map: HashMap<String, String>) -> Metadata {
-    map.into_iter().collect()
-}
-
-pub(super) fn window(window: Option<pb::Window>) -> Result<store::Window, ApiError> {
-    let window = window.unwrap_or_default();
+pub(super) fn window(window: Window) -> Result<Window, ApiError> {
     check_length("window.after_id", &window.after_id)?;
-    Ok(store::Window {
-        offset: window.offset,
-        limit: window.max_count,
-        after_id: window.after_id,
-    })
+    Ok(window)
 }
 
 pub(super) fn patterns(what: &str, patterns: &[String]) -> Result<Vec<IdPattern>, ApiError> {
@@ -56,26 +32,24 @@ pub(super) fn patterns(what: &str, patterns: &[String]) -> Result<Vec<IdPattern>
 
 pub(super) fn selector(
     what: &str,
-    map: &HashMap<String, String>,
+    map: &BTreeMap<String, String>,
 ) -> Result<MetadataSelector, ApiError> {
     check_count(&format!("{what}s"), map.len())?;
     for (key, value) in map {
         check_length(&format!("{what} key"), key)?;
         check_length(&format!("{what} for {key}"), value)?;
     }
-    let mut pairs: Vec<_> = map.iter().collect();
-    pairs.sort();
-    MetadataSelector::new(pairs.into_iter().map(|(k, v)| (k.clone(), v.clone()))).map_err(
-        |source| ApiError::BadId {
+    MetadataSelector::new(map.iter().map(|(k, v)| (k.clone(), v.clone()))).map_err(|source| {
+        ApiError::BadId {
             what: what.to_owned(),
             source,
-        },
-    )
+        }
+    })
 }
 
 pub(super) fn catalog_filter(
     id_patterns: &[String],
-    metadata: &HashMap<String, String>,
+    metadata: &BTreeMap<String, String>,
 ) -> Result<CatalogFilter, ApiError> {
     Ok(CatalogFilter {
         id_patterns: patterns("id pattern", id_patterns)?,
@@ -83,24 +57,7 @@ pub(super) fn catalog_filter(
     })
 }
 
-pub(super) fn plugin_type(value: i32) -> Result<&'static str, ApiError> {
-    match pb::PluginType::try_from(value) {
-        Ok(pb::PluginType::Prepare) | Ok(pb::PluginType::Unspecified) => Ok("prepare"),
-        Ok(pb::PluginType::Validate) => Ok("validate"),
-        Ok(pb::PluginType::Schedule) => Ok("schedule"),
-        Err(_) => Err(ApiError::Invalid(format!("unknown plugin type {value}"))),
-    }
-}
-
-fn plugin_type_number(text: &str) -> i32 {
-    match text {
-        "validate" => pb::PluginType::Validate as i32,
-        "schedule" => pb::PluginType::Schedule as i32,
-        _ => pb::PluginType::Prepare as i32,
-    }
-}
-
-pub(super) fn plugin_record(plugin: pb::Plugin) -> Result<PluginRecord, ApiError> {
+pub(super) fn plugin_record(plugin: Plugin) -> Result<PluginRecord, ApiError> {
     let triggers = plugin
         .triggers
         .into_iter()
@@ -119,30 +76,36 @@ pub(super) fn plugin_record(plugin: pb::Plugin) -> Result<PluginRecord, ApiError
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(PluginRecord {
-        plugin_type: plugin_type(plugin.r#type)?.to_owned(),
+        plugin_type: plugin.plugin_type.as_str().to_owned(),
         name: plugin.name,
         endpoint: plugin.endpoint,
         arguments: plugin.arguments,
-        properties: plugin.properties.into_iter().collect(),
+        properties: plugin.properties,
         triggers,
     })
 }
 
-pub(super) fn plugin(record: PluginRecord) -> pb::Plugin {
-    pb::Plugin {
-        r#type: plugin_type_number(&record.plugin_type),
+pub(super) fn plugin(record: PluginRecord) -> Result<Plugin, ApiError> {
+    let plugin_type = PluginType::parse(&record.plugin_type).ok_or_else(|| {
+        ApiError::Store(crate::store::StoreError::Corrupt {
+            what: "plugin type",
+            message: format!("plugin {}: {:?}", record.name, record.plugin_type),
+        })
+    })?;
+    Ok(Plugin {
+        plugin_type,
         name: record.name,
         endpoint: record.endpoint,
         arguments: record.arguments,
-        properties: record.properties.into_iter().collect(),
+        properties: record.properties,
         triggers: record
             .triggers
             .into_iter()
-            .map(|t| GroupVersionKind {
+            .map(|t| Gvk {
                 group: t.group,
                 version: t.version,
                 kind: t.kind,
             })
             .collect(),
-    }
+    })
 }

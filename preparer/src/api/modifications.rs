@@ -1,13 +1,14 @@
 //! Modifications of the Data API: leases (start, renew, end, cancel) and the one-shot
 //! modification behind direct updates, with the fields a package implies.
 
+use std::time::Duration;
+
 use nephrite_krm::Package;
 use nephrite_merge::DeploymentResource;
 use nephrite_merge::metadata::{extract_metadata, overlay};
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use tonic::{Request, Response};
+use nephrite_preparer_client::{DeploymentInfo, Modification};
 
-use super::{DEFAULT_LEASE, DataApi, Result, convert};
+use super::{DEFAULT_LEASE, DataService};
 use crate::clock::{ms_text, now_ms, now_text};
 use crate::errors::{ApiError, check_id, parse_package, read_package};
 use crate::store::{DeploymentRecord, DeploymentUpdate};
@@ -16,15 +17,15 @@ fn token() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn lease_ms(requested: u64) -> i64 {
-    if requested == 0 {
-        DEFAULT_LEASE.as_millis() as i64
-    } else {
-        requested.min(3_600_000) as i64
+/// A lease's length in ms: the default when none is asked for, at most an hour.
+fn lease_ms(requested: Option<Duration>) -> i64 {
+    match requested {
+        None => DEFAULT_LEASE.as_millis() as i64,
+        Some(lease) => lease.as_millis().min(3_600_000) as i64,
     }
 }
 
-impl DataApi {
+impl DataService {
     /// The fields a package implies, for writing it.
     pub(super) fn derive(record: &DeploymentRecord, package: &Package) -> DeploymentUpdate {
         DeploymentUpdate {
@@ -41,19 +42,19 @@ impl DataApi {
     pub(super) async fn modify(
         &self,
         id: &str,
-        edit: impl FnOnce(&mut Package) -> std::result::Result<(), ApiError>,
-    ) -> std::result::Result<pb::DeploymentInfo, ApiError> {
+        edit: impl FnOnce(&mut Package) -> Result<(), ApiError>,
+    ) -> Result<DeploymentInfo, ApiError> {
         check_id("deployment id", id)?;
         let token = token();
         let now = now_ms();
         let record = self
             .store
-            .start_modification(id, &token, now, now + lease_ms(0))
+            .start_modification(id, &token, now, now + lease_ms(None))
             .await?;
         let result = async {
             let mut package = read_package(&format!("deployment {id}"), &record.package_yaml)?;
             edit(&mut package)?;
-            let update = DataApi::derive(&record, &package);
+            let update = DataService::derive(&record, &package);
             Ok::<_, ApiError>(
                 self.store
                     .write_modification(id, &token, now_ms(), Some(update), true)
@@ -69,95 +70,84 @@ impl DataApi {
         }
         let info = result?;
         self.changes.bump();
-        Ok(convert::info(info))
+        Ok(info)
     }
-}
 
-pub(super) async fn start_modification(
-    api: &DataApi,
-    request: Request<pb::StartModificationRequest>,
-) -> Result<Response<pb::Modification>> {
-    let r = request.into_inner();
-    check_id("deployment id", &r.deployment_id)?;
-    let token = token();
-    let now = now_ms();
-    let expires = now + lease_ms(r.lease_ms);
-    let record = api
-        .store
-        .start_modification(&r.deployment_id, &token, now, expires)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Response::new(pb::Modification {
-        deployment_id: r.deployment_id,
-        token,
-        package_yaml: record.package_yaml,
-        lease_expires: ms_text(expires),
-    }))
-}
-
-pub(super) async fn renew_modification(
-    api: &DataApi,
-    request: Request<pb::RenewModificationRequest>,
-) -> Result<Response<pb::Modification>> {
-    let r = request.into_inner();
-    check_id("deployment id", &r.deployment_id)?;
-    let now = now_ms();
-    let expires = now + lease_ms(r.lease_ms);
-    api.store
-        .renew_modification(&r.deployment_id, &r.token, now, expires)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(Response::new(pb::Modification {
-        deployment_id: r.deployment_id,
-        token: r.token,
-        package_yaml: String::new(),
-        lease_expires: ms_text(expires),
-    }))
-}
-
-pub(super) async fn end_modification(
-    api: &DataApi,
-    request: Request<pb::EndModificationRequest>,
-) -> Result<Response<pb::EndModificationResponse>> {
-    let r = request.into_inner();
-    check_id("deployment id", &r.deployment_id)?;
-    let update = if r.package_yaml.is_empty() {
-        None
-    } else {
-        let package = parse_package(
-            format!("deployment {}", r.deployment_id),
-            "package_yaml",
-            r.package_yaml.clone(),
-        )
-        .await?;
-        let record = api
+    /// Takes the exclusive lease of a deployment for `lease` (`None`: [`DEFAULT_LEASE`]).
+    pub async fn start_modification(
+        &self,
+        id: &str,
+        lease: Option<Duration>,
+    ) -> Result<Modification, ApiError> {
+        check_id("deployment id", id)?;
+        let token = token();
+        let now = now_ms();
+        let expires = now + lease_ms(lease);
+        let record = self
             .store
-            .get_deployment(&r.deployment_id)
-            .await
-            .map_err(ApiError::from)?;
-        Some(DataApi::derive(&record, &package))
-    };
-    let info = api
-        .store
-        .write_modification(&r.deployment_id, &r.token, now_ms(), update, true)
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::EndModificationResponse {
-        info: Some(convert::info(info)),
-    }))
-}
+            .start_modification(id, &token, now, expires)
+            .await?;
+        Ok(Modification {
+            deployment_id: id.to_owned(),
+            token,
+            package_yaml: record.package_yaml,
+            lease_expires: ms_text(expires),
+        })
+    }
 
-pub(super) async fn cancel_modification(
-    api: &DataApi,
-    request: Request<pb::CancelModificationRequest>,
-) -> Result<Response<pb::CancelModificationResponse>> {
-    let r = request.into_inner();
-    check_id("deployment id", &r.deployment_id)?;
-    api.store
-        .write_modification(&r.deployment_id, &r.token, now_ms(), None, true)
-        .await
-        .map_err(ApiError::from)?;
-    api.changes.bump();
-    Ok(Response::new(pb::CancelModificationResponse {}))
+    /// Extends the lease `token` holds.
+    pub async fn renew_modification(
+        &self,
+        id: &str,
+        token: &str,
+        lease: Option<Duration>,
+    ) -> Result<Modification, ApiError> {
+        check_id("deployment id", id)?;
+        let now = now_ms();
+        let expires = now + lease_ms(lease);
+        self.store
+            .renew_modification(id, token, now, expires)
+            .await?;
+        Ok(Modification {
+            deployment_id: id.to_owned(),
+            token: token.to_owned(),
+            package_yaml: String::new(),
+            lease_expires: ms_text(expires),
+        })
+    }
+
+    /// Writes `package_yaml` (when given) and releases the lease.
+    pub async fn end_modification(
+        &self,
+        id: &str,
+        token: &str,
+        package_yaml: Option<String>,
+    ) -> Result<DeploymentInfo, ApiError> {
+        check_id("deployment id", id)?;
+        let update = match package_yaml.filter(|yaml| !yaml.is_empty()) {
+            None => None,
+            Some(yaml) => {
+                let package =
+                    parse_package(format!("deployment {id}"), "package_yaml", yaml).await?;
+                let record = self.store.get_deployment(id).await?;
+                Some(DataService::derive(&record, &package))
+            }
+        };
+        let info = self
+            .store
+            .write_modification(id, token, now_ms(), update, true)
+            .await?;
+        self.changes.bump();
+        Ok(info)
+    }
+
+    /// Releases the lease without writing.
+    pub async fn cancel_modification(&self, id: &str, token: &str) -> Result<(), ApiError> {
+        check_id("deployment id", id)?;
+        self.store
+            .write_modification(id, token, now_ms(), None, true)
+            .await?;
+        self.changes.bump();
+        Ok(())
+    }
 }

@@ -1,6 +1,6 @@
 //! Rendering rows for people (tables) and scripts (JSON / YAML).
 
-use nephrite_proto::nephrite::preparer::data::v1::DeploymentInfo;
+use nephrite_preparer_client::DeploymentInfo;
 use nephrite_runtime::table::Table;
 use serde_json::{Value, json};
 
@@ -8,13 +8,12 @@ use super::ListFormat;
 
 /// A deployment row in TKO's DeploymentInfo shape.
 pub(super) fn deployment_json(info: &DeploymentInfo) -> Value {
-    let metadata: std::collections::BTreeMap<_, _> = info.metadata.iter().collect();
     json!({
-        "deploymentId": info.deployment_id,
-        "parentDeploymentId": info.parent_deployment_id,
+        "deploymentId": info.id,
+        "parentDeploymentId": info.parent_id,
         "templateId": info.template_id,
         "siteId": info.site_id,
-        "metadata": metadata,
+        "metadata": info.metadata,
         "created": info.created,
         "updated": info.updated,
         "prepared": info.prepared,

@@ -1,14 +1,15 @@
 //! Running the client subcommands against a Data API.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use nephrite_krm::Package;
-use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
-use nephrite_runtime::{AuthChannel, Endpoint};
+use nephrite_krm::{Gvk, Package};
+use nephrite_preparer_client::{
+    CatalogQuery, DataApi, DeploymentQuery, DeploymentRequest, Metadata, Plugin, PluginQuery,
+    PluginType, PreparerClient, Site, SiteInfo, Template, TemplateInfo,
+};
+use nephrite_runtime::Endpoint;
 use serde_json::{Value, json};
 
 use nephrite_runtime::table::Table;
@@ -26,33 +27,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         return crate::tui::run(&cli.server, &cli.credentials).await;
     }
     let channel = cli.credentials.dial(&endpoint).await?;
-    let mut client = DataClient::new(channel);
+    let client = PreparerClient::new(channel);
     let text = match cli.command {
         Command::Serve(_) | Command::Dashboard => {
             bail!("serve and dashboard are not one-shot client commands")
         }
-        Command::Template(command) => catalog(&mut client, Catalog::Templates, command).await?,
-        Command::Site(command) => catalog(&mut client, Catalog::Sites, command).await?,
-        Command::Plugin(command) => plugin(&mut client, command).await?,
-        Command::Deployment(command) => deployment(&mut client, command).await?,
+        Command::Template(command) => catalog(&client, Catalog::Templates, command).await?,
+        Command::Site(command) => catalog(&client, Catalog::Sites, command).await?,
+        Command::Plugin(command) => plugin(&client, command).await?,
+        Command::Deployment(command) => deployment(&client, command).await?,
     };
     print!("{text}");
     Ok(())
 }
 
-/// A failed call as a person reads it: the status message, then what caused it when the call
-/// never reached the server (a refused connection, a TLS handshake the server ended).
-fn status(status: tonic::Status) -> anyhow::Error {
-    let message = status.message();
-    match std::error::Error::source(&status).map(nephrite_runtime::report::error_chain) {
-        Some(causes) if causes.starts_with(message) => anyhow!("{causes}"),
-        Some(causes) => anyhow!("{message}: {causes}"),
-        None => anyhow!("{message}"),
-    }
-}
-
 /// `k=v` arguments as a map.
-fn key_values(what: &str, items: &[String]) -> anyhow::Result<HashMap<String, String>> {
+fn key_values(what: &str, items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     items
         .iter()
         .map(|item| {
@@ -89,114 +79,76 @@ impl Catalog {
     /// Registers (or replaces) an entry; whether it was new.
     async fn register(
         self,
-        client: &mut DataClient<AuthChannel>,
+        client: &dyn DataApi,
         id: String,
-        metadata: HashMap<String, String>,
+        metadata: Metadata,
         package_yaml: String,
-    ) -> Result<bool, tonic::Status> {
+    ) -> anyhow::Result<bool> {
         Ok(match self {
             Catalog::Templates => {
+                let info = TemplateInfo { id, metadata };
                 client
-                    .register_template(pb::RegisterTemplateRequest {
-                        id,
-                        metadata,
-                        package_yaml,
-                    })
+                    .register_template(Template { info, package_yaml })
                     .await?
-                    .into_inner()
-                    .created
             }
             Catalog::Sites => {
-                client
-                    .register_site(pb::RegisterSiteRequest {
-                        id,
-                        metadata,
-                        package_yaml,
-                        ..Default::default()
-                    })
-                    .await?
-                    .into_inner()
-                    .created
+                let info = SiteInfo {
+                    id,
+                    metadata,
+                    ..SiteInfo::default()
+                };
+                client.register_site(Site { info, package_yaml }).await?
             }
         })
     }
 
-    /// One page of (id, metadata).
-    async fn page(
+    /// Every (id, metadata) matching `query`.
+    async fn list(
         self,
-        client: &mut DataClient<AuthChannel>,
-        id_patterns: Vec<String>,
-        metadata_patterns: HashMap<String, String>,
-        window: pb::Window,
-    ) -> Result<Vec<(String, HashMap<String, String>)>, tonic::Status> {
-        let window = Some(window);
-        let mut page = Vec::new();
-        match self {
-            Catalog::Templates => {
-                let request = pb::ListTemplatesRequest {
-                    id_patterns,
-                    metadata_patterns,
-                    window,
-                };
-                let mut stream = client.list_templates(request).await?.into_inner();
-                while let Some(item) = stream.message().await? {
-                    page.push((item.id, item.metadata));
-                }
-            }
-            Catalog::Sites => {
-                let request = pb::ListSitesRequest {
-                    id_patterns,
-                    metadata_patterns,
-                    window,
-                };
-                let mut stream = client.list_sites(request).await?.into_inner();
-                while let Some(item) = stream.message().await? {
-                    page.push((item.id, item.metadata));
-                }
-            }
-        }
-        Ok(page)
+        client: &dyn DataApi,
+        query: CatalogQuery,
+    ) -> anyhow::Result<Vec<(String, Metadata)>> {
+        Ok(match self {
+            Catalog::Templates => client
+                .all_templates(query)
+                .await?
+                .into_iter()
+                .map(|t| (t.id, t.metadata))
+                .collect(),
+            Catalog::Sites => client
+                .all_sites(query)
+                .await?
+                .into_iter()
+                .map(|s| (s.id, s.metadata))
+                .collect(),
+        })
     }
 
     /// An entry's metadata and package.
-    async fn get(
-        self,
-        client: &mut DataClient<AuthChannel>,
-        id: String,
-    ) -> Result<(HashMap<String, String>, String), tonic::Status> {
-        let request = pb::GetRequest { id };
+    async fn get(self, client: &dyn DataApi, id: &str) -> anyhow::Result<(Metadata, String)> {
         Ok(match self {
             Catalog::Templates => {
-                let t = client.get_template(request).await?.into_inner();
-                (t.info.unwrap_or_default().metadata, t.package_yaml)
+                let t = client.get_template(id).await?;
+                (t.info.metadata, t.package_yaml)
             }
             Catalog::Sites => {
-                let s = client.get_site(request).await?.into_inner();
-                (s.info.unwrap_or_default().metadata, s.package_yaml)
+                let s = client.get_site(id).await?;
+                (s.info.metadata, s.package_yaml)
             }
         })
     }
 
     /// Deletes an entry; whether it existed.
-    async fn delete(
-        self,
-        client: &mut DataClient<AuthChannel>,
-        id: String,
-    ) -> Result<bool, tonic::Status> {
-        let request = pb::DeleteRequest { id };
-        let response = match self {
-            Catalog::Templates => client.delete_template(request).await?,
-            Catalog::Sites => client.delete_site(request).await?,
-        };
-        Ok(response.into_inner().deleted)
+    async fn delete(self, client: &dyn DataApi, id: &str) -> anyhow::Result<bool> {
+        Ok(match self {
+            Catalog::Templates => client.delete_template(id).await?,
+            Catalog::Sites => client.delete_site(id).await?,
+        })
     }
 }
 
-/// Rows per page when a command fetches every page.
-const PAGE: u32 = 1000;
-
 async fn catalog(
-    client: &mut DataClient<AuthChannel>,
+    client: &dyn DataApi,
     kind: Catalog,
     command: CatalogCommand,
 ) -> anyhow::Result<String> {
@@ -207,8 +159,7 @@ async fn catalog(
             let metadata = key_values("--metadata", &metadata)?;
             let created = kind
                 .register(client, id.clone(), metadata, package.to_yaml())
-                .await
-                .map_err(status)?;
+                .await?;
             tracing::info!(
                 "{noun} {id} {}",
                 if created { "registered" } else { "replaced" }
@@ -219,28 +170,12 @@ async fn catalog(
             ids,
             listing: Listing { metadata, output },
         } => {
-            let metadata_patterns = key_values("--metadata", &metadata)?;
-            let mut rows: Vec<(String, HashMap<String, String>)> = Vec::new();
-            let mut after_id = String::new();
-            loop {
-                let window = pb::Window {
-                    offset: 0,
-                    max_count: PAGE,
-                    after_id: after_id.clone(),
-                };
-                let page = kind
-                    .page(client, ids.clone(), metadata_patterns.clone(), window)
-                    .await
-                    .map_err(status)?;
-                let done = page.len() < PAGE as usize;
-                if let Some((last, _)) = page.last() {
-                    after_id = last.clone();
-                }
-                rows.extend(page);
-                if done {
-                    break;
-                }
-            }
+            let query = CatalogQuery {
+                id_patterns: ids,
+                metadata_patterns: key_values("--metadata", &metadata)?,
+                ..CatalogQuery::default()
+            };
+            let rows = kind.list(client, query).await?;
             let mut table = Table::new(["ID", "METADATA"]);
             for (id, metadata) in &rows {
                 table.row([id.clone(), pairs(metadata)]);
@@ -248,29 +183,25 @@ async fn catalog(
             let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
             let items = rows
                 .iter()
-                .map(|(id, m)| {
-                    let m: std::collections::BTreeMap<_, _> = m.iter().collect();
-                    json!({ "id": id, "metadata": m })
-                })
+                .map(|(id, m)| json!({ "id": id, "metadata": m }))
                 .collect();
             listing(&output, noun, &table, &ids, items)
         }
         CatalogCommand::Get { id, output } => {
-            let (metadata, package_yaml) = kind.get(client, id.clone()).await.map_err(status)?;
+            let (metadata, package_yaml) = kind.get(client, &id).await?;
             match output {
                 GetFormat::Yaml => Ok(package_yaml),
                 GetFormat::Json => {
                     let package = Package::from_yaml(&package_yaml)?;
-                    let m: std::collections::BTreeMap<_, _> = metadata.iter().collect();
                     render(
-                        &json!({ "id": id, "metadata": m, "package": package.objects() }),
+                        &json!({ "id": id, "metadata": metadata, "package": package.objects() }),
                         false,
                     )
                 }
             }
         }
         CatalogCommand::Delete { id } => {
-            if !kind.delete(client, id.clone()).await.map_err(status)? {
+            if !kind.delete(client, &id).await? {
                 bail!("{noun} not found: {id}");
             }
             Ok(String::new())
@@ -278,7 +209,7 @@ async fn catalog(
     }
 }
 
-fn parse_trigger(text: &str) -> anyhow::Result<GroupVersionKind> {
+fn parse_trigger(text: &str) -> anyhow::Result<Gvk> {
     let parts: Vec<&str> = text.split('/').collect();
     let (group, version, kind) = match parts.as_slice() {
         [group, version, kind] => (*group, *version, *kind),
@@ -288,26 +219,14 @@ fn parse_trigger(text: &str) -> anyhow::Result<GroupVersionKind> {
     if version.is_empty() || kind.is_empty() {
         bail!("--trigger {text:?}: expected GROUP/VERSION/KIND");
     }
-    Ok(GroupVersionKind {
+    Ok(Gvk {
         group: group.to_owned(),
         version: version.to_owned(),
         kind: kind.to_owned(),
     })
 }
 
-/// A plugin's triggers as `group/version/Kind`.
-fn trigger_texts(plugin: &pb::Plugin) -> Vec<String> {
-    plugin
-        .triggers
-        .iter()
-        .map(|t| format!("{}/{}/{}", t.group, t.version, t.kind))
-        .collect()
-}
-
-async fn plugin(
-    client: &mut DataClient<AuthChannel>,
-    command: PluginCommand,
-) -> anyhow::Result<String> {
+async fn plugin(client: &dyn DataApi, command: PluginCommand) -> anyhow::Result<String> {
     match command {
         PluginCommand::Register {
             name,
@@ -316,8 +235,8 @@ async fn plugin(
             arguments,
             properties,
         } => {
-            let plugin = pb::Plugin {
-                r#type: pb::PluginType::Prepare as i32,
+            let plugin = Plugin {
+                plugin_type: PluginType::Prepare,
                 name: name.clone(),
                 endpoint,
                 arguments,
@@ -327,31 +246,12 @@ async fn plugin(
                     .map(|t| parse_trigger(t))
                     .collect::<anyhow::Result<_>>()?,
             };
-            client
-                .register_plugin(pb::RegisterPluginRequest {
-                    plugin: Some(plugin),
-                })
-                .await
-                .map_err(status)?;
+            client.register_plugin(plugin).await?;
             Ok(format!("{name}\n"))
         }
         PluginCommand::List { output } => {
-            let mut stream = client
-                .list_plugins(pb::ListPluginsRequest {
-                    window: Some(pb::Window {
-                        max_count: PAGE,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .await
-                .map_err(status)?
-                .into_inner();
-            let mut plugins = Vec::new();
-            while let Some(p) = stream.message().await.map_err(status)? {
-                plugins.push(p);
-            }
-            let trigger_text = |p: &pb::Plugin| trigger_texts(p).join(",");
+            let plugins = client.all_plugins(PluginQuery::default()).await?;
+            let trigger_text = |p: &Plugin| p.trigger_texts(false).join(",");
             let mut table = Table::new(["NAME", "ENDPOINT", "TRIGGERS"]);
             for p in &plugins {
                 table.row([p.name.clone(), p.endpoint.clone(), trigger_text(p)]);
@@ -364,25 +264,15 @@ async fn plugin(
             listing(&output, "plugin", &table, &names, items)
         }
         PluginCommand::Get { name } => {
-            let p = client
-                .get_plugin(pb::GetRequest { id: name })
-                .await
-                .map_err(status)?
-                .into_inner();
-            let triggers = trigger_texts(&p);
+            let p = client.get_plugin(&name).await?;
+            let triggers = p.trigger_texts(false);
             render(
                 &json!({"name": p.name, "endpoint": p.endpoint, "triggers": triggers, "arguments": p.arguments}),
                 false,
             )
         }
         PluginCommand::Delete { name } => {
-            let deleted = client
-                .delete_plugin(pb::DeleteRequest { id: name.clone() })
-                .await
-                .map_err(status)?
-                .into_inner()
-                .deleted;
-            if !deleted {
+            if !client.delete_plugin(&name).await? {
                 bail!("plugin not found: {name}");
             }
             Ok(String::new())
@@ -390,10 +280,7 @@ async fn plugin(
     }
 }
 
-async fn deployment(
-    client: &mut DataClient<AuthChannel>,
-    command: DeploymentCommand,
-) -> anyhow::Result<String> {
+async fn deployment(client: &dyn DataApi, command: DeploymentCommand) -> anyhow::Result<String> {
     match command {
         DeploymentCommand::Create {
             template,
@@ -407,20 +294,18 @@ async fn deployment(
             for path in &merge {
                 merged.extend(read_package_file(path)?);
             }
-            let response = client
-                .create_deployment(pb::CreateDeploymentRequest {
-                    parent_deployment_id: parent.unwrap_or_default(),
+            let created = client
+                .create_deployment(DeploymentRequest {
+                    parent_id: parent.unwrap_or_default(),
                     template_id: template.unwrap_or_default(),
                     site_id: site.unwrap_or_default(),
                     merge_package_yaml: merged.to_yaml(),
                     merge_metadata: key_values("--metadata", &metadata)?,
                     instance_key: instance_key.unwrap_or_default(),
-                    ..Default::default()
+                    ..DeploymentRequest::default()
                 })
-                .await
-                .map_err(status)?
-                .into_inner();
-            Ok(format!("{}\n", response.deployment_id))
+                .await?;
+            Ok(format!("{}\n", created.deployment_id))
         }
         DeploymentCommand::List {
             parent,
@@ -430,34 +315,17 @@ async fn deployment(
             sites,
             listing: Listing { metadata, output },
         } => {
-            let metadata_patterns = key_values("--metadata", &metadata)?;
-            let mut rows = Vec::new();
-            let mut after_id = String::new();
-            loop {
-                let page = client
-                    .list_deployments(pb::ListDeploymentsRequest {
-                        parent_deployment_id: parent.clone().unwrap_or_default(),
-                        metadata_patterns: metadata_patterns.clone(),
-                        template_id_patterns: templates.clone(),
-                        site_id_patterns: sites.clone(),
-                        prepared,
-                        approved,
-                        window: Some(pb::Window {
-                            offset: 0,
-                            max_count: PAGE,
-                            after_id: after_id.clone(),
-                        }),
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(status)?
-                    .into_inner();
-                rows.extend(page.deployments);
-                if page.next_after_id.is_empty() {
-                    break;
-                }
-                after_id = page.next_after_id;
-            }
+            let rows = client
+                .all_deployments(DeploymentQuery {
+                    parent_id: parent,
+                    metadata_patterns: key_values("--metadata", &metadata)?,
+                    template_id_patterns: templates,
+                    site_id_patterns: sites,
+                    prepared,
+                    approved,
+                    ..DeploymentQuery::default()
+                })
+                .await?;
             let mut table = Table::new([
                 "TEMPLATE", "SITE", "INSTANCE", "PREPARED", "APPROVED", "ID", "PARENT", "ERROR",
             ]);
@@ -468,26 +336,22 @@ async fn deployment(
                     instance(r),
                     r.prepared.to_string(),
                     r.approved.to_string(),
-                    r.deployment_id.clone(),
-                    r.parent_deployment_id.clone(),
+                    r.id.clone(),
+                    r.parent_id.clone(),
                     r.error.clone(),
                 ]);
             }
-            let ids: Vec<String> = rows.iter().map(|r| r.deployment_id.clone()).collect();
+            let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
             let items = rows.iter().map(deployment_json).collect();
             listing(&output, "deployment", &table, &ids, items)
         }
         DeploymentCommand::Get { id, output } => {
-            let deployment = client
-                .get_deployment(pb::GetRequest { id })
-                .await
-                .map_err(status)?
-                .into_inner();
+            let deployment = client.get_deployment(&id).await?;
             match output {
                 GetFormat::Yaml => Ok(deployment.package_yaml),
                 GetFormat::Json => {
                     let package = Package::from_yaml(&deployment.package_yaml)?;
-                    let mut row = deployment_json(&deployment.info.unwrap_or_default());
+                    let mut row = deployment_json(&deployment.info);
                     if let Value::Object(map) = &mut row {
                         map.insert("package".into(), serde_json::to_value(package.objects())?);
                     }
@@ -498,30 +362,16 @@ async fn deployment(
         DeploymentCommand::Update { id, file } => {
             let package = read_package_file(&file)?;
             client
-                .update_deployment(pb::UpdateDeploymentRequest {
-                    deployment_id: id,
-                    package_yaml: package.to_yaml(),
-                    modification_token: String::new(),
-                })
-                .await
-                .map_err(status)?;
+                .update_deployment(&id, package.to_yaml(), None)
+                .await?;
             Ok(String::new())
         }
         DeploymentCommand::Approve { id } => {
-            client
-                .approve_deployment(pb::ApproveDeploymentRequest { deployment_id: id })
-                .await
-                .map_err(status)?;
+            client.approve_deployment(&id).await?;
             Ok(String::new())
         }
         DeploymentCommand::Delete { id } => {
-            let deleted = client
-                .delete_deployment(pb::DeleteRequest { id: id.clone() })
-                .await
-                .map_err(status)?
-                .into_inner()
-                .deleted;
-            if !deleted {
+            if !client.delete_deployment(&id).await? {
                 bail!("deployment not found: {id}");
             }
             Ok(String::new())

@@ -7,7 +7,8 @@
 //! from `retry_min` to `retry_max`) and starts over, keeping the old rows on screen until the
 //! new listing replaces them. Nothing is polled.
 //!
-//! Wire types end here: the board receives [`DeploymentRow`]s and [`CatalogEntry`]s.
+//! The board receives [`DeploymentRow`]s and [`CatalogEntry`]s, made here from the Data API's
+//! domain values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -16,41 +17,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
+use nephrite_preparer_client::{
+    CatalogQuery, DataApi, DataError, DeploymentInfo, DeploymentQuery, EntityKind, Plugin,
+    PluginQuery, SiteInfo, TemplateInfo, Window,
+};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 
 use super::model::{CatalogEntry, CatalogKind, Connection, DeploymentRow, Update};
 
-/// A boxed gRPC transport: a network [`tonic::transport::Channel`] (the terminal UI) or the
-/// daemon's own service in process (the web page).
-pub type DataService = tower::util::BoxCloneService<
-    http::Request<tonic::body::Body>,
-    http::Response<tonic::body::Body>,
-    TransportError,
+/// Makes a Data API to follow: dials the daemon (the terminal UI) or hands out the daemon's
+/// own service (the web page). Each call is a connection of its own.
+pub type Connector = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Arc<dyn DataApi>, String>> + Send>>
+        + Send
+        + Sync,
 >;
-
-/// A transport failure, as text (a concrete type: boxed trait-object errors here defeat the
-/// compiler's `Send` proof for the client's futures).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct TransportError(pub String);
-
-/// A Data API client over any transport.
-pub type Client = DataClient<DataService>;
-
-/// Makes a client: dials the daemon (or wraps the in-process service).
-pub type Connector =
-    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Client, String>> + Send>> + Send + Sync>;
-
-/// A client over a network channel (with the caller's credentials, if any).
-pub fn channel_client(channel: nephrite_runtime::AuthChannel) -> Client {
-    use tower::ServiceExt as _;
-    DataClient::new(DataService::new(
-        channel.map_err(|e| TransportError(e.to_string())),
-    ))
-}
 
 /// How the feed retries.
 #[derive(Debug, Clone, Copy)]
@@ -75,8 +57,6 @@ pub struct Feed {
     connect: Connector,
     config: FeedConfig,
 }
-
-const PAGE: u32 = 1000;
 
 impl Feed {
     /// A feed over clients from `connect`.
@@ -121,16 +101,9 @@ impl Feed {
         // `Watch` gets a connection of its own: nothing reads the stream while the listing
         // runs, and on a shared connection its unread changes (up to a stream window) would
         // count against the receive window the listing's responses need too.
-        let mut watcher = (self.connect)().await?;
-        let mut client = (self.connect)().await?;
-        let mut changes = watcher
-            .watch(pb::WatchRequest {
-                from_revision: 0,
-                kinds: Vec::new(),
-            })
-            .await
-            .map_err(|s| format!("Watch: {}", s.message()))?
-            .into_inner();
+        let watcher = (self.connect)().await?;
+        let client = (self.connect)().await?;
+        let mut changes = watcher.watch(0, &[]).await.map_err(failed)?;
         async fn send_to(updates: &mpsc::Sender<Update>, update: Update) -> Result<(), ()> {
             updates.send(update).await.map_err(|_| ())
         }
@@ -144,33 +117,29 @@ impl Feed {
             CatalogKind::Sites,
             CatalogKind::Plugins,
         ] {
-            let entries = list_catalog(&mut client, kind).await?;
+            let entries = list_catalog(client.as_ref(), kind).await?;
             if send(Update::Catalog(kind, entries)).await.is_err() {
                 return closed();
             }
         }
-        let mut after_id = String::new();
+        // Page by page, so the board fills while the rest is read.
+        let mut window = Window::largest_after("");
         loop {
             let page = client
-                .list_deployments(pb::ListDeploymentsRequest {
-                    window: Some(pb::Window {
-                        offset: 0,
-                        max_count: PAGE,
-                        after_id: after_id.clone(),
-                    }),
-                    ..Default::default()
+                .list_deployments(DeploymentQuery {
+                    window: window.clone(),
+                    ..DeploymentQuery::default()
                 })
                 .await
-                .map_err(|s| format!("ListDeployments: {}", s.message()))?
-                .into_inner();
+                .map_err(failed)?;
             let rows = page.deployments.into_iter().map(row).collect();
             if send(Update::Deployments(rows)).await.is_err() {
                 return closed();
             }
-            if page.next_after_id.is_empty() {
-                break;
+            match page.next_after_id {
+                Some(next) => window.after_id = next,
+                None => break,
             }
-            after_id = page.next_after_id;
         }
         if send(Update::Listed).await.is_err()
             || send(Update::Connection(Connection::Live)).await.is_err()
@@ -221,7 +190,7 @@ impl Feed {
                                 relisted.insert(*kind, now);
                             }
                         }
-                        for update in flush(&mut client, batch).await? {
+                        for update in flush(client.as_ref(), batch).await? {
                             if send(update).await.is_err() {
                                 return closed();
                             }
@@ -234,10 +203,10 @@ impl Feed {
             let Some(change) = next else {
                 return Err("the daemon closed the Watch stream".to_owned());
             };
-            let change = change.map_err(|s| format!("Watch: {}", s.message()))?;
-            let deleted = change.r#type() == pb::ChangeType::Delete;
-            let kind = match change.kind() {
-                pb::EntityKind::Deployment => {
+            let change = change.map_err(failed)?;
+            let deleted = change.deleted;
+            let kind = match change.kind {
+                EntityKind::Deployment => {
                     let update = if deleted {
                         Update::DeploymentDeleted(change.id)
                     } else if let Some(info) = change.deployment {
@@ -251,10 +220,9 @@ impl Feed {
                     }
                     continue;
                 }
-                pb::EntityKind::Template => CatalogKind::Templates,
-                pb::EntityKind::Site => CatalogKind::Sites,
-                pb::EntityKind::Plugin => CatalogKind::Plugins,
-                pb::EntityKind::Unspecified => continue,
+                EntityKind::Template => CatalogKind::Templates,
+                EntityKind::Site => CatalogKind::Sites,
+                EntityKind::Plugin => CatalogKind::Plugins,
             };
             pending.entry(kind).or_default().insert(change.id);
         }
@@ -267,10 +235,15 @@ const FETCH_ONE_BY_ONE: usize = 32;
 /// The shortest time between two listings of one catalog for its changes.
 const RELIST_EVERY: Duration = Duration::from_secs(1);
 
+/// A failed call as the banner shows it: the call, then why.
+fn failed(error: DataError) -> String {
+    format!("{}: {error}", error.call())
+}
+
 /// The updates for catalog entries that changed: each fetched (gone when not found), or the
 /// whole catalog listed again.
 async fn flush(
-    client: &mut Client,
+    client: &dyn DataApi,
     pending: BTreeMap<CatalogKind, BTreeSet<String>>,
 ) -> Result<Vec<Update>, String> {
     let mut updates = Vec::new();
@@ -283,102 +256,41 @@ async fn flush(
             continue;
         }
         for id in ids {
-            let request = pb::GetRequest { id: id.clone() };
             let entry = match kind {
-                CatalogKind::Templates => client
-                    .get_template(request)
-                    .await
-                    .map(|r| r.into_inner().info.map(template)),
-                CatalogKind::Sites => client
-                    .get_site(request)
-                    .await
-                    .map(|r| r.into_inner().info.map(site)),
-                CatalogKind::Plugins => client
-                    .get_plugin(request)
-                    .await
-                    .map(|r| Some(plugin(r.into_inner()))),
+                CatalogKind::Templates => client.get_template(&id).await.map(|t| template(t.info)),
+                CatalogKind::Sites => client.get_site(&id).await.map(|s| site(s.info)),
+                CatalogKind::Plugins => client.get_plugin(&id).await.map(plugin),
             };
             updates.push(match entry {
-                Ok(Some(entry)) => Update::Catalog(kind, vec![entry]),
-                Ok(None) => continue,
-                Err(status) if status.code() == tonic::Code::NotFound => {
-                    Update::CatalogDeleted(kind, id)
-                }
-                Err(status) => return Err(format!("Get: {}", status.message())),
+                Ok(entry) => Update::Catalog(kind, vec![entry]),
+                Err(error) if error.is_not_found() => Update::CatalogDeleted(kind, id),
+                Err(error) => return Err(failed(error)),
             });
         }
     }
     Ok(updates)
 }
 
-async fn list_catalog(client: &mut Client, kind: CatalogKind) -> Result<Vec<CatalogEntry>, String> {
-    let mut entries = Vec::new();
-    let mut after_id = String::new();
-    loop {
-        let window = Some(pb::Window {
-            offset: 0,
-            max_count: PAGE,
-            after_id: after_id.clone(),
-        });
-        let page: Vec<CatalogEntry> = match kind {
-            CatalogKind::Templates => {
-                collect(
-                    client
-                        .list_templates(pb::ListTemplatesRequest {
-                            window,
-                            ..Default::default()
-                        })
-                        .await,
-                    template,
-                )
-                .await?
-            }
-            CatalogKind::Sites => {
-                collect(
-                    client
-                        .list_sites(pb::ListSitesRequest {
-                            window,
-                            ..Default::default()
-                        })
-                        .await,
-                    site,
-                )
-                .await?
-            }
-            CatalogKind::Plugins => {
-                collect(
-                    client
-                        .list_plugins(pb::ListPluginsRequest {
-                            window,
-                            ..Default::default()
-                        })
-                        .await,
-                    plugin,
-                )
-                .await?
-            }
-        };
-        let full = page.len() == PAGE as usize;
-        if let Some(last) = page.last() {
-            after_id = last.id.clone();
-        }
-        entries.extend(page);
-        if !full {
-            return Ok(entries);
-        }
-    }
-}
-
-async fn collect<T>(
-    response: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
-    entry: fn(T) -> CatalogEntry,
+/// Every entry of a catalog.
+async fn list_catalog(
+    client: &dyn DataApi,
+    kind: CatalogKind,
 ) -> Result<Vec<CatalogEntry>, String> {
-    let mut stream = response.map_err(|s| s.message().to_owned())?.into_inner();
-    let mut entries = Vec::new();
-    while let Some(item) = stream.next().await {
-        entries.push(entry(item.map_err(|s| s.message().to_owned())?));
-    }
-    Ok(entries)
+    let entries = match kind {
+        CatalogKind::Templates => client
+            .all_templates(CatalogQuery::default())
+            .await
+            .map(|rows| rows.into_iter().map(template).collect()),
+        CatalogKind::Sites => client
+            .all_sites(CatalogQuery::default())
+            .await
+            .map(|rows| rows.into_iter().map(site).collect()),
+        CatalogKind::Plugins => client
+            .all_plugins(PluginQuery::default())
+            .await
+            .map(|rows| rows.into_iter().map(plugin).collect()),
+    };
+    entries.map_err(failed)
 }
 
 fn pairs(metadata: impl IntoIterator<Item = (String, String)>) -> String {
@@ -390,14 +302,14 @@ fn pairs(metadata: impl IntoIterator<Item = (String, String)>) -> String {
     pairs.join(" ")
 }
 
-fn template(info: pb::TemplateInfo) -> CatalogEntry {
+fn template(info: TemplateInfo) -> CatalogEntry {
     CatalogEntry {
         id: info.id,
         summary: pairs(info.metadata),
     }
 }
 
-fn site(info: pb::SiteInfo) -> CatalogEntry {
+fn site(info: SiteInfo) -> CatalogEntry {
     let mut summary = pairs(info.metadata);
     if !info.deployment_id.is_empty() {
         summary = format!("provisioned by {} {summary}", info.deployment_id);
@@ -408,32 +320,25 @@ fn site(info: pb::SiteInfo) -> CatalogEntry {
     }
 }
 
-fn plugin(plugin: pb::Plugin) -> CatalogEntry {
-    let triggers: Vec<String> = plugin
-        .triggers
-        .iter()
-        .map(|t| {
-            if t.group.is_empty() {
-                format!("{}/{}", t.version, t.kind)
-            } else {
-                format!("{}/{}/{}", t.group, t.version, t.kind)
-            }
-        })
-        .collect();
+fn plugin(plugin: Plugin) -> CatalogEntry {
     CatalogEntry {
+        summary: format!(
+            "{} on {}",
+            plugin.trigger_texts(true).join(", "),
+            plugin.endpoint
+        ),
         id: plugin.name,
-        summary: format!("{} on {}", triggers.join(", "), plugin.endpoint),
     }
 }
 
-/// A deployment row from its wire form.
-pub(crate) fn row(info: pb::DeploymentInfo) -> DeploymentRow {
+/// A deployment row of the board.
+pub(crate) fn row(info: DeploymentInfo) -> DeploymentRow {
     DeploymentRow {
-        id: info.deployment_id,
-        parent: info.parent_deployment_id,
+        id: info.id,
+        parent: info.parent_id,
         template: info.template_id,
         site: info.site_id,
-        metadata: info.metadata.into_iter().collect(),
+        metadata: info.metadata,
         created: info.created,
         updated: info.updated,
         prepared: info.prepared,

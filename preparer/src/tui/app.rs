@@ -8,6 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::layout::Rect;
 
 use crate::dashboard::{Board, CatalogKind, DeploymentFilter, ListWindow};
+pub use crate::dashboard::{Outcome, Request};
 
 /// The four views.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,26 +112,6 @@ pub enum Confirm {
     Approve(String),
     /// Delete this deployment and its descendants?
     Delete(String),
-}
-
-/// What the caller should ask the Data API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// Fetch a deployment's package.
-    Package(String),
-    /// Approve a deployment.
-    Approve(String),
-    /// Delete a deployment.
-    Delete(String),
-}
-
-/// The answer to a [`Request`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// A deployment's package YAML, or why it could not be had.
-    Package(String, Result<String, String>),
-    /// Approved / deleted, or the server's refusal.
-    Done(Request, Result<(), String>),
 }
 
 /// The open deployment.

@@ -15,11 +15,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use futures::Stream;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
 
 use super::Shared;
 use super::pages::{self, View};
-use crate::dashboard::{CatalogKind, DeploymentFilter, FilterError};
+use crate::dashboard::{CatalogKind, DeploymentFilter, FilterError, Outcome, Request};
 
 /// How long a page waits after a change for more before it is sent again: a burst of
 /// thousands of changes becomes a few renders.
@@ -169,16 +168,11 @@ impl DeploymentView {
     async fn render(&mut self, shared: &Shared) -> String {
         let updated = shared.read(|board| board.deployment(&self.id).map(|r| r.updated.clone()));
         if updated.is_some() && updated != self.fetched_for {
-            self.package = match shared.client().await {
-                Ok(mut client) => client
-                    .get_deployment(pb::GetRequest {
-                        id: self.id.clone(),
-                    })
-                    .await
-                    .map(|r| r.into_inner().package_yaml)
-                    .map_err(|s| s.message().to_owned()),
-                Err(err) => Err(err),
-            };
+            if let Outcome::Package(_, package) =
+                shared.perform(Request::Package(self.id.clone())).await
+            {
+                self.package = package;
+            }
             self.fetched_for = updated;
         }
         shared.read(|board| pages::deployment(board, &self.id, &self.package))
@@ -204,18 +198,8 @@ async fn deployment_page(State(shared): State<Arc<Shared>>, Path(id): Path<Strin
 }
 
 async fn approve(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    let result = match shared.client().await {
-        Ok(mut client) => client
-            .approve_deployment(pb::ApproveDeploymentRequest {
-                deployment_id: id.clone(),
-            })
-            .await
-            .map(|_| ())
-            .map_err(|s| s.message().to_owned()),
-        Err(err) => Err(err),
-    };
     answer(
-        result,
+        shared.perform(Request::Approve(id.clone())).await,
         &format!("/deployments/{}", pages::encode(&id)),
         "approve",
         &id,
@@ -223,18 +207,19 @@ async fn approve(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> R
 }
 
 async fn delete(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    let result = match shared.client().await {
-        Ok(mut client) => client
-            .delete_deployment(pb::DeleteRequest { id: id.clone() })
-            .await
-            .map(|_| ())
-            .map_err(|s| s.message().to_owned()),
-        Err(err) => Err(err),
-    };
-    answer(result, "/", "delete", &id)
+    answer(
+        shared.perform(Request::Delete(id.clone())).await,
+        "/",
+        "delete",
+        &id,
+    )
 }
 
-fn answer(result: Result<(), String>, then: &str, verb: &str, id: &str) -> Response {
+fn answer(outcome: Outcome, then: &str, verb: &str, id: &str) -> Response {
+    let result = match outcome {
+        Outcome::Done(_, result) => result,
+        Outcome::Package(..) => Ok(()),
+    };
     match result {
         Ok(()) => Redirect::to(then).into_response(),
         Err(err) => {

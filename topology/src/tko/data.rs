@@ -1,17 +1,16 @@
-//! The Data API calls the TKO backend makes, with paging and errors that name the call.
+//! Reaching the preparer's Data API (ntc's own endpoint and credentials, waiting for a
+//! preparer that is not up yet) and the reads the TKO backend makes there, through the
+//! preparer's client crate.
 
-use std::collections::HashMap;
-
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
-use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, Endpoint};
+use nephrite_preparer_client::{CatalogQuery, DataApi, DeploymentQuery, PreparerClient};
+use nephrite_runtime::{ClientArgs, ClientError, Endpoint};
 use nephrite_topology::api::Cluster;
 use nephrite_topology::tko::{ObservedChild, clusters_from_sites};
 
 use super::TkoError;
 
 /// A Data API client (presenting ntc's credentials on every call).
-pub type Data = DataClient<AuthChannel>;
+pub type Data = PreparerClient;
 
 /// The preparer's Data API as ntc's own configuration names it (`--data`), and the
 /// credentials ntc presents there (`--ca`, `--cert`, `--key`, `--token-file`). Never taken
@@ -40,15 +39,6 @@ impl std::fmt::Display for DataEndpoint {
     }
 }
 
-const PAGE: u32 = 1000;
-
-fn data_error(call: &'static str) -> impl FnOnce(tonic::Status) -> TkoError {
-    move |status| TkoError::Data {
-        call,
-        status: Box::new(status),
-    }
-}
-
 /// Dials the Data API with ntc's credentials.
 pub async fn connect(endpoint: &DataEndpoint) -> Result<Data, TkoError> {
     let dial_error = |message: String| TkoError::Dial {
@@ -67,7 +57,7 @@ pub async fn connect(endpoint: &DataEndpoint) -> Result<Data, TkoError> {
             ClientError::Dial(e) => dial_error(e.to_string()),
             other => TkoError::Credentials(other.to_string()),
         })?;
-    Ok(DataClient::new(channel))
+    Ok(PreparerClient::new(channel))
 }
 
 /// The first pause between attempts while [`connect_waiting`] waits for the Data API.
@@ -114,109 +104,50 @@ pub async fn connect_waiting(
 }
 
 /// Every site, as clusters (site metadata `Site.<k>` → label `<k>`).
-pub async fn clusters(data: &mut Data) -> Result<Vec<Cluster>, TkoError> {
-    let mut sites: Vec<(String, HashMap<String, String>)> = Vec::new();
-    let mut after = String::new();
-    loop {
-        let mut stream = data
-            .list_sites(pb::ListSitesRequest {
-                window: Some(pb::Window {
-                    offset: 0,
-                    max_count: PAGE,
-                    after_id: after.clone(),
-                }),
-                ..Default::default()
-            })
-            .await
-            .map_err(data_error("ListSites"))?
-            .into_inner();
-        let mut count = 0;
-        while let Some(site) = stream.message().await.map_err(data_error("ListSites"))? {
-            count += 1;
-            after = site.id.clone();
-            sites.push((site.id, site.metadata));
-        }
-        if count < PAGE {
-            break;
-        }
-    }
+pub async fn clusters(data: &dyn DataApi) -> Result<Vec<Cluster>, TkoError> {
+    let sites = data.all_sites(CatalogQuery::default()).await?;
     Ok(clusters_from_sites(
-        sites.iter().map(|(id, metadata)| (id.as_str(), metadata)),
+        sites.iter().map(|site| (site.id.as_str(), &site.metadata)),
     ))
 }
 
 /// The children of `parent`.
-pub async fn children(data: &mut Data, parent: &str) -> Result<Vec<ObservedChild>, TkoError> {
-    let mut children = Vec::new();
-    let mut after = String::new();
-    loop {
-        let page = data
-            .list_deployments(pb::ListDeploymentsRequest {
-                parent_deployment_id: parent.to_owned(),
-                window: Some(pb::Window {
-                    offset: 0,
-                    max_count: PAGE,
-                    after_id: after.clone(),
-                }),
-                ..Default::default()
-            })
-            .await
-            .map_err(data_error("ListDeployments"))?
-            .into_inner();
-        children.extend(page.deployments.into_iter().map(|d| ObservedChild {
-            id: d.deployment_id,
+pub async fn children(data: &dyn DataApi, parent: &str) -> Result<Vec<ObservedChild>, TkoError> {
+    let children = data
+        .all_deployments(DeploymentQuery {
+            parent_id: Some(parent.to_owned()),
+            ..DeploymentQuery::default()
+        })
+        .await?;
+    Ok(children
+        .into_iter()
+        .map(|d| ObservedChild {
+            id: d.id,
             instance_key: d.instance_key,
             prepared: d.prepared,
             approved: d.approved,
-        }));
-        if page.next_after_id.is_empty() {
-            break;
-        }
-        after = page.next_after_id;
-    }
-    Ok(children)
+        })
+        .collect())
 }
 
 /// The ids of the deployments that have children labelled `nf-deployment-name` (the
 /// NFTopology deployments), for a resync.
-pub async fn topology_parents(data: &mut Data) -> Result<Vec<String>, TkoError> {
+pub async fn topology_parents(data: &dyn DataApi) -> Result<Vec<String>, TkoError> {
+    let children = data
+        .all_deployments(DeploymentQuery {
+            metadata_patterns: [(
+                nephrite_krm::keys::NF_DEPLOYMENT_NAME.to_owned(),
+                "**".to_owned(),
+            )]
+            .into(),
+            ..DeploymentQuery::default()
+        })
+        .await?;
     let mut parents = Vec::new();
-    let mut after = String::new();
-    loop {
-        let page = data
-            .list_deployments(pb::ListDeploymentsRequest {
-                metadata_patterns: [(
-                    nephrite_krm::keys::NF_DEPLOYMENT_NAME.to_owned(),
-                    "**".to_owned(),
-                )]
-                .into(),
-                window: Some(pb::Window {
-                    offset: 0,
-                    max_count: PAGE,
-                    after_id: after.clone(),
-                }),
-                ..Default::default()
-            })
-            .await
-            .map_err(data_error("ListDeployments"))?
-            .into_inner();
-        for d in page.deployments {
-            if !d.parent_deployment_id.is_empty() && !parents.contains(&d.parent_deployment_id) {
-                parents.push(d.parent_deployment_id);
-            }
+    for d in children {
+        if !d.parent_id.is_empty() && !parents.contains(&d.parent_id) {
+            parents.push(d.parent_id);
         }
-        if page.next_after_id.is_empty() {
-            break;
-        }
-        after = page.next_after_id;
     }
     Ok(parents)
-}
-
-/// Re-exported so callers need not name the generated module.
-pub use pb::{CreateDeploymentRequest, DeploymentInfo};
-
-/// Calls `f` for an error mapper naming `call`.
-pub fn error_for(call: &'static str) -> impl FnOnce(tonic::Status) -> TkoError {
-    data_error(call)
 }

@@ -1,6 +1,6 @@
 //! The TKO backend: `ntc` as a preparation plugin of the preparer (`nephrite.preparer.plugin.v1`) for
-//! `topology.nephio.org/v1alpha1` `NFTopology`, plus a tracker on the preparer's Data API
-//! (`nephrite.preparer.data.v1`).
+//! `topology.nephio.org/v1alpha1` `NFTopology`, plus a tracker on the preparer's Data API,
+//! which it reaches through the preparer's client crate (`nephrite-preparer-client`).
 //!
 //! - [`plugin`]: `Prepare` plans the NFTopology of the deployment's package (with the
 //!   `NFClass`es in the same package, the registered sites as clusters) and creates one child
@@ -22,13 +22,11 @@ use nephrite_topology::api::{NF_CLASS_KIND, NF_TOPOLOGY_KIND, NFClass, NFTopolog
 /// What went wrong talking to the preparer or reading its packages.
 #[derive(Debug, thiserror::Error)]
 pub enum TkoError {
-    /// A Data API call failed.
-    #[error("data API {call}: {status}")]
+    /// A Data API call failed: the call, the kind of failure and the preparer's message.
+    #[error("data API {}: {}: {error}", .error.call(), .error.kind())]
     Data {
-        /// The call.
-        call: &'static str,
-        /// The gRPC status.
-        status: Box<tonic::Status>,
+        /// What the preparer (or the way there) said.
+        error: nephrite_preparer_client::DataError,
     },
     /// ntc's credentials for the Data API are unusable (a certificate, key, CA or token file).
     #[error("credentials for the data API: {0}")]
@@ -57,6 +55,12 @@ pub enum TkoError {
         /// Why.
         source: nephrite_topology::TopologyError,
     },
+}
+
+impl From<nephrite_preparer_client::DataError> for TkoError {
+    fn from(error: nephrite_preparer_client::DataError) -> Self {
+        TkoError::Data { error }
+    }
 }
 
 /// The NFTopology (named `name`, or the first one when `name` is empty) and the NFClasses of a
@@ -94,9 +98,7 @@ pub const PREPARER_ROLE: &str = "preparer";
 /// # Errors
 /// Never for the built-in patterns (a message naming the pattern otherwise).
 pub fn roles() -> Result<nephrite_runtime::AuthPolicy, String> {
-    use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::PreparerServer;
-    use tonic::server::NamedService as _;
-    let service = <PreparerServer<plugin::TopologyPlugin>>::NAME;
+    let service = plugin::SERVICE_NAME;
     nephrite_runtime::AuthPolicy::new()
         .with_role(PREPARER_ROLE, [format!("{service}/Prepare")])?
         .with_default_roles([PREPARER_ROLE])
@@ -152,8 +154,7 @@ pub async fn start(
     listen: &nephrite_runtime::Endpoint,
     config: TkoConfig,
 ) -> anyhow::Result<RunningTko> {
-    use nephrite_proto::nephrite::preparer::data::v1 as pb;
-    use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::PreparerServer;
+    use nephrite_preparer_client::{DataApi as _, Plugin, PluginType};
 
     let data_api = data::DataEndpoint {
         url: config.data.clone(),
@@ -161,7 +162,7 @@ pub async fn start(
     };
     let plugin = plugin::TopologyPlugin::new(config.policy.clone(), data_api.clone());
     let bound = server
-        .add_service(PreparerServer::new(plugin))
+        .add_service(plugin::server(plugin))
         .bind(listen)
         .await?;
     let endpoint = bound.local_endpoint().clone();
@@ -171,27 +172,25 @@ pub async fn start(
         .clone()
         .unwrap_or_else(|| endpoint.to_string());
     let waiting = shutdown.clone();
-    let mut client = data::connect_waiting(&data_api, async move {
+    let client = data::connect_waiting(&data_api, async move {
         waiting.triggered().await;
     })
     .await?;
     client
-        .register_plugin(pb::RegisterPluginRequest {
-            plugin: Some(pb::Plugin {
-                r#type: pb::PluginType::Prepare as i32,
-                name: config.plugin_name.clone(),
-                endpoint: advertise.clone(),
-                arguments: Vec::new(),
-                properties: Default::default(),
-                triggers: vec![nephrite_proto::krm_v1::GroupVersionKind {
-                    group: nephrite_topology::api::GROUP.to_owned(),
-                    version: nephrite_topology::api::VERSION.to_owned(),
-                    kind: nephrite_topology::api::NF_TOPOLOGY_KIND.to_owned(),
-                }],
-            }),
+        .register_plugin(Plugin {
+            plugin_type: PluginType::Prepare,
+            name: config.plugin_name.clone(),
+            endpoint: advertise.clone(),
+            arguments: Vec::new(),
+            properties: Default::default(),
+            triggers: vec![nephrite_krm::Gvk::new(
+                nephrite_topology::api::GROUP,
+                nephrite_topology::api::VERSION,
+                nephrite_topology::api::NF_TOPOLOGY_KIND,
+            )],
         })
         .await
-        .map_err(data::error_for("RegisterPlugin"))?;
+        .map_err(TkoError::from)?;
     tracing::info!(plugin = %config.plugin_name, endpoint = %advertise, data = %config.data, "registered with the preparer");
     let tracker = tokio::spawn(tracker::run(
         data_api,

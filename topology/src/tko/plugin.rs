@@ -1,14 +1,27 @@
 //! `nephrite.preparer.plugin.v1.Preparer` for NFTopology: plan and create the child deployments.
+//! The plugin API's server edge: the one module of the TKO backend that names its protobuf
+//! (the Data API calls it makes go through the preparer's client crate).
 
 use nephrite_krm::Package;
-use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::Preparer;
+use nephrite_preparer_client::{DataApi as _, DeploymentRequest};
+use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::{Preparer, PreparerServer};
 use nephrite_proto::nephrite::preparer::plugin::v1::{PrepareRequest, PrepareResponse};
 use nephrite_topology::tko::child_deployments;
 use nephrite_topology::{RolloutPolicy, plan};
 use tonic::{Request, Response, Status};
 
-use super::data::{self, CreateDeploymentRequest, DataEndpoint};
+use super::data::{self, DataEndpoint};
 use super::{TkoError, topology_of};
+
+/// The plugin API's gRPC service name (`nephrite.preparer.plugin.v1.Preparer`), for role
+/// tables.
+pub const SERVICE_NAME: &str =
+    <PreparerServer<TopologyPlugin> as tonic::server::NamedService>::NAME;
+
+/// The gRPC service of `plugin`, to add to ntc's server.
+pub fn server(plugin: TopologyPlugin) -> PreparerServer<TopologyPlugin> {
+    PreparerServer::new(plugin)
+}
 
 /// The plugin service.
 pub struct TopologyPlugin {
@@ -52,8 +65,8 @@ impl TopologyPlugin {
                 "ignoring the request's data endpoint; using the configured one"
             );
         }
-        let mut data = data::connect(&self.data).await?;
-        let clusters = data::clusters(&mut data).await?;
+        let data = data::connect(&self.data).await?;
+        let clusters = data::clusters(&data).await?;
         let plan = plan::plan(&topology, &classes, &clusters, &self.policy).map_err(|source| {
             TkoError::Plan {
                 deployment: deployment.clone(),
@@ -67,8 +80,8 @@ impl TopologyPlugin {
         let mut created = 0;
         for child in &children {
             let response = data
-                .create_deployment(CreateDeploymentRequest {
-                    parent_deployment_id: deployment.clone(),
+                .create_deployment(DeploymentRequest {
+                    parent_id: deployment.clone(),
                     template_id: child.template_id.clone(),
                     site_id: child.site_id.clone(),
                     merge_package_yaml: child.merge_package.to_yaml(),
@@ -77,9 +90,7 @@ impl TopologyPlugin {
                     approved: false,
                     instance_key: child.instance_key.clone(),
                 })
-                .await
-                .map_err(data::error_for("CreateDeployment"))?
-                .into_inner();
+                .await?;
             if response.created {
                 created += 1;
                 tracing::info!(%deployment, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");

@@ -7,15 +7,16 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
 use nephrite_krm::{Gvk, Object, Package};
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_preparer_client::{DataApi, EntityKind};
 use nephrite_runtime::ShutdownHandle;
 use nephrite_topology::api::{API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND, NF_TOPOLOGY_KIND};
 use nephrite_topology::tko::ChildObservation;
 use nephrite_topology::{RolloutPolicy, plan};
 
-use super::data::{self, Data, DataEndpoint};
+use super::data::{self, DataEndpoint};
 use super::{TkoError, topology_of};
 
 /// How many times a parent update that collides with another writer is tried.
@@ -45,34 +46,25 @@ async fn watch(
     policy: &RolloutPolicy,
     from_revision: &mut u64,
 ) -> Result<(), TkoError> {
-    let mut data = data::connect(endpoint).await?;
+    let data = data::connect(endpoint).await?;
     let mut stream = data
-        .watch(pb::WatchRequest {
-            from_revision: *from_revision,
-            kinds: vec![pb::EntityKind::Deployment as i32],
-        })
-        .await
-        .map_err(data::error_for("Watch"))?
-        .into_inner();
-    for parent in data::topology_parents(&mut data).await? {
-        reconcile_logged(&mut data, policy, &parent).await;
+        .watch(*from_revision, &[EntityKind::Deployment])
+        .await?;
+    for parent in data::topology_parents(&data).await? {
+        reconcile_logged(&data, policy, &parent).await;
     }
     let mut parent_of: HashMap<String, String> = HashMap::new();
-    while let Some(change) = stream.message().await.map_err(data::error_for("Watch"))? {
+    while let Some(change) = stream.next().await.transpose()? {
         *from_revision = (*from_revision).max(change.revision);
         let mut dirty = BTreeSet::new();
         match change.deployment {
             Some(info)
-                if info.metadata.contains_key(NF_DEPLOYMENT_NAME)
-                    && !info.parent_deployment_id.is_empty() =>
+                if info.metadata.contains_key(NF_DEPLOYMENT_NAME) && !info.parent_id.is_empty() =>
             {
-                parent_of.insert(
-                    info.deployment_id.clone(),
-                    info.parent_deployment_id.clone(),
-                );
-                dirty.insert(info.parent_deployment_id);
+                parent_of.insert(info.id.clone(), info.parent_id.clone());
+                dirty.insert(info.parent_id);
             }
-            _ if change.r#type == pb::ChangeType::Delete as i32 => {
+            _ if change.deleted => {
                 if let Some(parent) = parent_of.remove(&change.id) {
                     dirty.insert(parent);
                 }
@@ -80,13 +72,13 @@ async fn watch(
             _ => {}
         }
         for parent in dirty {
-            reconcile_logged(&mut data, policy, &parent).await;
+            reconcile_logged(&data, policy, &parent).await;
         }
     }
     Ok(())
 }
 
-async fn reconcile_logged(data: &mut Data, policy: &RolloutPolicy, parent: &str) {
+async fn reconcile_logged(data: &dyn DataApi, policy: &RolloutPolicy, parent: &str) {
     if let Err(error) = reconcile(data, policy, parent).await {
         tracing::warn!(%parent, %error, "tracker: reconcile failed");
     }
@@ -95,21 +87,16 @@ async fn reconcile_logged(data: &mut Data, policy: &RolloutPolicy, parent: &str)
 /// Approves what may be approved and updates the deployed topology of NFTopology deployment
 /// `parent`.
 pub async fn reconcile(
-    data: &mut Data,
+    data: &dyn DataApi,
     policy: &RolloutPolicy,
     parent: &str,
 ) -> Result<(), TkoError> {
     let mut approvals_done = false;
     for _ in 0..UPDATE_ATTEMPTS {
-        let deployment = match data
-            .get_deployment(pb::GetRequest {
-                id: parent.to_owned(),
-            })
-            .await
-        {
-            Ok(response) => response.into_inner(),
-            Err(status) if status.code() == tonic::Code::NotFound => return Ok(()),
-            Err(status) => return Err(data::error_for("GetDeployment")(status)),
+        let deployment = match data.get_deployment(parent).await {
+            Ok(deployment) => deployment,
+            Err(error) if error.is_not_found() => return Ok(()),
+            Err(error) => return Err(error.into()),
         };
         let mut package =
             Package::from_yaml(&deployment.package_yaml).map_err(|e| TkoError::Package {
@@ -129,11 +116,7 @@ pub async fn reconcile(
         if !approvals_done {
             for child in observation.approvals(&plan) {
                 tracing::info!(%parent, %child, "approving: every gate is open");
-                data.approve_deployment(pb::ApproveDeploymentRequest {
-                    deployment_id: child,
-                })
-                .await
-                .map_err(data::error_for("ApproveDeployment"))?;
+                data.approve_deployment(&child).await?;
             }
             approvals_done = true;
         }
@@ -181,11 +164,7 @@ pub async fn reconcile(
             }
         }
         match data
-            .update_deployment(pb::UpdateDeploymentRequest {
-                deployment_id: parent.to_owned(),
-                package_yaml: package.to_yaml(),
-                modification_token: String::new(),
-            })
+            .update_deployment(parent, package.to_yaml(), None)
             .await
         {
             Ok(_) => {
@@ -193,10 +172,10 @@ pub async fn reconcile(
                 return Ok(());
             }
             // Someone else (the preparer) holds the deployment: read again and retry.
-            Err(status) if status.code() == tonic::Code::Aborted => {
+            Err(error) if error.is_busy() => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(status) => return Err(data::error_for("UpdateDeployment")(status)),
+            Err(error) => return Err(error.into()),
         }
     }
     Err(TkoError::Package {

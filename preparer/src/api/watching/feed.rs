@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use nephrite_preparer_client::Change;
 use nephrite_runtime::prometheus_client::metrics::counter::Counter;
 use nephrite_runtime::prometheus_client::metrics::gauge::Gauge;
 use nephrite_runtime::{GrpcServer, InvalidHelp};
@@ -98,15 +98,15 @@ impl Watchers {
 }
 
 /// The buffer's reading half, which the feed can take away from the stream.
-type Buffer = Arc<Mutex<Option<mpsc::Receiver<pb::Change>>>>;
+type Buffer = Arc<Mutex<Option<mpsc::Receiver<Change>>>>;
 
-fn lock(buffer: &Buffer) -> std::sync::MutexGuard<'_, Option<mpsc::Receiver<pb::Change>>> {
+fn lock(buffer: &Buffer) -> std::sync::MutexGuard<'_, Option<mpsc::Receiver<Change>>> {
     buffer.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The sending half of one `Watch` stream.
 pub(super) struct Feed {
-    tx: mpsc::Sender<pb::Change>,
+    tx: mpsc::Sender<Change>,
     buffer: Buffer,
     end: Option<oneshot::Sender<Status>>,
     /// The revision of the last change the response handed to the transport.
@@ -117,7 +117,7 @@ pub(super) struct Feed {
 impl Feed {
     /// Queues `change`; false when the stream is over (the client left, or it was dropped
     /// for not reading).
-    pub(super) async fn send(&mut self, change: pb::Change) -> bool {
+    pub(super) async fn send(&mut self, change: Change) -> bool {
         match tokio::time::timeout(self.watchers.patience, self.tx.send(change)).await {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
@@ -168,14 +168,14 @@ impl Drop for Feed {
 
 /// The response of one `Watch`: the buffered changes, then the status that ended the feed
 /// (none for a normal end).
-pub(super) struct FeedStream {
+pub struct FeedStream {
     buffer: Buffer,
     end: Option<oneshot::Receiver<Status>>,
     taken: Arc<AtomicU64>,
 }
 
 impl Stream for FeedStream {
-    type Item = Result<pb::Change, Status>;
+    type Item = Result<Change, Status>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -230,10 +230,13 @@ mod tests {
 
     use super::*;
 
-    fn change(revision: u64) -> pb::Change {
-        pb::Change {
+    fn change(revision: u64) -> Change {
+        Change {
             revision,
-            ..Default::default()
+            kind: nephrite_preparer_client::EntityKind::Deployment,
+            id: format!("d{revision}"),
+            deleted: false,
+            deployment: None,
         }
     }
 

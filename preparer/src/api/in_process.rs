@@ -1,0 +1,211 @@
+//! The Data API for callers in the daemon's own process: [`DataService`] implements the
+//! client's [`DataApi`] trait by making its calls directly, so the web dashboard reads and
+//! writes through the same trait as a remote client, with the same errors (each passes through
+//! the status a remote caller would get), without a socket or protobuf in between.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use nephrite_preparer_client::{
+    CatalogQuery, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Modification, Plugin,
+    PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+};
+
+use super::{DataService, Writer};
+use crate::errors::ApiError;
+
+/// The error of `call` as a remote caller would see it.
+fn refused(call: &'static str) -> impl Fn(ApiError) -> DataError {
+    move |error| DataError::from_status(call, &tonic::Status::from(error))
+}
+
+#[async_trait]
+impl DataApi for DataService {
+    async fn register_template(&self, template: Template) -> Result<bool, DataError> {
+        let call = "RegisterTemplate";
+        DataService::register_template(self, template)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn get_template(&self, id: &str) -> Result<Template, DataError> {
+        let call = "GetTemplate";
+        DataService::get_template(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, DataError> {
+        let call = "ListTemplates";
+        DataService::list_templates(self, query)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn delete_template(&self, id: &str) -> Result<bool, DataError> {
+        let call = "DeleteTemplate";
+        DataService::delete_template(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn register_site(&self, site: Site) -> Result<bool, DataError> {
+        let call = "RegisterSite";
+        DataService::register_site(self, site)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn get_site(&self, id: &str) -> Result<Site, DataError> {
+        let call = "GetSite";
+        DataService::get_site(self, id).await.map_err(refused(call))
+    }
+
+    async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, DataError> {
+        let call = "ListSites";
+        DataService::list_sites(self, query)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn delete_site(&self, id: &str) -> Result<bool, DataError> {
+        let call = "DeleteSite";
+        DataService::delete_site(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn register_plugin(&self, plugin: Plugin) -> Result<bool, DataError> {
+        let call = "RegisterPlugin";
+        DataService::register_plugin(self, plugin)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn get_plugin(&self, name: &str) -> Result<Plugin, DataError> {
+        let call = "GetPlugin";
+        DataService::get_plugin(self, name)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, DataError> {
+        let call = "ListPlugins";
+        DataService::list_plugins(self, query)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn delete_plugin(&self, name: &str) -> Result<bool, DataError> {
+        let call = "DeletePlugin";
+        DataService::delete_plugin(self, name)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn create_deployment(&self, request: DeploymentRequest) -> Result<Created, DataError> {
+        let call = "CreateDeployment";
+        DataService::create_deployment(self, request)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn get_deployment(&self, id: &str) -> Result<Deployment, DataError> {
+        let call = "GetDeployment";
+        DataService::get_deployment(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn list_deployments(&self, query: DeploymentQuery) -> Result<DeploymentPage, DataError> {
+        let call = "ListDeployments";
+        DataService::list_deployments(self, query)
+            .await
+            .map_err(refused(call))
+    }
+
+    /// The daemon's own callers write as a person would: without a token when they hold none.
+    async fn update_deployment(
+        &self,
+        id: &str,
+        package_yaml: String,
+        token: Option<String>,
+    ) -> Result<DeploymentInfo, DataError> {
+        let call = "UpdateDeployment";
+        DataService::update_deployment(self, id, package_yaml, token, Writer::Tokenless)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn approve_deployment(&self, id: &str) -> Result<DeploymentInfo, DataError> {
+        let call = "ApproveDeployment";
+        DataService::approve_deployment(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn delete_deployment(&self, id: &str) -> Result<bool, DataError> {
+        let call = "DeleteDeployment";
+        DataService::delete_deployment(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn start_modification(
+        &self,
+        id: &str,
+        lease: Option<Duration>,
+    ) -> Result<Modification, DataError> {
+        let call = "StartModification";
+        DataService::start_modification(self, id, lease)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn renew_modification(
+        &self,
+        id: &str,
+        token: &str,
+        lease: Option<Duration>,
+    ) -> Result<Modification, DataError> {
+        let call = "RenewModification";
+        DataService::renew_modification(self, id, token, lease)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn end_modification(
+        &self,
+        id: &str,
+        token: &str,
+        package_yaml: Option<String>,
+    ) -> Result<DeploymentInfo, DataError> {
+        let call = "EndModification";
+        DataService::end_modification(self, id, token, package_yaml)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn cancel_modification(&self, id: &str, token: &str) -> Result<(), DataError> {
+        let call = "CancelModification";
+        DataService::cancel_modification(self, id, token)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn watch(
+        &self,
+        from_revision: u64,
+        kinds: &[EntityKind],
+    ) -> Result<ChangeStream, DataError> {
+        let call = "Watch";
+        let changes = DataService::watch(self, from_revision, kinds.to_vec())
+            .await
+            .map_err(refused(call))?;
+        Ok(Box::pin(changes.map(move |change| {
+            change.map_err(|status| DataError::from_status(call, &status))
+        })))
+    }
+}
