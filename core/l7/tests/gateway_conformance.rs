@@ -140,13 +140,13 @@ fn check_status(
             ));
         }
     }
-    if let Some(want) = expectation.attached_routes {
-        if holder["attachedRoutes"] != want {
-            failures.push(format!(
-                "{scope}: attachedRoutes: expected {want}, got {}",
-                holder["attachedRoutes"]
-            ));
-        }
+    if let Some(want) = expectation.attached_routes
+        && holder["attachedRoutes"] != want
+    {
+        failures.push(format!(
+            "{scope}: attachedRoutes: expected {want}, got {}",
+            holder["attachedRoutes"]
+        ));
     }
     failures
 }

@@ -137,6 +137,9 @@ fn sort(objects: &[Object]) -> Sorted {
     sorted
 }
 
+/// A listener (by index) and the hostnames a route serves on it.
+type Attachment = (usize, Vec<Option<Hostname>>);
+
 /// Attaches one parentRef; `Ok` with the listeners and their hostnames, or the refusal.
 fn attach(
     parent: &ParentReference,
@@ -145,7 +148,7 @@ fn attach(
     route: &HttpRoute,
     hostnames: &[Hostname],
     refs: &RefIndex,
-) -> Result<Vec<(usize, Vec<Option<Hostname>>)>, Verdict> {
+) -> Result<Vec<Attachment>, Verdict> {
     let named: Vec<usize> = (0..listeners.len())
         .filter(|&i| {
             parent
@@ -183,7 +186,7 @@ fn attach(
             ),
         ));
     }
-    let hosted: Vec<(usize, Vec<Option<Hostname>>)> = allowed
+    let hosted: Vec<Attachment> = allowed
         .into_iter()
         .filter_map(|i| {
             hostname::effective(listeners[i].hostname.as_ref(), hostnames).map(|h| (i, h))

@@ -219,13 +219,13 @@ fn features(listener: &CompiledListener, action: usize) -> Vec<(String, Feature)
             || matches!(entry.hostname, Some(super::hostname::Hostname::Wildcard(_)))
         {
             for filter in &rule.filters {
-                if let Filter::Redirect(redirect) = filter {
-                    if redirect.hostname.is_none() {
-                        out.push((
-                            format!("{at}.filters (RequestRedirect.hostname)"),
-                            Feature::RedirectRequestHost,
-                        ));
-                    }
+                if let Filter::Redirect(redirect) = filter
+                    && redirect.hostname.is_none()
+                {
+                    out.push((
+                        format!("{at}.filters (RequestRedirect.hostname)"),
+                        Feature::RedirectRequestHost,
+                    ));
                 }
             }
         }

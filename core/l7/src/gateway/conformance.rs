@@ -276,10 +276,10 @@ impl Expect {
     pub fn check(&self, observed: &Observed) -> Vec<String> {
         let mut out = Vec::new();
         let mut compare = |what: &str, want: Option<&str>, got: Option<&str>| {
-            if let Some(want) = want {
-                if Some(want) != got {
-                    out.push(format!("{what}: expected {want:?}, got {got:?}"));
-                }
+            if let Some(want) = want
+                && Some(want) != got
+            {
+                out.push(format!("{what}: expected {want:?}, got {got:?}"));
             }
         };
         compare(

@@ -57,8 +57,8 @@ pub struct Forward {
 /// What happens to a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum Decision {
-    /// Forwarded.
-    Forward(Forward),
+    /// Forwarded (boxed: the other outcomes are small).
+    Forward(Box<Forward>),
     /// Redirected.
     Redirect {
         /// The status code.
@@ -282,7 +282,7 @@ impl CompiledListener {
                     backend.service, backend.port
                 ),
             ),
-            Some(BackendTarget::Service(backend)) => Decision::Forward(Forward {
+            Some(BackendTarget::Service(backend)) => Decision::Forward(Box::new(Forward {
                 route: action.route.clone(),
                 rule: action.rule,
                 backend: backend.clone(),
@@ -291,7 +291,7 @@ impl CompiledListener {
                 headers,
                 response_headers,
                 mirrors,
-            }),
+            })),
             Some(BackendTarget::Invalid(reason)) => respond(500, reason.clone()),
             None => respond(500, "no backend chosen"),
         }

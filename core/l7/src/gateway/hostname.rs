@@ -115,10 +115,10 @@ pub fn effective(listener: Option<&Hostname>, route: &[Hostname]) -> Option<Vec<
     }
     let mut out: Vec<Option<Hostname>> = Vec::new();
     for hostname in route {
-        if let Some(common) = intersect(listener, hostname) {
-            if !out.contains(&Some(common.clone())) {
-                out.push(Some(common));
-            }
+        if let Some(common) = intersect(listener, hostname)
+            && !out.contains(&Some(common.clone()))
+        {
+            out.push(Some(common));
         }
     }
     (!out.is_empty()).then_some(out)
