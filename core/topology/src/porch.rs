@@ -46,6 +46,7 @@ use serde_json::{Value, json};
 
 use crate::api::{CAPACITY_API_VERSION, CAPACITY_KIND, Capacity, PackageStatus};
 use crate::plan::Plan;
+use crate::replan::{ChildKey, ExistingChild, desired_children};
 
 /// `apiVersion` of PackageVariantSet.
 pub const PVS_API_VERSION: &str = "config.porch.kpt.dev/v1alpha2";
@@ -379,6 +380,56 @@ impl Observation {
             }
         }
         updates
+    }
+}
+
+impl Observation {
+    /// The packages as the re-plan sees them ([`crate::replan`]): one child per planned
+    /// variant with revisions (the latest; approved when one is published, prepared when the
+    /// latest is proposed or published) and one per (package, repository) the plan no longer
+    /// wants, keyed by (topology, package name, repository).
+    ///
+    /// Porch, not ntc, brings a package's content to its PackageVariantSet, which ntc keeps
+    /// current; so a variant's package counts as carrying the planned content (its fingerprint
+    /// is the planned one) and the re-plan never asks to update it. A package no longer wanted
+    /// carries none.
+    pub fn existing_children(&self, plan: &Plan) -> Vec<ExistingChild> {
+        let desired = desired_children(plan);
+        let mut children: Vec<ExistingChild> = self
+            .revisions
+            .iter()
+            .filter_map(|(&v, revisions)| {
+                let latest = revisions.last()?;
+                let planned = desired.get(v)?;
+                Some(ExistingChild {
+                    id: latest.name.clone(),
+                    key: planned.key.clone(),
+                    fingerprint: Some(planned.fingerprint),
+                    prepared: matches!(latest.lifecycle.as_str(), "Proposed" | PUBLISHED),
+                    approved: revisions.iter().any(RevisionView::is_published),
+                })
+            })
+            .collect();
+        let mut unwanted: BTreeMap<ChildKey, &RevisionView> = BTreeMap::new();
+        for revision in &self.orphans {
+            let key = ChildKey::new(
+                plan.topology(),
+                &revision.package_name,
+                &revision.repository,
+            );
+            let entry = unwanted.entry(key).or_insert(revision);
+            if revision.revision_number() >= entry.revision_number() {
+                *entry = revision;
+            }
+        }
+        children.extend(unwanted.into_iter().map(|(key, revision)| ExistingChild {
+            id: revision.name.clone(),
+            key,
+            fingerprint: None,
+            prepared: false,
+            approved: revision.is_published(),
+        }));
+        children
     }
 }
 

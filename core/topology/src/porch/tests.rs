@@ -145,3 +145,44 @@ fn revisions_without_repository_are_not_read() {
     );
     assert!(RevisionView::read(&object).is_none());
 }
+
+#[test]
+fn packages_seen_by_the_replan_are_current_children_or_unwanted_ones() {
+    use crate::api::DeletionPolicy;
+    use crate::replan::{InstanceStatus, desired_children, diff, instance_statuses};
+    let plan = fixture::planned();
+    let objects = [
+        revision("upf-a-e1-v1", "edge-1", "upf-a", "1", "Published"),
+        revision("upf-a-e1-v2", "edge-1", "upf-a", "2", "Draft"),
+        revision("smf-r-v1", "regional", "smf", "1", "Proposed"),
+        revision("gone-1", "edge-9", "upf-a", "1", "Published"),
+        revision("gone-2", "edge-9", "upf-a", "2", "Draft"),
+    ];
+    let observation = Observation::new(&plan, views(&objects));
+    let children = observation.existing_children(&plan);
+    let summary: Vec<(&str, String, bool, bool)> = children
+        .iter()
+        .map(|c| (c.id.as_str(), c.key.to_string(), c.prepared, c.approved))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("upf-a-e1-v2", "core/upf-a@edge-1".to_owned(), false, true),
+            ("smf-r-v1", "core/smf@regional".to_owned(), true, false),
+            ("gone-2", "core/upf-a@edge-9".to_owned(), false, false),
+        ]
+    );
+    let changes = diff(&children, &desired_children(&plan), DeletionPolicy::Delete);
+    assert!(changes.update.is_empty(), "Porch keeps content current");
+    assert_eq!(changes.create.len(), 3);
+    let rows = instance_statuses(&plan, &children, DeletionPolicy::Delete);
+    assert_eq!(rows[0].status, InstanceStatus::Approved);
+    assert_eq!(
+        rows[3].status,
+        InstanceStatus::WaitingFor(vec![
+            "wait-for-UPF-upf-a-edge-2".into(),
+            "wait-for-UPF-upf-b-edge-3".into()
+        ])
+    );
+    assert_eq!(rows.last().unwrap().status, InstanceStatus::ToBeDeleted);
+}
