@@ -1,12 +1,11 @@
 //! `bmm-provider apply --register-sites URL`: each provisioned cluster of the state becomes a
-//! Site of the preparer (`nephrite.preparer.data.v1.Data/RegisterSite`), so topologies can place
-//! network functions on it. The site's id is the cluster's name; its package is one
+//! Site of the preparer (its Data API's `RegisterSite`, through the preparer's client crate),
+//! so topologies can place network functions on it. The site's id is the cluster's name; its package is one
 //! `metadata.nephio.org/v1alpha1` `Site` whose `spec` is the cluster's labels (the preparer
 //! keeps them as metadata `Site.<label>`, which ntc reads back as the cluster's labels) and
 //! the BMM site it runs in (`Site.bmm.nvidia.com/site`). Registering again updates the site.
 
-use nephrite_proto::nephrite::preparer::data::v1 as pb;
-use nephrite_proto::nephrite::preparer::data::v1::data_client::DataClient;
+use nephrite_preparer_client::{DataApi as _, ErrorKind, PreparerClient, Site, SiteInfo};
 use nephrite_runtime::{ClientArgs, Endpoint};
 use serde_json::{Map, Value, json};
 
@@ -35,14 +34,14 @@ pub enum SiteError {
         source: nephrite_runtime::ClientError,
     },
     /// The preparer refused a site.
-    #[error("registering cluster {cluster} as a site: {code:?}: {message}")]
+    #[error("registering cluster {cluster} as a site: {kind}: {source}")]
     Register {
         /// The cluster.
         cluster: String,
+        /// What kind of refusal (or `Unavailable` when the call never arrived).
+        kind: ErrorKind,
         /// The preparer's answer.
-        code: tonic::Code,
-        /// Its message.
-        message: String,
+        source: nephrite_preparer_client::DataError,
     },
 }
 
@@ -94,24 +93,27 @@ pub async fn register_sites(
             endpoint: endpoint.to_string(),
             source,
         })?;
-    let mut data = DataClient::new(channel);
+    let data = PreparerClient::new(channel);
     let mut registered = Vec::new();
     for cluster in clusters {
-        let answer = data
-            .register_site(pb::RegisterSiteRequest {
+        let site = Site {
+            info: SiteInfo {
                 id: cluster.name.clone(),
-                package_yaml: site_package(cluster),
-                ..Default::default()
-            })
+                ..SiteInfo::default()
+            },
+            package_yaml: site_package(cluster),
+        };
+        let created = data
+            .register_site(site)
             .await
-            .map_err(|status| SiteError::Register {
+            .map_err(|source| SiteError::Register {
                 cluster: cluster.name.clone(),
-                code: status.code(),
-                message: status.message().to_string(),
+                kind: source.kind(),
+                source,
             })?;
         registered.push(Registered {
             site: cluster.name.clone(),
-            created: answer.into_inner().created,
+            created,
         });
     }
     Ok(registered)
