@@ -24,6 +24,48 @@
 //! - [`capabilities`]: what each driver can express, and which rules it serves fully or partly.
 //! - [`conformance`]: the conformance case format (objects, requests, expectations) every
 //!   driver runs.
+//!
+//! ```
+//! use nephrite_krm::Package;
+//! use nephrite_l7::gateway::{Decision, HttpRequest, ObjectKey, Settings, build};
+//!
+//! let objects = Package::from_yaml("\
+//! apiVersion: gateway.networking.k8s.io/v1
+//! kind: GatewayClass
+//! metadata: {name: kuryr}
+//! spec: {controllerName: kuryr.nephrite.io/l7}
+//! ---
+//! apiVersion: gateway.networking.k8s.io/v1
+//! kind: Gateway
+//! metadata: {name: web, namespace: shop}
+//! spec:
+//!   gatewayClassName: kuryr
+//!   listeners: [{name: http, port: 80, protocol: HTTP}]
+//! ---
+//! apiVersion: gateway.networking.k8s.io/v1
+//! kind: HTTPRoute
+//! metadata: {name: cart, namespace: shop}
+//! spec:
+//!   parentRefs: [{name: web}]
+//!   hostnames: [shop.example.com]
+//!   rules:
+//!   - matches: [{path: {type: PathPrefix, value: /cart}}]
+//!     filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]
+//! ")?
+//! .into_objects();
+//! let model = build(&objects, &Settings::default());
+//! let gateway = model.compiled_gateway(&ObjectKey::new("shop", "web")).expect("ours");
+//! let request = |target: &str| HttpRequest {
+//!     port: 80, method: "GET".into(), host: "shop.example.com".into(),
+//!     target: target.into(), headers: Vec::new(),
+//! };
+//! let Decision::Redirect { status, location, .. } = gateway.route(&request("/cart/1"), 0) else {
+//!     panic!("a redirect");
+//! };
+//! assert_eq!((status, location.as_str()), (302, "https://shop.example.com/cart/1"));
+//! assert_eq!(gateway.route(&request("/cartoon"), 0).status(), 404);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::fmt;
 
