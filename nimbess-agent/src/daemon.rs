@@ -12,7 +12,8 @@ use nephrite_runtime::{DaemonIdentity, Endpoint, GrpcServer, ServeArgs, init_tra
 
 use crate::agent::Agent;
 use crate::config::{AgentConfig, DriverKind};
-use crate::driver::{Driver, kernel::KernelDriver, sim::SimDriver};
+use crate::driver::kernel::{KernelDriver, firewall::NftFirewall};
+use crate::driver::{Driver, sim::SimDriver};
 use crate::fabric::Fabric;
 use crate::grpc::add_services;
 use crate::state::StateStore;
@@ -104,7 +105,9 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
     let joined = join_fabric(&command.fabric).await?;
     let driver = match kind {
         DriverKind::Kernel => {
-            let mut kernel = KernelDriver::new()?;
+            // Services and policies need `nft`: refuse to start without it
+            let firewall = NftFirewall::new(std::env::var_os("PATH").as_deref())?;
+            let mut kernel = KernelDriver::new(firewall)?;
             kernel.set_egress(command.service_cidr, config.masquerade.clone());
             if let Some(f) = &joined {
                 kernel.set_underlay(f.underlay());

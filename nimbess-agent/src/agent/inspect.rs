@@ -190,7 +190,8 @@ impl Agent {
     /// # Errors
     /// The data plane cannot be read.
     pub async fn verify(&self) -> Result<Vec<String>, DriverError> {
-        let mut st = self.state.lock().await;
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
         let mut drift: Vec<String> = nephrite_pipeline::violations(&st.model)
             .into_iter()
             .map(|v| format!("model: {}", v.0))

@@ -28,7 +28,7 @@ impl Agent {
         if diff.is_empty() {
             return Ok(diff);
         }
-        st.driver.apply_services(&lbs)?;
+        st.driver.firewall_mut().apply_services(&lbs)?;
         st.services = lbs;
         Ok(diff)
     }
@@ -46,7 +46,7 @@ impl Agent {
         if st.policies == acls {
             return Ok(false);
         }
-        st.driver.apply_policies(&acls)?;
+        st.driver.firewall_mut().apply_policies(&acls)?;
         st.policies = acls;
         Ok(true)
     }
@@ -104,16 +104,17 @@ impl AgentState {
     /// each; what drifted is rendered again.
     pub(crate) fn verify_services(&mut self) -> Vec<String> {
         let lbs = self.services.clone();
-        let mut drift = self.driver.verify_services(&lbs);
+        let firewall = self.driver.firewall_mut();
+        let mut drift = firewall.verify_services(&lbs);
         if !drift.is_empty()
-            && let Err(e) = self.driver.apply_services(&lbs)
+            && let Err(e) = firewall.apply_services(&lbs)
         {
             tracing::warn!(error = %e, "the Services' drift could not be repaired");
         }
         let acls = self.policies.clone();
-        let policy_drift = self.driver.verify_policies(&acls);
+        let policy_drift = firewall.verify_policies(&acls);
         if !policy_drift.is_empty()
-            && let Err(e) = self.driver.apply_policies(&acls)
+            && let Err(e) = firewall.apply_policies(&acls)
         {
             tracing::warn!(error = %e, "the policies' drift could not be repaired");
         }

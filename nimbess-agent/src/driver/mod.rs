@@ -3,19 +3,22 @@
 //! A driver renders exactly what a [`RenderPlan`] says (ports, module
 //! instances, FIB entries, ACL rules) and reports, per new port, the facts
 //! the data plane chose (MAC, ifindex, kernel object names) for the model to
-//! store. Two drivers: [`kernel`] (Linux, netlink) and [`sim`] (in-process,
-//! synthetic frames).
+//! store. A [`Driver`] keeps the links, bridges and routes; what is
+//! filtered, translated or marked is its [`Firewall`]'s, which it owns and
+//! calls for a plan's ACLs and the networks' egress, and which the agent
+//! calls for Services and policies. Two drivers: [`kernel`] (Linux,
+//! netlink, nftables) and [`sim`] (in-process, synthetic frames).
 
 use std::collections::BTreeMap;
 
-use nephrite_pipeline::{
-    LoadBalancer, LoadBalancerKey, Model, ModuleId, NetworkSpec, Port, PortId, RenderFacts,
-    RenderPlan,
-};
+use nephrite_pipeline::{Model, ModuleId, NetworkSpec, Port, PortId, RenderFacts, RenderPlan};
 use serde::{Deserialize, Serialize};
 
+pub mod firewall;
 pub mod kernel;
 pub mod sim;
+
+pub use firewall::{Firewall, PodAcls, Services};
 
 /// Why a driver failed; the agent answers CNI code 101 and rolls back.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +53,21 @@ pub enum DriverError {
     /// The data plane is not as required.
     #[error("{0}")]
     State(String),
+    /// A program the driver runs is not installed.
+    #[error(
+        "the kernel driver needs the `{program}` program for {needed_for}, and it is not on \
+         PATH ({path}): install the package {package} (Debian, Ubuntu: apt-get install {package})"
+    )]
+    MissingProgram {
+        /// The program.
+        program: &'static str,
+        /// The package that installs it.
+        package: &'static str,
+        /// What the driver needs it for.
+        needed_for: &'static str,
+        /// The directories searched.
+        path: String,
+    },
 }
 
 /// One module instance as the data plane holds it: its object and counters.
@@ -122,11 +140,13 @@ impl Driver {
         }
     }
 
-    /// Differences between the model and the data plane, one line each.
+    /// Differences between the model and the data plane, one line each;
+    /// the firewall's ACLs and egress table are rendered again when they
+    /// drifted.
     ///
     /// # Errors
     /// The data plane cannot be read.
-    pub async fn verify(&self, model: &Model) -> Result<Vec<String>, DriverError> {
+    pub async fn verify(&mut self, model: &Model) -> Result<Vec<String>, DriverError> {
         match self {
             Driver::Kernel(k) => k.verify(model).await,
             Driver::Sim(s) => Ok(s.verify(model)),
@@ -164,73 +184,36 @@ impl Driver {
         }
     }
 
-    /// Render the Services' load-balancer modules (the whole set as it is now).
+    /// The driver's firewall: Services, policies, egress and ACLs.
+    pub fn firewall(&self) -> &dyn Firewall {
+        match self {
+            Driver::Kernel(k) => k.firewall(),
+            Driver::Sim(s) => s.firewall(),
+        }
+    }
+
+    /// The driver's firewall, to render Services and policies.
+    pub fn firewall_mut(&mut self) -> &mut dyn Firewall {
+        match self {
+            Driver::Kernel(k) => k.firewall_mut(),
+            Driver::Sim(s) => s.firewall_mut(),
+        }
+    }
+
+    /// Shorthand for [`Firewall::apply_services`] on [`Driver::firewall_mut`].
     ///
     /// # Errors
     /// The data plane refused them (what was rendered before stays).
-    pub fn apply_services(
-        &mut self,
-        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    ) -> Result<(), DriverError> {
-        match self {
-            Driver::Kernel(k) => k.apply_services(lbs),
-            Driver::Sim(s) => {
-                s.services = lbs.clone();
-                Ok(())
-            }
-        }
+    pub fn apply_services(&mut self, services: &Services) -> Result<(), DriverError> {
+        self.firewall_mut().apply_services(services)
     }
 
-    /// Drift between `lbs` and the Services the data plane holds, one line
-    /// each; the next [`Driver::apply_services`] repairs it.
-    pub fn verify_services(
-        &mut self,
-        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    ) -> Vec<String> {
-        match self {
-            Driver::Kernel(k) => k.verify_services(lbs),
-            Driver::Sim(s) if &s.services != lbs => {
-                vec![format!(
-                    "services: the simulation holds {} service ports, the model {}",
-                    s.services.len(),
-                    lbs.len()
-                )]
-            }
-            Driver::Sim(_) => Vec::new(),
-        }
-    }
-
-    /// Render the NetworkPolicies' ACL modules, by pod address.
+    /// Shorthand for [`Firewall::apply_policies`] on [`Driver::firewall_mut`].
     ///
     /// # Errors
-    /// The data plane refused them (what was rendered before stays).
-    pub fn apply_policies(
-        &mut self,
-        acls: &BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
-    ) -> Result<(), DriverError> {
-        match self {
-            Driver::Kernel(k) => k.apply_policies(acls),
-            Driver::Sim(s) => {
-                s.policies = acls.clone();
-                Ok(())
-            }
-        }
-    }
-
-    /// Drift between `acls` and the policies the data plane holds.
-    pub fn verify_policies(
-        &self,
-        acls: &BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
-    ) -> Vec<String> {
-        match self {
-            Driver::Kernel(_) => kernel::policy::verify(acls),
-            Driver::Sim(s) if &s.policies != acls => vec![format!(
-                "policy: the simulation holds {} pod ACLs, the model {}",
-                s.policies.len(),
-                acls.len()
-            )],
-            Driver::Sim(_) => Vec::new(),
-        }
+    /// The data plane refused them (the previous ones stay).
+    pub fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
+        self.firewall_mut().apply_policies(acls)
     }
 
     /// The driver's name.

@@ -2,7 +2,8 @@
 //! through the model's pipelines with [`nephrite_pipeline::forward`];
 //! connections also pass the Services' and policies' modules
 //! ([`SimDriver::connect`]). For machines without privileges and as the
-//! kernel driver's oracle.
+//! kernel driver's oracle. Its firewall ([`SimFirewall`]) holds the
+//! Services' and policies' modules the connections pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,8 +12,13 @@ use nephrite_pipeline::{
     RenderFacts, RenderPlan, Trace, count, forward,
 };
 
+use super::firewall::Firewall as _;
 use super::{DriverError, ModuleObject};
 use crate::naming::fnv1a;
+
+mod firewall;
+
+pub use firewall::SimFirewall;
 
 /// The simulated data plane.
 #[derive(Debug, Default)]
@@ -21,11 +27,8 @@ pub struct SimDriver {
     next_ifindex: u32,
     counters: Counters,
     drops: Counters,
-    /// The NetworkPolicies' ACL modules it holds, by pod address.
-    pub(crate) policies: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
-    /// The Services' load-balancer modules it holds.
-    pub(crate) services:
-        BTreeMap<nephrite_pipeline::LoadBalancerKey, nephrite_pipeline::LoadBalancer>,
+    /// The Services, policies, egress and ACLs it holds.
+    firewall: SimFirewall,
 }
 
 /// The MAC the simulation gives a port: locally administered, from its id.
@@ -53,9 +56,32 @@ impl SimDriver {
         }
     }
 
+    /// The firewall.
+    pub fn firewall(&self) -> &SimFirewall {
+        &self.firewall
+    }
+
+    /// The firewall, to change.
+    pub fn firewall_mut(&mut self) -> &mut SimFirewall {
+        &mut self.firewall
+    }
+
+    /// The ACL a port's network gives it.
+    fn network_acl<'m>(model: &'m Model, port: &Port) -> &'m [nephrite_pipeline::AclRule] {
+        model
+            .networks()
+            .get(&port.network)
+            .map_or(&[][..], |n| &n.spec.acl[..])
+    }
+
     pub(crate) fn reconcile(&mut self, model: &Model) -> Vec<(PortId, RenderFacts)> {
         let mut out = Vec::new();
         for port in model.ports().values() {
+            if !port.is_remote() {
+                let acl = Self::network_acl(model, port);
+                // holding what it is given cannot fail
+                let _ = self.firewall.apply_acl(&port.id, acl);
+            }
             self.ports.insert(port.id.clone());
             let facts = port.facts.clone().unwrap_or_else(|| self.facts(port));
             self.next_ifindex = self.next_ifindex.max(facts.ifindex);
@@ -70,8 +96,13 @@ impl SimDriver {
             self.ports.insert(port.id.clone());
             out.push((port.id.clone(), self.facts(port)));
         }
+        for change in &plan.acl_changed {
+            // holding what it is given cannot fail
+            let _ = self.firewall.apply_acl(&change.port, &change.rules);
+        }
         for port in &plan.ports_removed {
             self.ports.remove(&port.id);
+            let _ = self.firewall.remove_acl(&port.id);
         }
         for m in &plan.modules_deleted {
             self.counters.remove(&m.id);
@@ -82,6 +113,7 @@ impl SimDriver {
 
     pub(crate) fn discard_port(&mut self, port: &Port) {
         self.ports.remove(&port.id);
+        let _ = self.firewall.remove_acl(&port.id);
     }
 
     pub(crate) fn check(&self, port: &Port) -> Result<(), DriverError> {
@@ -98,17 +130,15 @@ impl SimDriver {
     pub(crate) fn verify(&self, model: &Model) -> Vec<String> {
         let mut drift = Vec::new();
         // ports of other hosts of a fabric are simulated there
-        for id in model
-            .ports()
-            .values()
-            .filter(|p| !p.is_remote())
-            .map(|p| &p.id)
-        {
+        for port in model.ports().values().filter(|p| !p.is_remote()) {
+            let id = &port.id;
             if !self.ports.contains(id) {
                 drift.push(format!(
                     "port {id} is in the model but not in the simulation"
                 ));
             }
+            let acl = Self::network_acl(model, port);
+            drift.extend(self.firewall.verify_acl(id, acl).unwrap_or_default());
         }
         for id in &self.ports {
             if model.port(id).is_none() {
@@ -155,8 +185,8 @@ impl SimDriver {
         };
         let rendered = model.rendered();
         nephrite_pipeline::connect(
-            &self.services,
-            &self.policies,
+            &self.firewall.services,
+            &self.firewall.policies,
             src.address.addr,
             dst,
             protocol,

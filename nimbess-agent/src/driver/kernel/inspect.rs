@@ -8,7 +8,8 @@ use nephrite_pipeline::{Mac, Model, ModuleId, ModuleKind, NetworkKind, PortId};
 use netlink_packet_route::AddressFamily;
 use netlink_packet_route::neighbour::{NeighbourAttribute, NeighbourState};
 
-use super::{KernelDriver, acl, find_link, nl, routed};
+use super::{KernelDriver, find_link, nl, routed};
+use crate::driver::firewall::Firewall as _;
 use crate::driver::{DriverError, ModuleObject};
 use crate::naming::{bridge_name, host_veth_name, miss_sink_name, vxlan_name};
 
@@ -38,7 +39,7 @@ impl KernelDriver {
         Ok(out)
     }
 
-    pub(crate) async fn verify(&self, model: &Model) -> Result<Vec<String>, DriverError> {
+    pub(crate) async fn verify(&mut self, model: &Model) -> Result<Vec<String>, DriverError> {
         let mut drift = Vec::new();
         let mut bridges = BTreeMap::new();
         for net in model.networks().values() {
@@ -91,14 +92,8 @@ impl KernelDriver {
                     let want = model
                         .networks()
                         .get(&port.network)
-                        .map_or(0, |n| n.spec.acl.len());
-                    let have = acl::rendered_rules(&host)?;
-                    if have != want {
-                        drift.push(format!(
-                            "port {}: {have} ACL rules on {host}, the model has {want}",
-                            port.id
-                        ));
-                    }
+                        .map_or(&[][..], |n| &n.spec.acl[..]);
+                    drift.extend(self.firewall.verify_acl(&port.id, want)?);
                     veths.insert(port.id.clone(), l.index);
                 }
             }

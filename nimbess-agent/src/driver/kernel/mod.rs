@@ -17,8 +17,12 @@
 //! floods unknown unicast, and the drop shows in the bridge's counters.
 //! With an egress ([`KernelDriver::set_egress`]) each L2 bridge holds its
 //! network's gateway, each routed network's VRF its gateway on the host
-//! veths and a way out ([`routed`]), and the [`egress`] table keeps pod
+//! veths and a way out ([`routed`]), and the [`firewall::egress`] table keeps pod
 //! networks apart through the host and masquerades what leaves them.
+//!
+//! The ACLs, the egress table, the Services and the policies are the
+//! driver's [`firewall`] ([`firewall::NftFirewall`]), which it calls for
+//! what a plan needs and hands to the agent for the rest.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -26,8 +30,8 @@ use std::path::Path;
 
 use futures::TryStreamExt as _;
 use nephrite_pipeline::{
-    EgressPolicy, Ipv4Cidr, LoadBalancer, LoadBalancerKey, Mac, Masquerade, Model, NetworkKind,
-    NetworkSpec, Port, PortId, RenderFacts, RenderPlan,
+    EgressPolicy, Ipv4Cidr, Mac, Masquerade, Model, NetworkKind, NetworkSpec, Port, PortId,
+    RenderFacts, RenderPlan,
 };
 use netlink_packet_route::link::{
     AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage,
@@ -35,19 +39,21 @@ use netlink_packet_route::link::{
 use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth};
 
 use super::DriverError;
+use super::firewall::Firewall as _;
 use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name, vxlan_name};
 
-pub mod acl;
-pub mod egress;
 mod fib;
+pub mod firewall;
 mod inspect;
 pub mod netns;
 mod overlay;
-pub mod policy;
 mod port;
 pub mod routed;
-pub mod services;
 mod sweep;
+
+/// The firewall's Services and policies renderings, where the benchmarks
+/// and the tests that load them as `nft` text find them.
+pub use firewall::{policy, services};
 
 fn nl(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> DriverError {
     let what = what.into();
@@ -156,17 +162,17 @@ pub struct KernelDriver {
     flood: BTreeMap<(String, Ipv4Addr), usize>,
     /// The pods' way out (`None`: pods reach their own network only).
     egress: Option<(Ipv4Cidr, Masquerade)>,
-    /// The Services rendered (`None`: not rendered since start; the next
-    /// render replaces the table).
-    services: Option<BTreeMap<LoadBalancerKey, LoadBalancer>>,
+    /// The ACLs, the egress table, the Services and the policies.
+    firewall: firewall::NftFirewall,
 }
 
 impl KernelDriver {
-    /// Open a netlink connection in the agent's namespace.
+    /// Open a netlink connection in the agent's namespace; `firewall`
+    /// renders the ACLs, the egress table, the Services and the policies.
     ///
     /// # Errors
     /// No netlink socket (no CAP_NET_ADMIN is only found on the first change).
-    pub fn new() -> Result<Self, DriverError> {
+    pub fn new(firewall: firewall::NftFirewall) -> Result<Self, DriverError> {
         let (connection, handle, _) =
             rtnetlink::new_connection().map_err(|source| DriverError::Os {
                 what: "open a netlink socket".into(),
@@ -182,69 +188,26 @@ impl KernelDriver {
             remote: BTreeMap::new(),
             flood: BTreeMap::new(),
             egress: None,
-            services: None,
+            firewall,
         })
     }
 
     /// Give pods a way out: a gateway address on each L2 network's bridge
     /// (the host reaches its pods through it), a default route in each pod,
-    /// forwarding, and the [`egress`] table for `service_cidr` and
+    /// forwarding, and the [`firewall::egress`] table for `service_cidr` and
     /// `masquerade`.
     pub fn set_egress(&mut self, service_cidr: Ipv4Cidr, masquerade: Masquerade) {
         self.egress = Some((service_cidr, masquerade));
     }
 
-    /// Render `lbs` as the Services' DNAT (the first time since start, and
-    /// after a failure: the whole table; then only what changed).
-    ///
-    /// # Errors
-    /// `nft` or the kernel refused the rules.
-    pub fn apply_services(
-        &mut self,
-        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    ) -> Result<(), DriverError> {
-        let applied = match &self.services {
-            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs),
-            Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
-            _ => services::load(
-                &services::full_script(lbs),
-                &format!("{} service ports", lbs.len()),
-            ),
-        };
-        if let Err(e) = applied {
-            // part of a diff may have landed: the next render replaces the table
-            self.services = None;
-            return Err(e);
-        }
-        self.services = Some(lbs.clone());
-        Ok(())
+    /// The firewall (the agent renders Services and policies through it).
+    pub fn firewall(&self) -> &firewall::NftFirewall {
+        &self.firewall
     }
 
-    /// Drift between `lbs` and the Services' table; rendered again in full
-    /// when there is any (the next [`KernelDriver::apply_services`]).
-    pub fn verify_services(
-        &mut self,
-        lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    ) -> Vec<String> {
-        let drift = services::verify(lbs);
-        if !drift.is_empty() {
-            self.services = None;
-        }
-        drift
-    }
-
-    /// Render the NetworkPolicies' ACL modules (the table replaced whole).
-    ///
-    /// # Errors
-    /// `nft` refused the rules (the previous ones stay).
-    pub fn apply_policies(
-        &mut self,
-        acls: &BTreeMap<Ipv4Addr, nephrite_pipeline::PodAcl>,
-    ) -> Result<(), DriverError> {
-        services::load(
-            &policy::script(acls),
-            &format!("policies of {} pods", acls.len()),
-        )
+    /// The firewall, to change.
+    pub fn firewall_mut(&mut self) -> &mut firewall::NftFirewall {
+        &mut self.firewall
     }
 
     /// True when pods of `spec` get a default route through the gateway
@@ -265,64 +228,50 @@ impl KernelDriver {
         self.egress.is_some() && spec.kind == NetworkKind::L3
     }
 
-    /// What the egress table holds for `networks`: the policy, the L2
-    /// networks' bridges and the L3 networks' subnets (`None` without
+    /// What the egress table holds for `networks` (`None` without
     /// [`KernelDriver::set_egress`]).
-    #[allow(clippy::type_complexity)]
-    fn egress_plan<'a>(
-        &self,
-        networks: impl Iterator<Item = &'a NetworkSpec>,
-    ) -> Result<Option<(EgressPolicy, Vec<String>, Vec<Ipv4Cidr>)>, DriverError> {
+    fn egress_policy(&self, networks: &[NetworkSpec]) -> Result<Option<EgressPolicy>, DriverError> {
         let Some((service_cidr, masquerade)) = &self.egress else {
             return Ok(None);
         };
-        let specs: Vec<NetworkSpec> = networks.cloned().collect();
-        let policy = EgressPolicy::new(&specs, *service_cidr, masquerade.clone())
-            .map_err(|e| DriverError::State(e.to_string()))?;
-        let bridges: Vec<String> = specs
-            .iter()
-            .filter(|s| s.kind == NetworkKind::L2)
-            .map(|s| bridge_name(&s.name))
-            .collect();
-        let routed: Vec<Ipv4Cidr> = specs
-            .iter()
-            .filter(|s| s.kind == NetworkKind::L3)
-            .map(|s| s.subnet.with_addr(s.subnet.network()))
-            .collect();
-        Ok(Some((policy, bridges, routed)))
+        EgressPolicy::new(networks, *service_cidr, masquerade.clone())
+            .map(Some)
+            .map_err(|e| DriverError::State(e.to_string()))
     }
 
     /// Render the egress table for `networks`, and the routed networks'
     /// way out through their tables (nothing without [`KernelDriver::set_egress`]).
     async fn render_egress<'a>(
-        &self,
-        networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
+        &mut self,
+        networks: impl Iterator<Item = &'a NetworkSpec>,
     ) -> Result<(), DriverError> {
-        let Some((policy, bridges, routed_subnets)) = self.egress_plan(networks.clone())? else {
+        let specs: Vec<NetworkSpec> = networks.cloned().collect();
+        let Some(policy) = self.egress_policy(&specs)? else {
             return Ok(());
         };
-        egress::render(Some(&policy), &bridges, &routed_subnets)?;
-        for spec in networks.filter(|s| s.kind == NetworkKind::L3) {
+        self.firewall.apply_egress(&policy, &specs)?;
+        for spec in specs.iter().filter(|s| s.kind == NetworkKind::L3) {
             routed::open_table(&self.handle, spec).await?;
         }
-        egress::enable_forwarding()
+        enable_forwarding()
     }
 
     /// Drift of the egress table for `networks`, one line each; rendered
     /// again when there is any.
     pub(crate) async fn verify_egress<'a>(
-        &self,
-        networks: impl Iterator<Item = &'a NetworkSpec> + Clone,
+        &mut self,
+        networks: impl Iterator<Item = &'a NetworkSpec>,
     ) -> Result<Vec<String>, DriverError> {
-        let Some((policy, _, _)) = self.egress_plan(networks.clone())? else {
+        let specs: Vec<NetworkSpec> = networks.cloned().collect();
+        let Some(policy) = self.egress_policy(&specs)? else {
             return Ok(Vec::new());
         };
-        let mut drift = egress::verify(&policy);
-        for spec in networks.clone().filter(|s| s.kind == NetworkKind::L3) {
+        let mut drift = self.firewall.verify_egress(&policy, &specs);
+        for spec in specs.iter().filter(|s| s.kind == NetworkKind::L3) {
             drift.extend(routed::way_out_drift(&self.handle, spec).await?);
         }
         if !drift.is_empty() {
-            self.render_egress(networks).await?;
+            self.render_egress(specs.iter()).await?;
         }
         Ok(drift)
     }
@@ -382,7 +331,7 @@ impl KernelDriver {
             return Ok(link.index);
         }
         // bridged IPv4 frames pass the ip hooks: conntrack sees a Service's
-        // replies between pods of one bridge (see [`services`])
+        // replies between pods of one bridge (see [`firewall::services`])
         let msg = LinkBridge::new(&name).nf_call_iptables(true).up().build();
         self.create_link(msg, || {
             format!("create bridge {name} for network {}", spec.name)
@@ -551,7 +500,7 @@ impl KernelDriver {
                 None if Path::new(&port.netns).exists() => {
                     tracing::warn!(port = %port.id, "veth missing, rendering the port again");
                     let facts = self.create_port(port, spec).await?;
-                    acl::render(&host, &spec.acl)?;
+                    self.firewall.apply_acl(&port.id, &spec.acl)?;
                     self.rendered
                         .insert(port.id.clone(), (port.network.clone(), facts.mac));
                     out.push((port.id.clone(), facts));
@@ -621,10 +570,15 @@ impl KernelDriver {
                 .await?;
             facts.push((port.id.clone(), rendered));
         }
-        for change in plan.acl_changed.iter().filter(|c| !self.is_remote(&c.port)) {
+        let local: Vec<_> = plan
+            .acl_changed
+            .iter()
+            .filter(|c| !self.is_remote(&c.port))
+            .collect();
+        for change in local {
             let host = host_veth_name(&change.port);
             match find_link(&self.handle, &host).await? {
-                Some(_) => acl::render(&host, &change.rules)?,
+                Some(_) => self.firewall.apply_acl(&change.port, &change.rules)?,
                 // its netns went away behind our back: `verify` reports it, GC frees it
                 None => {
                     tracing::warn!(port = %change.port, "ACL not rendered: veth {host} is missing")
@@ -638,7 +592,7 @@ impl KernelDriver {
                 continue;
             }
             let host = host_veth_name(&port.id);
-            acl::remove(&host)?;
+            self.firewall.remove_acl(&port.id)?;
             self.delete_link(&host).await?;
             // the gateway's entries went with the veth
             self.fdb_refs.retain(|(_, egress), _| egress != &port.id);
@@ -670,7 +624,7 @@ impl KernelDriver {
         if port.is_remote() {
             return;
         }
-        if let Err(e) = acl::remove(&host_veth_name(&port.id)) {
+        if let Err(e) = self.firewall.remove_acl(&port.id) {
             tracing::warn!(port = %port.id, error = %e, "rollback could not remove the ACL table");
         }
         if let Err(e) = self.delete_link(&host_veth_name(&port.id)).await {
@@ -684,4 +638,16 @@ impl KernelDriver {
         }
         self.rendered.remove(&port.id);
     }
+}
+
+/// Turn IPv4 forwarding on: pods reach beyond their networks through the host.
+///
+/// # Errors
+/// The sysctl cannot be written.
+fn enable_forwarding() -> Result<(), DriverError> {
+    const PATH: &str = "/proc/sys/net/ipv4/ip_forward";
+    std::fs::write(PATH, b"1").map_err(|source| DriverError::Os {
+        what: format!("write 1 to {PATH}"),
+        source,
+    })
 }

@@ -11,7 +11,7 @@
 //! subnet via the gateway, and a permanent neighbour entry for the gateway
 //! (the host veth's MAC): no ARP towards the host, no proxy ARP.
 //!
-//! With a way out (the driver's egress, see [`super::egress`]) the VRF is
+//! With a way out (the driver's egress, see [`super::firewall::egress`]) the VRF is
 //! the network's L3 edge too: the gateway is the host side of every port
 //! (`gateway/32` on the host veth), the pod routes `default via gateway`,
 //! the table holds `unreachable <subnet>` for its own subnet instead of
@@ -19,7 +19,7 @@
 //! to the host's `main` table (and is masqueraded there) or, for another
 //! pod network, to that network's route, where the egress table's
 //! `forward` chain keeps the networks apart unless a Service or a policy
-//! opens the path (see [`super::egress`]), and the rule `to <subnet> lookup <table>` (priority
+//! opens the path (see [`super::firewall::egress`]), and the rule `to <subnet> lookup <table>` (priority
 //! [`HOST_RULE_PRIORITY`]) lets the host, and replies from the outside,
 //! reach the pods.
 

@@ -14,26 +14,21 @@
 
 use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey};
 
+use super::super::expr::{self, expr, value};
+use super::super::netlink::{Attrs, Batch, send_batch};
+use super::super::nftables::{
+    IPV4_SADDR_OFFSET, JHASH_SEED, NFPROTO_IPV4, NFT_CMP_EQ, NFT_HASH_JENKINS, NFT_META_L4PROTO,
+    NFT_MSG_DELRULE, NFT_MSG_DELSETELEM, NFT_MSG_NEWRULE, NFT_MSG_NEWSETELEM, NFT_NAT_DNAT,
+    NFT_NG_RANDOM, NFT_PAYLOAD_NETWORK_HEADER, NFT_REG_1, NFT_REG_2, NFT_REG32_01, NFTA_HASH_DREG,
+    NFTA_HASH_LEN, NFTA_HASH_MODULUS, NFTA_HASH_OFFSET, NFTA_HASH_SEED, NFTA_HASH_SREG,
+    NFTA_HASH_TYPE, NFTA_LIST_ELEM, NFTA_LOOKUP_DREG, NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG,
+    NFTA_NAT_FAMILY, NFTA_NAT_REG_ADDR_MIN, NFTA_NAT_REG_PROTO_MIN, NFTA_NAT_TYPE, NFTA_NG_DREG,
+    NFTA_NG_MODULUS, NFTA_NG_OFFSET, NFTA_NG_TYPE, NFTA_RULE_CHAIN, NFTA_RULE_TABLE,
+    NFTA_SET_ELEM_DATA, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_LIST_ELEMENTS, NFTA_SET_ELEM_LIST_SET,
+    NFTA_SET_ELEM_LIST_TABLE, NLM_F_APPEND, NLM_F_CREATE,
+};
 use super::{TABLE, chain_name, map_name, proto_number, slot_backends};
 use crate::driver::DriverError;
-use crate::driver::kernel::acl::{
-    Attrs, Batch, NFT_REG_1, NLA_F_NESTED, NLM_F_APPEND, NLM_F_CREATE, expr, send_batch,
-};
-
-const NFPROTO_IPV4: u8 = 2;
-const NFT_MSG_NEWRULE: u16 = 6;
-const NFT_MSG_DELRULE: u16 = 8;
-const NFT_MSG_NEWSETELEM: u16 = 12;
-const NFT_MSG_DELSETELEM: u16 = 14;
-const NFT_META_L4PROTO: u32 = 16;
-const NFT_REG_2: u32 = 2;
-/// The 32-bit register after [`NFT_REG_1`]'s first word (`NFT_REG32_01`).
-const NFT_REG32_01: u32 = 9;
-const NFT_NG_RANDOM: u32 = 1;
-const NFT_HASH_JENKINS: u32 = 0;
-const NFT_NAT_DNAT: u32 = 1;
-/// The seed of `jhash ip saddr` (the same as the `nft` text's).
-pub(super) const JHASH_SEED: u32 = 0x6e69_6d62;
 
 /// One Service port whose backends change and nothing else.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,22 +41,16 @@ pub struct BackendUpdate {
     pub rule: bool,
 }
 
-fn value(a: &mut Attrs, kind: u16, bytes: &[u8]) {
-    a.nest(kind, |d| {
-        d.put(1, bytes);
-    });
-}
-
 /// The map's elements: slot number → backend address and port.
 fn elements(lb: &LoadBalancer) -> Attrs {
     let mut list = Attrs::default();
     for (slot, (address, port)) in slot_backends(lb).into_iter().enumerate() {
-        list.nest(1, |e| {
-            value(e, 1, &(slot as u32).to_ne_bytes());
+        list.nest(NFTA_LIST_ELEM, |e| {
+            value(e, NFTA_SET_ELEM_KEY, &(slot as u32).to_ne_bytes());
             let mut data = address.octets().to_vec();
             data.extend_from_slice(&port.to_be_bytes());
             data.extend_from_slice(&[0, 0]);
-            value(e, 2, &data);
+            value(e, NFTA_SET_ELEM_DATA, &data);
         });
     }
     list
@@ -70,45 +59,44 @@ fn elements(lb: &LoadBalancer) -> Attrs {
 /// The chain's one rule: `meta l4proto P dnat ip to <pick> mod N map @be…`.
 fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer, slots: u32) -> Attrs {
     let mut list = Attrs::default();
-    expr(&mut list, "meta", |d| {
-        d.be32(2, NFT_META_L4PROTO).be32(1, NFT_REG_1);
-    });
-    expr(&mut list, "cmp", |d| {
-        d.be32(1, NFT_REG_1).be32(2, 0);
-        value(d, 3, &[proto_number(key.protocol)]);
-    });
+    expr::meta(&mut list, NFT_META_L4PROTO);
+    expr::cmp(&mut list, NFT_CMP_EQ, &[proto_number(key.protocol)]);
     match lb.affinity {
         Affinity::None => expr(&mut list, "numgen", |d| {
-            d.be32(1, NFT_REG_1)
-                .be32(2, slots)
-                .be32(3, NFT_NG_RANDOM)
-                .be32(4, 0);
+            d.be32(NFTA_NG_DREG, NFT_REG_1)
+                .be32(NFTA_NG_MODULUS, slots)
+                .be32(NFTA_NG_TYPE, NFT_NG_RANDOM)
+                .be32(NFTA_NG_OFFSET, 0);
         }),
         Affinity::ClientIp => {
-            expr(&mut list, "payload", |d| {
-                d.be32(1, NFT_REG_2).be32(2, 1).be32(3, 12).be32(4, 4);
-            });
+            expr::payload(
+                &mut list,
+                NFT_REG_2,
+                NFT_PAYLOAD_NETWORK_HEADER,
+                IPV4_SADDR_OFFSET,
+                4,
+            );
             expr(&mut list, "hash", |d| {
-                d.be32(1, NFT_REG_2)
-                    .be32(2, NFT_REG_1)
-                    .be32(3, 4)
-                    .be32(4, slots)
-                    .be32(5, JHASH_SEED)
-                    .be32(6, 0)
-                    .be32(7, NFT_HASH_JENKINS);
+                d.be32(NFTA_HASH_SREG, NFT_REG_2)
+                    .be32(NFTA_HASH_DREG, NFT_REG_1)
+                    .be32(NFTA_HASH_LEN, 4)
+                    .be32(NFTA_HASH_MODULUS, slots)
+                    .be32(NFTA_HASH_SEED, JHASH_SEED)
+                    .be32(NFTA_HASH_OFFSET, 0)
+                    .be32(NFTA_HASH_TYPE, NFT_HASH_JENKINS);
             });
         }
     }
     expr(&mut list, "lookup", |d| {
-        d.str(1, &map_name(key))
-            .be32(2, NFT_REG_1)
-            .be32(3, NFT_REG_1);
+        d.str(NFTA_LOOKUP_SET, &map_name(key))
+            .be32(NFTA_LOOKUP_SREG, NFT_REG_1)
+            .be32(NFTA_LOOKUP_DREG, NFT_REG_1);
     });
     expr(&mut list, "nat", |d| {
-        d.be32(1, NFT_NAT_DNAT)
-            .be32(2, u32::from(NFPROTO_IPV4))
-            .be32(3, NFT_REG_1)
-            .be32(5, NFT_REG32_01);
+        d.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT)
+            .be32(NFTA_NAT_FAMILY, u32::from(NFPROTO_IPV4))
+            .be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1)
+            .be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG32_01);
     });
     list
 }
@@ -125,22 +113,26 @@ pub fn apply(updates: &[BackendUpdate]) -> Result<(), DriverError> {
     for u in updates {
         let slots = slot_backends(&u.lb).len() as u32;
         let mut map = Attrs::default();
-        map.str(1, TABLE).str(2, &map_name(&u.key));
+        map.str(NFTA_SET_ELEM_LIST_TABLE, TABLE)
+            .str(NFTA_SET_ELEM_LIST_SET, &map_name(&u.key));
         // no element list: the whole map is flushed
-        batch.nft_in(NFPROTO_IPV4, NFT_MSG_DELSETELEM, 0, &map);
+        batch.nft(NFPROTO_IPV4, NFT_MSG_DELSETELEM, 0, &map);
         let mut add = Attrs::default();
-        add.str(1, TABLE).str(2, &map_name(&u.key));
-        add.put(3 | NLA_F_NESTED, &elements(&u.lb).0);
-        batch.nft_in(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
+        add.str(NFTA_SET_ELEM_LIST_TABLE, TABLE)
+            .str(NFTA_SET_ELEM_LIST_SET, &map_name(&u.key))
+            .nest(NFTA_SET_ELEM_LIST_ELEMENTS, |e| {
+                e.0.extend_from_slice(&elements(&u.lb).0);
+            });
+        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
         if u.rule {
             let mut chain = Attrs::default();
-            chain.str(1, TABLE).str(2, &chain_name(&u.key));
+            chain
+                .str(NFTA_RULE_TABLE, TABLE)
+                .str(NFTA_RULE_CHAIN, &chain_name(&u.key));
             // no handle: every rule of the chain goes
-            batch.nft_in(NFPROTO_IPV4, NFT_MSG_DELRULE, 0, &chain);
-            let mut rule = Attrs::default();
-            rule.str(1, TABLE).str(2, &chain_name(&u.key));
-            rule.put(4 | NLA_F_NESTED, &dnat_rule(&u.key, &u.lb, slots).0);
-            batch.nft_in(
+            batch.nft(NFPROTO_IPV4, NFT_MSG_DELRULE, 0, &chain);
+            let rule = expr::rule(TABLE, &chain_name(&u.key), &dnat_rule(&u.key, &u.lb, slots));
+            batch.nft(
                 NFPROTO_IPV4,
                 NFT_MSG_NEWRULE,
                 NLM_F_CREATE | NLM_F_APPEND,

@@ -9,31 +9,21 @@
 //! isolation between pod networks, hooked after this chain, lets a
 //! connection a policy allowed into another network pass. Bridged traffic
 //! between pods of one network reaches the forward hook through the
-//! bridge's `nf_call_iptables` (see [`super::services`]).
+//! bridge's `nf_call_iptables` (see the Services' table).
+//!
+//! Written as `nft` input ([`script`]) and loaded by `nft -f -`
+//! ([`super::nft_program::load`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
-use nephrite_pipeline::{AclEntry, PodAcl, Protocol};
+use nephrite_pipeline::{AclEntry, PodAcl};
 
-/// The table's name.
-pub const TABLE: &str = "nimbess-policy";
-
-/// The packet mark bit an ingress rule sets on what it lets in: the egress
-/// table lets such a connection into another pod network.
-pub const CROSSING_MARK: u32 = 0x0010_0000;
-
-/// The forward chain's priority: before the egress table's isolation.
-pub const FORWARD_PRIORITY: i32 = 5;
-
-fn proto(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-        Protocol::Sctp => "sctp",
-    }
-}
+use super::nft_program::listed_rules;
+use super::nftables::{
+    CROSSING_MARK, POLICY_FORWARD_PRIORITY, POLICY_TABLE as TABLE, protocol_keyword,
+};
 
 /// The chain of a pod's ingress (`in`) or egress (`out`) ACL.
 pub fn chain_name(direction: &str, pod: Ipv4Addr) -> String {
@@ -65,7 +55,7 @@ fn entry_rules(out: &mut String, chain: &str, field: &str, e: &AclEntry) {
         let _ = writeln!(
             out,
             "add rule ip {TABLE} {chain} {peer} meta l4proto {}{ports} {allow}",
-            proto(p.protocol)
+            protocol_keyword(p.protocol)
         );
     }
 }
@@ -79,7 +69,7 @@ pub fn script(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> String {
     let _ = writeln!(out, "add table ip {TABLE}");
     let _ = writeln!(
         out,
-        "add chain ip {TABLE} forward {{ type filter hook forward priority {FORWARD_PRIORITY}; policy accept; }}"
+        "add chain ip {TABLE} forward {{ type filter hook forward priority {POLICY_FORWARD_PRIORITY}; policy accept; }}"
     );
     let _ = writeln!(
         out,
@@ -110,7 +100,7 @@ pub fn script(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> String {
 /// table or chain, a chain whose rules differ in number from what
 /// [`script`] writes (a peer or a port added or deleted by hand).
 pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
-    let have = super::egress::listed_rules(TABLE);
+    let have = listed_rules(TABLE);
     if acls.is_empty() {
         return match have {
             Some(_) => vec![format!("policy: table ip {TABLE} exists with no policy")],
@@ -149,7 +139,7 @@ pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nephrite_pipeline::PortRange;
+    use nephrite_pipeline::{PortRange, Protocol};
 
     #[test]
     fn an_isolated_pod_gets_its_allowed_peers_then_a_drop() {

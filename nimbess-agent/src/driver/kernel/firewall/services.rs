@@ -22,7 +22,8 @@
 //! (the kernel's bridge-family conntrack, `nf_conntrack_bridge`, cannot
 //! DNAT and is often not built).
 //!
-//! The rules are written as `nft` input and loaded by `nft -f -` (one
+//! The rules are written as `nft` input and loaded by `nft -f -`
+//! ([`load`], one
 //! transaction each: a full render replaces the table atomically, a diff
 //! touches only the Services it names). A change of backends alone (the
 //! common endpoint change) skips `nft`: [`backends`] rewrites the map (and
@@ -30,25 +31,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 
-use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey, Protocol};
+use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey};
 
+use super::nft_program::list_table;
+pub use super::nft_program::load;
+use super::nftables::{
+    JHASH_SEED, SERVICES_DNAT_PRIORITY, SERVICES_REFUSE_PRIORITY, SERVICES_TABLE as TABLE,
+    protocol_keyword as proto, protocol_number as proto_number,
+};
 use crate::driver::DriverError;
 
 pub mod backends;
-
-/// The table's name.
-pub const TABLE: &str = "nimbess-svc";
-
-fn proto(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-        Protocol::Sctp => "sctp",
-    }
-}
 
 /// The chain of a Service port (names are DNS labels, checked when the
 /// Service was read, so they are valid nft identifiers).
@@ -71,14 +65,6 @@ pub fn map_name(key: &LoadBalancerKey) -> String {
         proto(key.protocol),
         key.port
     )
-}
-
-fn proto_number(p: Protocol) -> u8 {
-    match p {
-        Protocol::Tcp => 6,
-        Protocol::Udp => 17,
-        Protocol::Sctp => 132,
-    }
 }
 
 /// The backend of each slot of the map: each backend as often as its weight.
@@ -119,7 +105,7 @@ fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer) -> Option<String> {
     }
     let pick = match lb.affinity {
         Affinity::None => format!("numgen random mod {n}"),
-        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed {:#x}", backends::JHASH_SEED),
+        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed {:#x}", JHASH_SEED),
     };
     Some(format!(
         "meta l4proto {p} dnat ip to {pick} map @{map}",
@@ -210,23 +196,28 @@ fn remove_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
 
 /// The table's skeleton: the dispatch maps and the hooked chains.
 fn skeleton(out: &mut String) {
+    let dispatch = "ip daddr . meta l4proto . th dport vmap @services";
+    let nodeports = "fib daddr type local meta l4proto . th dport vmap @nodeports";
+    let reject = "ip daddr . meta l4proto . th dport @noendpoints reject";
     let _ = writeln!(out, "table ip {TABLE} {{");
     out.push_str(concat!(
         "  map services {\n    type ipv4_addr . inet_proto . inet_service : verdict\n  }\n",
         "  map nodeports {\n    type inet_proto . inet_service : verdict\n  }\n",
         "  set noendpoints {\n    type ipv4_addr . inet_proto . inet_service\n  }\n",
-        "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n",
-        "    ip daddr . meta l4proto . th dport vmap @services\n",
-        "    fib daddr type local meta l4proto . th dport vmap @nodeports\n  }\n",
-        "  chain output {\n    type nat hook output priority -100; policy accept;\n",
-        "    ip daddr . meta l4proto . th dport vmap @services\n",
-        "    fib daddr type local meta l4proto . th dport vmap @nodeports\n  }\n",
-        "  chain refuse {\n    type filter hook prerouting priority -10; policy accept;\n",
-        "    ip daddr . meta l4proto . th dport @noendpoints reject\n  }\n",
-        "  chain local {\n    type filter hook output priority -10; policy accept;\n",
-        "    ip daddr . meta l4proto . th dport @noendpoints reject\n  }\n",
-        "}\n",
     ));
+    for (chain, hook) in [("prerouting", "prerouting"), ("output", "output")] {
+        let _ = writeln!(
+            out,
+            "  chain {chain} {{\n    type nat hook {hook} priority {SERVICES_DNAT_PRIORITY}; policy accept;\n    {dispatch}\n    {nodeports}\n  }}"
+        );
+    }
+    for (chain, hook) in [("refuse", "prerouting"), ("local", "output")] {
+        let _ = writeln!(
+            out,
+            "  chain {chain} {{\n    type filter hook {hook} priority {SERVICES_REFUSE_PRIORITY}; policy accept;\n    {reject}\n  }}"
+        );
+    }
+    out.push_str("}\n");
 }
 
 /// The `nft` input replacing the table with `services` (empty: the table
@@ -322,60 +313,17 @@ pub fn apply_diff(
     backends::apply(&updates)
 }
 
-/// Load `script` with `nft -f -` (one transaction).
-///
-/// # Errors
-/// `nft` is missing or refused the script (its message included).
-pub fn load(script: &str, what: &str) -> Result<(), DriverError> {
-    if script.is_empty() {
-        return Ok(());
-    }
-    let os = |source| DriverError::Os {
-        what: format!("run nft -f - ({what})"),
-        source,
-    };
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(os)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script.as_bytes()).map_err(os)?;
-    }
-    let out = child.wait_with_output().map_err(os)?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(DriverError::State(format!(
-            "nft refused the Services ({what}): {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
 /// Differences between `services` and the kernel's table, one line each
 /// (a missing chain or map, a backend map whose elements differ).
 pub fn verify(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Vec<String> {
-    let listed = Command::new("nft")
-        .args(["-j", "list", "table", "ip", TABLE])
-        .stderr(Stdio::null())
-        .output();
-    let json: serde_json::Value = match listed {
-        Ok(out) if out.status.success() => {
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
-        }
-        _ => serde_json::Value::Null,
-    };
-    let items = json["nftables"].as_array().cloned().unwrap_or_default();
+    let listed = list_table(TABLE);
     if services.is_empty() {
-        return if items.iter().any(|i| i.get("table").is_some()) {
-            vec![format!("services: table ip {TABLE} exists with no Service")]
-        } else {
-            Vec::new()
+        return match listed {
+            Some(_) => vec![format!("services: table ip {TABLE} exists with no Service")],
+            None => Vec::new(),
         };
     }
+    let items = listed.unwrap_or_default();
     let mut chains = std::collections::BTreeSet::new();
     let mut maps: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut dispatch: Vec<String> = Vec::new();

@@ -1,0 +1,147 @@
+//! The kernel driver's firewall: nftables, one table per concern, each
+//! module rendering one and reading it back; none imports another, what
+//! they share has a module of its own.
+//!
+//! | module | table | encoding |
+//! |---|---|---|
+//! | [`acl`] | `netdev` per host veth | netlink batch (`netlink`) |
+//! | [`egress`] | `ip nimbess` | netlink batch |
+//! | [`services`] | `ip nimbess-svc` | `nft -f -` text; an endpoint change alone as a netlink batch ([`services::backends`]) |
+//! | [`policy`] | `ip nimbess-policy` | `nft -f -` text |
+//!
+//! Shared: [`nftables`] (every name and number, once), `netlink` (the
+//! nf_tables netlink codec), `expr` (tables, chains, rules and the
+//! expressions of the netlink renderings), [`nft_program`] (running `nft`,
+//! and the start-up check that it is there). Drift of the `ip` tables is
+//! read with `nft -j list`, of the ACLs with a netlink dump.
+
+use nephrite_pipeline::{AclRule, EgressPolicy, NetworkKind, NetworkSpec, PortId};
+
+use crate::driver::DriverError;
+use crate::driver::firewall::{Firewall, PodAcls, Services};
+use crate::naming::{bridge_name, host_veth_name};
+
+pub mod acl;
+pub mod egress;
+mod expr;
+mod netlink;
+pub mod nft_program;
+pub mod nftables;
+pub mod policy;
+pub mod services;
+
+/// nftables as the kernel driver's firewall.
+#[derive(Debug, Default)]
+pub struct NftFirewall {
+    /// The Services rendered (`None`: not since start, or a render failed
+    /// or drifted: the next render replaces the table).
+    services: Option<Services>,
+}
+
+impl NftFirewall {
+    /// The firewall, once `nft` is found on the agent's `PATH` (`path`).
+    ///
+    /// # Errors
+    /// [`DriverError::MissingProgram`]: no `nft` there.
+    pub fn new(path: Option<&std::ffi::OsStr>) -> Result<Self, DriverError> {
+        let nft = nft_program::require(path)?;
+        tracing::debug!(nft = %nft.display(), "the Services' and policies' tables are loaded by nft");
+        Ok(NftFirewall::default())
+    }
+}
+
+impl Firewall for NftFirewall {
+    fn name(&self) -> &'static str {
+        "nftables"
+    }
+
+    /// The first time since start, and after a failure or drift: the whole
+    /// table; then only what changed.
+    fn apply_services(&mut self, lbs: &Services) -> Result<(), DriverError> {
+        let applied = match &self.services {
+            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs),
+            Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
+            _ => services::load(
+                &services::full_script(lbs),
+                &format!("{} service ports", lbs.len()),
+            ),
+        };
+        if let Err(e) = applied {
+            // part of a diff may have landed: the next render replaces the table
+            self.services = None;
+            return Err(e);
+        }
+        self.services = Some(lbs.clone());
+        Ok(())
+    }
+
+    fn verify_services(&mut self, lbs: &Services) -> Vec<String> {
+        let drift = services::verify(lbs);
+        if !drift.is_empty() {
+            self.services = None;
+        }
+        drift
+    }
+
+    /// The table is replaced whole.
+    fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
+        nft_program::load(
+            &policy::script(acls),
+            &format!("policies of {} pods", acls.len()),
+        )
+    }
+
+    fn verify_policies(&self, acls: &PodAcls) -> Vec<String> {
+        policy::verify(acls)
+    }
+
+    fn apply_egress(
+        &mut self,
+        policy: &EgressPolicy,
+        networks: &[NetworkSpec],
+    ) -> Result<(), DriverError> {
+        let (bridges, routed) = egress_sources(networks);
+        egress::render(policy, &bridges, &routed)
+    }
+
+    fn verify_egress(&self, policy: &EgressPolicy, _networks: &[NetworkSpec]) -> Vec<String> {
+        egress::verify(policy)
+    }
+
+    fn apply_acl(&mut self, port: &PortId, rules: &[AclRule]) -> Result<(), DriverError> {
+        acl::render(&host_veth_name(port), rules)
+    }
+
+    fn remove_acl(&mut self, port: &PortId) -> Result<(), DriverError> {
+        acl::remove(&host_veth_name(port))
+    }
+
+    fn verify_acl(&self, port: &PortId, rules: &[AclRule]) -> Result<Vec<String>, DriverError> {
+        let host = host_veth_name(port);
+        let have = acl::rendered_rules(&host)?;
+        Ok(if have == rules.len() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "port {port}: {have} ACL rules on {host}, the model has {}",
+                rules.len()
+            )]
+        })
+    }
+}
+
+/// The egress table's sources: the L2 networks' bridges and the routed
+/// (L3) networks' subnets.
+fn egress_sources(networks: &[NetworkSpec]) -> (Vec<String>, Vec<nephrite_pipeline::Ipv4Cidr>) {
+    let bridges = networks
+        .iter()
+        .filter(|s| s.kind == NetworkKind::L2)
+        .map(|s| bridge_name(&s.name))
+        .collect();
+    let routed = networks
+        .iter()
+        .filter(|s| s.kind == NetworkKind::L3)
+        .map(|s| s.subnet.with_addr(s.subnet.network()))
+        .collect();
+    (bridges, routed)
+}

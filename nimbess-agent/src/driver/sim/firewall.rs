@@ -1,0 +1,135 @@
+//! The simulation's firewall: it holds what it is given, the Services'
+//! and policies' modules for [`super::SimDriver::connect`], and reports as
+//! drift any difference from what it is asked to verify. Nothing here can
+//! refuse a render: the model's own checks are the simulation's only
+//! limits.
+
+use std::collections::BTreeMap;
+
+use nephrite_pipeline::{AclRule, EgressPolicy, NetworkSpec, PortId};
+
+use crate::driver::DriverError;
+use crate::driver::firewall::{Firewall, PodAcls, Services};
+
+/// The simulated firewall.
+#[derive(Debug, Default)]
+pub struct SimFirewall {
+    /// The Services' load-balancer modules it holds.
+    pub(super) services: Services,
+    /// The NetworkPolicies' ACL modules it holds, by pod address.
+    pub(super) policies: PodAcls,
+    /// The egress it was given: the policy and its networks.
+    egress: Option<(EgressPolicy, Vec<NetworkSpec>)>,
+    /// Each port's ACL (ports without one are absent).
+    acls: BTreeMap<PortId, Vec<AclRule>>,
+}
+
+impl Firewall for SimFirewall {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn apply_services(&mut self, services: &Services) -> Result<(), DriverError> {
+        self.services = services.clone();
+        Ok(())
+    }
+
+    fn verify_services(&mut self, services: &Services) -> Vec<String> {
+        if &self.services == services {
+            return Vec::new();
+        }
+        vec![format!(
+            "services: the simulation holds {} service ports, the model {}",
+            self.services.len(),
+            services.len()
+        )]
+    }
+
+    fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
+        self.policies = acls.clone();
+        Ok(())
+    }
+
+    fn verify_policies(&self, acls: &PodAcls) -> Vec<String> {
+        if &self.policies == acls {
+            return Vec::new();
+        }
+        vec![format!(
+            "policy: the simulation holds {} pod ACLs, the model {}",
+            self.policies.len(),
+            acls.len()
+        )]
+    }
+
+    fn apply_egress(
+        &mut self,
+        policy: &EgressPolicy,
+        networks: &[NetworkSpec],
+    ) -> Result<(), DriverError> {
+        self.egress = Some((policy.clone(), networks.to_vec()));
+        Ok(())
+    }
+
+    fn verify_egress(&self, policy: &EgressPolicy, networks: &[NetworkSpec]) -> Vec<String> {
+        match &self.egress {
+            Some((p, n)) if p == policy && n == networks => Vec::new(),
+            Some(_) => vec!["egress: the simulation holds another policy".to_string()],
+            None => vec!["egress: the simulation holds none".to_string()],
+        }
+    }
+
+    fn apply_acl(&mut self, port: &PortId, rules: &[AclRule]) -> Result<(), DriverError> {
+        if rules.is_empty() {
+            self.acls.remove(port);
+        } else {
+            self.acls.insert(port.clone(), rules.to_vec());
+        }
+        Ok(())
+    }
+
+    fn remove_acl(&mut self, port: &PortId) -> Result<(), DriverError> {
+        self.acls.remove(port);
+        Ok(())
+    }
+
+    fn verify_acl(&self, port: &PortId, rules: &[AclRule]) -> Result<Vec<String>, DriverError> {
+        let have = self.acls.get(port).map_or(&[][..], Vec::as_slice);
+        Ok(if have == rules {
+            Vec::new()
+        } else {
+            vec![format!(
+                "port {port}: the simulation holds {} ACL rules, the model {}",
+                have.len(),
+                rules.len()
+            )]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nephrite_pipeline::{AclAction, AclProtocol};
+
+    use super::*;
+
+    #[test]
+    fn an_acl_reads_back_as_given_and_a_removed_one_as_drift_against_its_rules() {
+        let mut fw = SimFirewall::default();
+        let port: PortId = "c1/eth0".into();
+        let rules = vec![AclRule {
+            src: None,
+            dst: None,
+            protocol: Some(AclProtocol::Tcp),
+            port: Some(80),
+            action: AclAction::Deny,
+        }];
+        fw.apply_acl(&port, &rules).expect("sim");
+        assert!(fw.verify_acl(&port, &rules).expect("sim").is_empty());
+        fw.remove_acl(&port).expect("sim");
+        assert_eq!(
+            fw.verify_acl(&port, &rules).expect("sim"),
+            vec!["port c1/eth0: the simulation holds 0 ACL rules, the model 1"]
+        );
+        assert!(fw.verify_acl(&port, &[]).expect("sim").is_empty());
+    }
+}
