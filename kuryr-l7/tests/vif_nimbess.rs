@@ -31,8 +31,8 @@ use nephrite_vif::{FailureKind, VIF_ANNOTATION, VifRecord};
 use nimbess_agent::agent::Agent;
 use nimbess_agent::config::AgentConfig;
 use nimbess_agent::driver::{Driver, kernel::KernelDriver};
-use nimbess_agent::grpc::VifClient;
 use nimbess_agent::state::StateStore;
+use nimbess_client::VifClient;
 use serde_json::{Value, json};
 
 const TEST: &str = "a_pod_with_two_nimbess_networks_gets_three_interfaces_and_releases_them";
@@ -179,7 +179,7 @@ async fn cni(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let outcome = nimbess_agent::plugin::run(&env, conf.to_string().as_bytes()).await;
+    let outcome = nimbess_cni::run(&env, conf.to_string().as_bytes()).await;
     (outcome.exit_code, outcome.stdout.unwrap_or(Value::Null))
 }
 
@@ -558,11 +558,11 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
 
     // A VIF the pod no longer asks for, left by a handler that died before recording (made
     // here through the agent): the next pass over the pod releases it, the others stay.
-    let leftover = nimbess_agent::vif::VifRef {
+    let leftover = nimbess_client::vif::VifRef {
         pod_uid: uid.clone(),
         key: "network/default/gone/0".into(),
     };
-    vifs.allocate(&nimbess_agent::vif::VifClaim {
+    vifs.allocate(&nimbess_client::vif::VifClaim {
         vif: leftover.clone(),
         network: names.net_b.clone(),
         pod_namespace: "default".into(),
@@ -671,8 +671,8 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
     }
     // Each address the pod had is the lowest free one again: a new VIF gets it.
     for ((_, network, _), ip) in expected.iter().zip(&pod_addresses) {
-        let claim = nimbess_agent::vif::VifClaim {
-            vif: nimbess_agent::vif::VifRef {
+        let claim = nimbess_client::vif::VifClaim {
+            vif: nimbess_client::vif::VifRef {
                 pod_uid: "next".into(),
                 key: (*network).clone(),
             },

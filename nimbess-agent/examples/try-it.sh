@@ -5,7 +5,7 @@
 #
 #   sudo sh nimbess-agent/examples/try-it.sh
 set -eu
-cargo build -p nephrite-nimbess-agent
+cargo build -p nephrite-nimbess-agent -p nephrite-nimbess-cni
 PATH="$PWD/target/debug:$PATH"
 WORK=$(mktemp -d)
 export NIMBESS_SOCKET="$WORK/agent.sock"

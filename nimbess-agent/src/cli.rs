@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use nimbess_client::InspectClient;
 
 use crate::daemon::{DEFAULT_SOCKET, ServeCommand};
-use crate::grpc::InspectClient;
 
 /// The command line.
 #[derive(Debug, Parser)]

@@ -18,30 +18,20 @@
 //!
 //! VIFs are persisted with the rest of the agent's state (journal records
 //! [`crate::state::Record::VifPut`] and [`crate::state::Record::VifGone`]).
+//!
+//! The types the API speaks ([`VifRef`], [`VifClaim`], [`VifEntry`], [`VifView`],
+//! [`Plugged`]) are the client crate's (`nimbess_client::vif`), shared with the VIF handler
+//! and the plugin and re-exported here; this module adds how the agent holds them.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 
-use nephrite_pipeline::{Ipv4Cidr, Mac, Owner, PortId};
+use nephrite_pipeline::{Mac, Owner};
 use serde::{Deserialize, Serialize};
+
+pub use nimbess_client::vif::{Plugged, VifClaim, VifEntry, VifRef, VifView};
 
 /// The container id prefix of a VIF's address holder in the pools.
 pub const VIF_OWNER_PREFIX: &str = "vif:";
-
-/// Which VIF: the pod and the handler's request key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct VifRef {
-    /// The pod's UID.
-    pub pod_uid: String,
-    /// The handler's key for the request (`main`, `network/ns/name/0`, …).
-    pub key: String,
-}
-
-impl std::fmt::Display for VifRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.pod_uid, self.key)
-    }
-}
 
 /// The holder of a VIF's address in the network's pool.
 pub fn owner(vif: &VifRef) -> Owner {
@@ -54,40 +44,6 @@ pub fn owner(vif: &VifRef) -> Owner {
 /// Whether a pool holder is a VIF (not a container's interface).
 pub fn is_vif_owner(owner: &Owner) -> bool {
     owner.container_id.starts_with(VIF_OWNER_PREFIX)
-}
-
-/// What to reserve.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VifClaim {
-    /// Which VIF.
-    pub vif: VifRef,
-    /// The network's name.
-    pub network: String,
-    /// The pod's namespace (informational).
-    pub pod_namespace: String,
-    /// The pod's name (informational).
-    pub pod_name: String,
-}
-
-/// A reserved VIF, as persisted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VifEntry {
-    /// Which VIF.
-    pub vif: VifRef,
-    /// The network's name.
-    pub network: String,
-    /// The reserved address with the network's prefix.
-    pub address: Ipv4Cidr,
-    /// The pod's namespace.
-    #[serde(default)]
-    pub pod_namespace: String,
-    /// The pod's name.
-    #[serde(default)]
-    pub pod_name: String,
-    /// The MAC reserved for it (absent in a VIF journaled before MACs were reserved: the next
-    /// allocation of that VIF reserves one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<Mac>,
 }
 
 /// The first octet of a reserved MAC: locally administered (bit 1), unicast (bit 0 clear).
@@ -105,31 +61,6 @@ pub fn reserve_mac(vif: &VifRef, taken: impl Fn(Mac) -> bool) -> Mac {
         }
         attempt += 1;
     }
-}
-
-/// The port a VIF is plugged as.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Plugged {
-    /// The port's id.
-    pub port: PortId,
-    /// Its container.
-    pub container_id: String,
-    /// Its interface in the container.
-    pub ifname: String,
-    /// The MAC the data plane gave it, once rendered.
-    pub mac: Option<Mac>,
-}
-
-/// A VIF as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VifView {
-    /// The reservation.
-    #[serde(flatten)]
-    pub entry: VifEntry,
-    /// The network's gateway.
-    pub gateway: Option<Ipv4Addr>,
-    /// The port using it, if plugged.
-    pub plugged: Option<Plugged>,
 }
 
 /// Why a VIF call failed.

@@ -4,8 +4,8 @@
 
 mod support;
 
-use nimbess_agent::grpc::{VifCallError, VifClient};
-use nimbess_agent::vif::{VifClaim, VifRef};
+use nimbess_client::vif::{VifClaim, VifRef};
+use nimbess_client::{VifCallError, VifClient};
 use support::AgentProcess;
 
 const CONFIG: &str = "driver: sim\nnetworks:\n  - name: blue\n    subnet: 10.50.0.0/29\n  - name: red\n    subnet: 10.51.0.0/24\n";

@@ -15,11 +15,11 @@ use anyhow::{Context, bail};
 
 use crate::{cargo_command, ensure_success, workspace_root};
 
-/// One image: its name, the package that builds its binaries, the binaries (the first is the
+/// One image: its name, the packages that build its binaries, the binaries (the first is the
 /// entry point) and its Containerfile, relative to the workspace root.
 struct Image {
     name: &'static str,
-    package: &'static str,
+    packages: &'static [&'static str],
     binaries: &'static [&'static str],
     containerfile: &'static str,
     /// Shell tools (busybox from Debian's `busybox-static`: `sh`, `cp`, `test`) for images
@@ -36,7 +36,7 @@ const SHELL_TOOLS: &[&str] = &["sh", "cp", "test", "cat", "ls"];
 const IMAGES: &[Image] = &[
     Image {
         name: "preparer",
-        package: "nephrite-preparer",
+        packages: &["nephrite-preparer"],
         binaries: &["preparer"],
         containerfile: "preparer/deploy/Containerfile",
         host_programs: &[],
@@ -44,7 +44,7 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "ntc",
-        package: "nephrite-ntc",
+        packages: &["nephrite-ntc"],
         binaries: &["ntc"],
         containerfile: "topology/deploy/Containerfile",
         host_programs: &[],
@@ -52,7 +52,7 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "nimbess-agent",
-        package: "nephrite-nimbess-agent",
+        packages: &["nephrite-nimbess-agent", "nephrite-nimbess-cni"],
         binaries: &["nimbess-agent", "nimbess-cni"],
         containerfile: "nimbess-agent/deploy/Containerfile",
         host_programs: &["/usr/sbin/nft"],
@@ -60,7 +60,7 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "kuryr-l7",
-        package: "nephrite-kuryr-l7",
+        packages: &["nephrite-kuryr-l7"],
         binaries: &["kuryr-l7"],
         containerfile: "kuryr-l7/deploy/Containerfile",
         host_programs: &[],
@@ -68,7 +68,7 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "bmm-provider",
-        package: "nephrite-bmm-provider",
+        packages: &["nephrite-bmm-provider"],
         binaries: &["bmm-provider"],
         containerfile: "bmm-provider/deploy/Containerfile",
         host_programs: &[],
@@ -76,7 +76,7 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "bmm-sim",
-        package: "nephrite-bmm-provider",
+        packages: &["nephrite-bmm-provider"],
         binaries: &["bmm-sim"],
         containerfile: "bmm-provider/deploy/bmm-sim.Containerfile",
         host_programs: &[],
@@ -139,8 +139,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     if options.build {
         let mut command = cargo_command();
         command.args(["build", "--bins", "--profile", &options.profile]);
-        for image in IMAGES {
-            command.args(["--package", image.package]);
+        for package in IMAGES.iter().flat_map(|image| image.packages) {
+            command.args(["--package", package]);
         }
         let status = command
             .current_dir(workspace_root())
@@ -223,9 +223,9 @@ fn assemble(image: &Image, binary_dir: &Path, context: &Path) -> anyhow::Result<
         let source = binary_dir.join(binary);
         if !source.is_file() {
             bail!(
-                "{} is not built (run without --no-build, or build the package {})",
+                "{} is not built (run without --no-build, or build the packages {})",
                 source.display(),
-                image.package
+                image.packages.join(", ")
             );
         }
         copy(&source, &bin.join(binary))?;

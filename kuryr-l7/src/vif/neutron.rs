@@ -91,7 +91,7 @@ pub enum BackendError {
     NoPodSubnet,
     /// The Nimbess agent refused or did not answer (its message names the network or VIF).
     #[error(transparent)]
-    Nimbess(#[from] nimbess_agent::grpc::VifCallError),
+    Nimbess(#[from] nimbess_client::VifCallError),
     /// The target is not a Nimbess network.
     #[error(
         "{0:?} is a Neutron target (subnet, port or SR-IOV VF); the Nimbess backend has networks"

@@ -1,5 +1,5 @@
 //! The Nimbess backend: a pod's VIFs as addresses reserved on named Nimbess networks by the
-//! node's agent (`nimbess.cni.v1.Vifs` on its socket, through nimbess-agent's
+//! node's agent (`nimbess.cni.v1.Vifs` on its socket, through the agent's client crate's
 //! [`VifClient`]).
 //!
 //! A VIF is the agent's per (pod UID, request key): allocating asks for it on the request's
@@ -16,8 +16,8 @@ use std::path::Path;
 
 use nephrite_runtime::ClientArgs;
 use nephrite_vif::{Allocation, Target, Vif, VnicType};
-use nimbess_agent::grpc::{VifCallError, VifClient};
-use nimbess_agent::vif::{VifClaim, VifRef, VifView};
+use nimbess_client::vif::{VifClaim, VifRef, VifView};
+use nimbess_client::{VifCallError, VifClient};
 
 use super::neutron::{Activation, BackendError, PodIdentity};
 

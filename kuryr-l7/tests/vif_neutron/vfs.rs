@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Patch, PatchParams};
 use nephrite_vif::Failure;
-use nimbess_agent::cni::ErrorCode;
-use nimbess_agent::vif_plug::{PodRef, wait_for_record};
+use nimbess_client::cni::ErrorCode;
+use nimbess_cni::vif_plug::{PodRef, wait_for_record};
 
 use super::processes::{handler_from, wait_for};
 use super::*;

@@ -104,12 +104,12 @@ pub(super) async fn a_failing_interface_unplugs_the_others(
         .metadata
         .uid
         .context("uid")?;
-    let held = nimbess_agent::vif::VifRef {
+    let held = nimbess_client::vif::VifRef {
         pod_uid: uid.clone(),
         key: "network/default/net-a/0".into(),
     };
     let view = vifs
-        .allocate(&nimbess_agent::vif::VifClaim {
+        .allocate(&nimbess_client::vif::VifClaim {
             vif: held.clone(),
             network: net_a.to_owned(),
             pod_namespace: "default".into(),

@@ -10,10 +10,10 @@ use nephrite_proto::nimbess::cni::v1::{
     cni_server::CniServer,
 };
 use nephrite_runtime::GrpcServer;
+use nimbess_client::wire::reply;
 use serde::Serialize;
 use tonic::{Request, Response, Status};
 
-use super::convert::reply;
 use crate::agent::Agent;
 use crate::cni::{CniError, CniRequest, CniResult, Command, ErrorCode, SUPPORTED_VERSIONS};
 

@@ -7,13 +7,42 @@ use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 pub const AGENT: &str = env!("CARGO_BIN_EXE_nimbess-agent");
-pub const PLUGIN: &str = env!("CARGO_BIN_EXE_nimbess-cni");
+
+/// The `nimbess-cni` binary. The plugin is its own package (`nephrite-nimbess-cni`), so cargo
+/// does not hand this package its path: it is where cargo puts the workspace's binaries, the
+/// profile directory above this test's `deps/`. A workspace build or test builds it; a test of
+/// this package alone does not, and fails here naming the command that does.
+pub fn plugin() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test's own path");
+        // target/<profile>/deps/<test>-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or_else(|| panic!("{} is not in a cargo target directory", exe.display()));
+        let path = profile_dir.join("nimbess-cni");
+        if !path.is_file() {
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => String::new(),
+                Some(name) => format!(" --profile {name}"),
+            };
+            panic!(
+                "the CNI plugin is not built at {}: run `cargo build{profile} -p \
+                 nephrite-nimbess-cni` first (a workspace build or test builds it)",
+                path.display()
+            );
+        }
+        path
+    })
+}
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -294,7 +323,7 @@ impl Drop for AgentProcess {
 
 /// Execute the plugin with exactly `env` and `stdin`; returns (exit code, stdout JSON).
 pub fn run_plugin(env: &BTreeMap<&str, String>, stdin: &str) -> (i32, Value) {
-    let mut child = Command::new(PLUGIN)
+    let mut child = Command::new(plugin())
         .env_clear()
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::piped())

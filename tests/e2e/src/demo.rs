@@ -28,6 +28,7 @@ pub const PACKAGES: &[&str] = &[
     "nephrite-preparer",
     "nephrite-ntc",
     "nephrite-nimbess-agent",
+    "nephrite-nimbess-cni",
     "nephrite-kuryr-l7",
 ];
 

@@ -1,7 +1,11 @@
-//! Protobuf ⇄ CNI domain types. Wire to domain is `TryFrom` with a typed
-//! [`WireError`] naming the field that did not parse; domain to wire cannot
-//! fail. Empty strings on the wire stand for absent values (proto3 has no
-//! optional scalars here).
+//! Protobuf ⇄ the domain types of [`crate::cni`] and [`crate::vif`], in one place for both
+//! ends of the socket: the clients of this crate and the agent's services. Wire to domain is
+//! `TryFrom` with a typed [`WireError`] naming the field that did not parse; domain to wire
+//! cannot fail. Empty strings on the wire stand for absent values (proto3 has no optional
+//! scalars here).
+//!
+//! Callers of the clients never need this module; the agent's server uses [`reply`] and the
+//! conversions' trait impls.
 
 use std::net::Ipv4Addr;
 
@@ -13,6 +17,11 @@ use crate::cni::{
     Attachment, CniError, CniRequest, CniResult, Dns, ErrorCode, Interface, IpConfig, Route,
     UnknownErrorCode,
 };
+use crate::vif::VifRef;
+
+#[cfg(test)]
+mod tests;
+mod vif;
 
 /// A wire message the domain cannot take, naming the field.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +53,7 @@ fn optional(text: String) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-pub(crate) fn parse<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, WireError>
+fn parse<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, WireError>
 where
     T::Err: std::fmt::Display,
 {
@@ -55,7 +64,7 @@ where
     })
 }
 
-pub(crate) fn parse_optional<T: std::str::FromStr>(
+fn parse_optional<T: std::str::FromStr>(
     field: &'static str,
     text: &str,
 ) -> Result<Option<T>, WireError>
@@ -102,10 +111,7 @@ impl TryFrom<pb::CniRequest> for CniRequest {
                     ifname: a.ifname,
                 })
                 .collect(),
-            vif: req.vif.map(|v| crate::vif::VifRef {
-                pod_uid: v.pod_uid,
-                key: v.key,
-            }),
+            vif: req.vif.map(VifRef::from),
         })
     }
 }
@@ -138,10 +144,7 @@ impl From<&CniRequest> for pb::CniRequest {
                     ifname: a.ifname.clone(),
                 })
                 .collect(),
-            vif: req.vif.as_ref().map(|v| pb::VifRef {
-                pod_uid: v.pod_uid.clone(),
-                key: v.key.clone(),
-            }),
+            vif: req.vif.as_ref().map(pb::VifRef::from),
         }
     }
 }
@@ -278,95 +281,15 @@ pub fn reply(outcome: &Result<Option<CniResult>, CniError>) -> pb::CniReply {
     }
 }
 
-/// What a reply says, as [`reply`] built it.
+/// What a reply says, as [`reply`] built it (the CNI client's side).
 ///
 /// # Errors
 /// A field of the reply does not parse.
-pub fn outcome(reply: pb::CniReply) -> Result<Result<Option<CniResult>, CniError>, WireError> {
+pub(crate) fn outcome(
+    reply: pb::CniReply,
+) -> Result<Result<Option<CniResult>, CniError>, WireError> {
     if let Some(error) = reply.error {
         return Ok(Err(error.try_into()?));
     }
     Ok(Ok(reply.result.map(CniResult::try_from).transpose()?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn result() -> CniResult {
-        CniResult {
-            interfaces: vec![Interface {
-                name: "eth0".into(),
-                mac: Some("02:00:00:00:00:01".parse().expect("mac")),
-                mtu: Some(1450),
-                sandbox: Some("/run/netns/a".into()),
-            }],
-            ips: vec![IpConfig {
-                address: "10.0.0.2/24".parse().expect("cidr"),
-                gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
-                interface: Some(0),
-            }],
-            routes: vec![Route {
-                dst: "0.0.0.0/0".parse().expect("cidr"),
-                gw: Some(Ipv4Addr::new(10, 0, 0, 1)),
-            }],
-            dns: Dns::default(),
-        }
-    }
-
-    #[test]
-    fn results_and_errors_round_trip_through_the_reply() {
-        let ok = Ok(Some(result()));
-        assert_eq!(outcome(reply(&ok)).expect("parses"), ok);
-        let none = Ok(None);
-        assert_eq!(outcome(reply(&none)).expect("parses"), none);
-        let err = Err(CniError::new(ErrorCode::DriverFailure, "veth").with_details("gone"));
-        assert_eq!(outcome(reply(&err)).expect("parses"), err);
-    }
-
-    #[test]
-    fn requests_round_trip() {
-        let req = CniRequest {
-            cni_version: "1.0.0".into(),
-            container_id: "c".into(),
-            netns: "/run/netns/c".into(),
-            ifname: "eth0".into(),
-            args: [("K8S_POD_NAME".to_string(), "web".to_string())].into(),
-            network: "blue".into(),
-            network_config: serde_json::json!({"name": "blue"}),
-            prev_result: Some(serde_json::json!({"ips": []})),
-            pod_name: Some("web".into()),
-            pod_namespace: None,
-            valid_attachments: vec![Attachment {
-                container_id: "c".into(),
-                ifname: "eth0".into(),
-            }],
-            vif: Some(crate::vif::VifRef {
-                pod_uid: "u".into(),
-                key: "network/ns/a/0".into(),
-            }),
-        };
-        let back = CniRequest::try_from(pb::CniRequest::from(&req)).expect("parses");
-        assert_eq!(back, req);
-    }
-
-    #[test]
-    fn a_bad_field_is_named() {
-        let mut wire = pb::CniResult::from(&result());
-        wire.ips[0].address = "10.0.0.300/24".into();
-        let e = CniResult::try_from(wire).expect_err("bad address");
-        assert!(e.to_string().contains("ips.address"), "{e}");
-        let wire = pb::CniRequest {
-            prev_result_json: "{".into(),
-            ..Default::default()
-        };
-        let e = CniRequest::try_from(wire).expect_err("bad json");
-        assert!(e.to_string().contains("prev_result_json"), "{e}");
-        let e = CniError::try_from(pb::CniError {
-            code: 42,
-            ..Default::default()
-        })
-        .expect_err("unknown code");
-        assert!(e.to_string().contains("42"), "{e}");
-    }
 }

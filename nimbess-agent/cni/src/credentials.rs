@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use nephrite_runtime::ClientArgs;
+use nimbess_client::cni::{CniError, ErrorCode};
 use serde_json::Value;
-
-use crate::cni::{CniError, ErrorCode};
 
 /// The configuration keys and the environment variables they fall back to.
 pub const CREDENTIAL_KEYS: [(&str, &str); 5] = [

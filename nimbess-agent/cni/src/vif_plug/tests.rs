@@ -233,28 +233,28 @@ fn kubeconfig_from_the_configuration_then_the_environment_and_the_timeout() {
 #[test]
 fn merged_results_index_addresses_by_interface_and_keep_one_default_route() {
     let result = |name: &str, address: &str, subnet: &str| CniResult {
-        interfaces: vec![crate::cni::Interface {
+        interfaces: vec![nimbess_client::cni::Interface {
             name: name.into(),
             mac: None,
             mtu: None,
             sandbox: Some("/run/netns/p".into()),
         }],
-        ips: vec![crate::cni::IpConfig {
+        ips: vec![nimbess_client::cni::IpConfig {
             address: address.parse().expect("cidr"),
             gateway: None,
             interface: Some(0),
         }],
         routes: vec![
-            crate::cni::Route {
+            nimbess_client::cni::Route {
                 dst: subnet.parse().expect("cidr"),
                 gw: None,
             },
-            crate::cni::Route {
+            nimbess_client::cni::Route {
                 dst: "0.0.0.0/0".parse().expect("cidr"),
                 gw: Some(address.split('/').next().expect("ip").parse().expect("ip")),
             },
         ],
-        dns: crate::cni::Dns::default(),
+        dns: nimbess_client::cni::Dns::default(),
     };
     let merged = merge(vec![
         result("eth0", "10.0.0.2/24", "10.0.0.0/24"),

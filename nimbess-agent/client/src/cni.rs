@@ -1,8 +1,9 @@
 //! The CNI's own vocabulary (containernetworking/cni SPEC.md), as the agent
 //! and the plugin use it: commands, error codes, a request, an attachment,
-//! a result. These are the types the agent's logic takes and returns; the
-//! gRPC edge ([`crate::grpc`]) converts them to and from protobuf, and the
-//! plugin prints them as the spec's JSON documents through serde.
+//! a result. These are the types the agent's logic takes and returns and
+//! [`crate::AgentConnection`] carries; [`crate::wire`] converts them to and
+//! from protobuf, and the plugin prints them as the spec's JSON documents
+//! through serde.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,6 +12,8 @@ use std::net::Ipv4Addr;
 use nephrite_pipeline::{Ipv4Cidr, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::vif::VifRef;
 
 #[cfg(test)]
 mod tests;
@@ -232,7 +235,7 @@ pub struct CniRequest {
     /// GC only: the attachments to keep.
     pub valid_attachments: Vec<Attachment>,
     /// ADD only: plug a VIF reserved before ([`crate::vif`]) with its address.
-    pub vif: Option<crate::vif::VifRef>,
+    pub vif: Option<VifRef>,
 }
 
 /// An interface of a result.

@@ -25,9 +25,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use nephrite_vif::annotations::{NETWORKS, parse_networks};
 use nephrite_vif::{FailureKind, Target, VIF_ANNOTATION, VifRecord};
-
-use crate::cni::{CniError, CniResult, ErrorCode};
-use crate::vif::VifRef;
+use nimbess_client::cni::{CniError, CniResult, ErrorCode};
+use nimbess_client::vif::VifRef;
 
 /// How long ADD waits for the handler's record unless the configuration says `vifTimeout`.
 pub const DEFAULT_VIF_TIMEOUT: Duration = Duration::from_secs(30);
@@ -350,7 +349,7 @@ pub fn merge(results: Vec<CniResult>) -> CniResult {
         interfaces: Vec::new(),
         ips: Vec::new(),
         routes: Vec::new(),
-        dns: crate::cni::Dns::default(),
+        dns: nimbess_client::cni::Dns::default(),
     };
     for (n, result) in results.into_iter().enumerate() {
         let offset = u32::try_from(merged.interfaces.len()).unwrap_or(u32::MAX);

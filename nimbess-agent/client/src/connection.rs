@@ -1,19 +1,17 @@
-//! The clients of the agent's socket: [`AgentConnection`] carries the
-//! plugin's CNI commands, [`InspectClient`] the inspection subcommands'
-//! calls. Both present the caller's credentials ([`ClientArgs`]: a bearer
-//! token file, or a CA, certificate and key for mutual TLS on the socket)
-//! and answer in domain values and typed errors.
+//! The CNI client of the agent's socket: [`AgentConnection`] carries the plugin's commands
+//! (`nimbess.cni.v1.Cni`), presenting the plugin's credentials ([`ClientArgs`]: a bearer token
+//! file, or a CA, certificate and key for mutual TLS on the socket). It answers as the CNI
+//! does, with a [`CniError`] whose code tells the runtime what to do: a refusal of the
+//! credentials is a configuration error (7), an agent that does not answer is "try again
+//! later" (11).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nephrite_proto::nimbess::cni::v1::{
-    self as pb, agent_client::AgentClient, cni_client::CniClient,
-};
+use nephrite_proto::nimbess::cni::v1::{self as pb, cni_client::CniClient};
 use nephrite_runtime::{AuthChannel, ClientArgs, ClientError, DialOptions, Endpoint};
 
-use super::convert::outcome;
 use crate::cni::{CniError, CniRequest, CniResult, Command, ErrorCode};
+use crate::wire::outcome;
 
 /// The plugin's connection to the agent.
 #[derive(Debug, Clone)]
@@ -159,125 +157,4 @@ fn transport_cause(status: &tonic::Status) -> Option<String> {
 fn is_tls_refusal(text: &str) -> bool {
     let text = text.to_ascii_lowercase();
     text.contains("alert") || text.contains("certificate")
-}
-
-/// Why an inspection call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    /// The agent's socket did not answer, or the credentials' files cannot be used.
-    #[error("cannot reach the agent at {socket}: {source}")]
-    Unreachable {
-        /// The socket.
-        socket: String,
-        /// The dial (or credentials) error.
-        source: ClientError,
-    },
-    /// The agent refused the call.
-    #[error("the agent refused: {}{}", .0.message(), credentials_hint(.0))]
-    Refused(#[from] tonic::Status),
-}
-
-/// What to do about a refusal of the caller's credentials.
-fn credentials_hint(status: &tonic::Status) -> &'static str {
-    match status.code() {
-        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
-            " (give --token-file, or --ca, --cert and --key, naming credentials the agent \
-             gives the read role)"
-        }
-        _ => "",
-    }
-}
-
-/// Port pipelines in three renderings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pipelines {
-    /// JSON: per port, the module instances with gates, kernel objects and counters.
-    pub json: String,
-    /// Human-readable text.
-    pub text: String,
-    /// Graphviz DOT.
-    pub dot: String,
-}
-
-/// The inspection subcommands' client.
-#[derive(Debug, Clone)]
-pub struct InspectClient {
-    client: AgentClient<AuthChannel>,
-}
-
-impl InspectClient {
-    /// Dial the agent's socket with `credentials`.
-    ///
-    /// # Errors
-    /// The socket does not answer, or the credentials' files cannot be used.
-    pub async fn connect(socket: &Path, credentials: &ClientArgs) -> Result<Self, InspectError> {
-        let channel = credentials
-            .dial(&Endpoint::unix(socket))
-            .await
-            .map_err(|source| InspectError::Unreachable {
-                socket: socket.display().to_string(),
-                source,
-            })?;
-        Ok(InspectClient {
-            client: AgentClient::new(channel),
-        })
-    }
-
-    /// Every port, as JSON.
-    ///
-    /// # Errors
-    /// The agent refused.
-    pub async fn ports(&mut self) -> Result<String, InspectError> {
-        Ok(self
-            .client
-            .list_ports(pb::ListPortsRequest {})
-            .await?
-            .into_inner()
-            .json)
-    }
-
-    /// Every network, as JSON.
-    ///
-    /// # Errors
-    /// The agent refused.
-    pub async fn networks(&mut self) -> Result<String, InspectError> {
-        Ok(self
-            .client
-            .list_networks(pb::ListNetworksRequest {})
-            .await?
-            .into_inner()
-            .json)
-    }
-
-    /// The pipelines of every port, or of one.
-    ///
-    /// # Errors
-    /// The agent refused (an unknown port).
-    pub async fn pipelines(&mut self, port: Option<String>) -> Result<Pipelines, InspectError> {
-        let reply = self
-            .client
-            .get_pipelines(pb::GetPipelinesRequest {
-                port: port.unwrap_or_default(),
-            })
-            .await?
-            .into_inner();
-        Ok(Pipelines {
-            json: reply.json,
-            text: reply.text,
-            dot: reply.dot,
-        })
-    }
-
-    /// Differences between the model and the data plane, one line each.
-    ///
-    /// # Errors
-    /// The agent refused or cannot read its data plane.
-    pub async fn verify(&mut self) -> Result<Vec<String>, InspectError> {
-        Ok(self
-            .client
-            .verify(pb::VerifyRequest {})
-            .await?
-            .into_inner()
-            .drift)
-    }
 }

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
-use nimbess_agent::cni::{CniError, ErrorCode, SUPPORTED_VERSIONS};
-use nimbess_agent::plugin::{MAX_STDIN, Outcome, read_config};
+use nimbess_client::cni::{CniError, ErrorCode, SUPPORTED_VERSIONS};
+use nimbess_cni::{MAX_STDIN, Outcome, read_config};
 
 const HELP: &str = "\
 The CNI plugin of the Nimbess agent: the container runtime executes it with the CNI
@@ -75,7 +75,7 @@ fn run(env: &BTreeMap<String, String>) -> Outcome {
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(nimbess_agent::plugin::run(env, &stdin)),
+        Ok(runtime) => runtime.block_on(nimbess_cni::run(env, &stdin)),
         Err(e) => failure(CniError::new(ErrorCode::Io, format!("cannot start: {e}"))),
     }
 }

@@ -3,34 +3,39 @@
 //! command to the agent over its Unix socket, and prints the CNI result or
 //! error on stdout (its only output; logs go to stderr).
 //!
+//! The plugin is its own crate so that what the runtime executes on every pod start links the
+//! agent's client (`nephrite-nimbess-client`) and a Kubernetes client, not the agent's data
+//! plane (netlink, etcd).
+//!
 //! Parsing ([`Invocation::from_env`], [`NetConf::parse`]) and the request
 //! built from them ([`request`]) are plain functions so they are tested
 //! without a process; [`run`] wires them to the agent through
-//! [`crate::grpc::AgentConnection`] and prints the [`crate::cni`] documents.
+//! [`AgentConnection`] and prints the [`nimbess_client::cni`] documents.
 //!
 //! The credentials it presents to the agent come from the network configuration or the
 //! environment ([`credentials`]).
 //!
 //! ADD and DEL of a Kubernetes pod with VIFs (kuryr-l7's `openstack.org/kuryr-vif` record)
-//! plug and unplug every interface the record lists ([`crate::vif_plug`]): the additional
+//! plug and unplug every interface the record lists ([`vif_plug`]): the additional
 //! VIFs first and the main interface last (so the pod's default route is the main
 //! interface's), all of them unplugged again when one fails.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use crate::cni::{
+use nimbess_client::AgentConnection;
+use nimbess_client::cni::{
     Attachment, CniError, CniRequest, CniResult, Command, ErrorCode, SUPPORTED_VERSIONS,
     valid_ifname, version_json,
 };
-use crate::grpc::AgentConnection;
-use crate::vif_plug::{self, Plug, PodRef};
+use serde_json::Value;
+
+use crate::vif_plug::{Plug, PodRef};
 
 pub mod credentials;
 #[cfg(test)]
 mod tests;
+pub mod vif_plug;
 
 /// Where the agent listens unless the config says `agentSocket`.
 pub const DEFAULT_AGENT_SOCKET: &str = "/run/nimbess/agent.sock";
