@@ -1,6 +1,7 @@
 //! The Kubernetes source: a kube-runtime `Controller` over Pods with the `finalizer` helper,
-//! and a reflector over NetworkAttachmentDefinitions (every change re-runs every pod, since
-//! any pod may name the changed attachment).
+//! and a [`KubeWatch`] over NetworkAttachmentDefinitions (every change re-runs every pod, since
+//! any pod may name the changed attachment). Every watch, the Controller's included, is
+//! restarted after failures with [`nephrite_runtime::watch_backoff`]'s pauses.
 //!
 //! The finalizer [`FINALIZER`] is added before the first VIF is allocated, so a pod deleted
 //! while the handler is down waits for it to release its ports. Each pod's record is written
@@ -9,7 +10,7 @@
 //! again when it changes; a port still `DOWN` after activation gets `VifNotActive` and is
 //! tried again after [`RECHECK`].
 //!
-//! SR-IOV VFs are counted on the pod's Node: a third reflector holds the Nodes (their
+//! SR-IOV VFs are counted on the pod's Node: a third watch holds the Nodes (their
 //! `status.allocatable`), and the VFs held are the records of the pods the Controller's own
 //! store lists on that node. A pod whose VFs are not free gets `NoFreeVf` (naming node,
 //! physnet, resources, free and wanted) and is looked at again every [`VF_RETRY`], so it gets
@@ -28,10 +29,11 @@ use kube::core::ApiResource;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use nephrite_krm::Gvk;
+use nephrite_runtime::{KubeWatch, WatchEvent};
 use nephrite_vif::vfs::{Node, VfShortage};
 use nephrite_vif::{ContainerResources, NetworkAttachment, Pod, VIF_ANNOTATION, VifRecord};
 use serde_json::json;
@@ -325,33 +327,41 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String, node:
         None => watcher::Config::default(),
     };
     let resource = attachment_resource();
-    let writer = reflector::store::Writer::new(resource.clone());
-    let attachments = writer.as_reader();
-    let attachment_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let attachment_changes = kube::runtime::reflector(
-        writer,
-        watcher(attachment_api, watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects()
-    .filter_map(|r| async move {
-        if let Err(e) = &r {
-            tracing::debug!("NetworkAttachmentDefinitions: {e}");
+    let attachment_watch = KubeWatch::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &resource),
+        watcher::Config::default(),
+        resource,
+    );
+    let attachments = attachment_watch.store();
+    // Every listing and change re-runs every pod: any pod may name the attachment.
+    let attachment_changes = attachment_watch.events().filter_map(|event| async move {
+        match event {
+            WatchEvent::Listed { objects, first } => {
+                if first {
+                    tracing::info!(objects, "NetworkAttachmentDefinitions listed");
+                }
+                Some(())
+            }
+            WatchEvent::Changed => Some(()),
+            WatchEvent::Failed(e) => {
+                tracing::debug!("NetworkAttachmentDefinitions: {e}");
+                None
+            }
         }
-        r.ok().map(drop)
     });
-    let (nodes, node_writer) = reflector::store::<KubeNode>();
-    let node_api: Api<KubeNode> = Api::all(client.clone());
-    let node_watch = kube::runtime::reflector(
-        node_writer,
-        watcher(node_api, narrowed("metadata.name")).default_backoff(),
-    )
-    .for_each(|r| async move {
-        if let Err(e) = r {
+    let node_watch = KubeWatch::new(
+        Api::<KubeNode>::all(client.clone()),
+        narrowed("metadata.name"),
+    );
+    let nodes = node_watch.store();
+    let node_events = node_watch.events().for_each(|event| async move {
+        if let WatchEvent::Failed(e) = event {
             tracing::debug!("Nodes: {e}");
         }
     });
     let pods: Api<KubePod> = Api::all(client.clone());
-    let controller = Controller::new(pods, narrowed("spec.nodeName"));
+    let controller = Controller::new(pods, narrowed("spec.nodeName"))
+        .trigger_backoff(nephrite_runtime::watch_backoff());
     let context = Arc::new(Context {
         handler,
         recorder: Recorder::new(
@@ -375,5 +385,5 @@ pub async fn run(handler: Handler, client: kube::Client, identity: String, node:
                 Err(e) => tracing::debug!("{e}"),
             }
         });
-    futures::future::select(Box::pin(reconciling), Box::pin(node_watch)).await;
+    futures::future::select(Box::pin(reconciling), Box::pin(node_events)).await;
 }
