@@ -25,7 +25,7 @@ use kube::api::{
 use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMMachine, all_crds};
 use nephrite_bmm_provider::controller::{ControllerConfig, run_controllers};
 use nephrite_bmm_provider::metrics::ProviderMetrics;
-use nephrite_bmm_provider::sim::{INSTANCE_TYPE_ID, Kind, Sim, SimConfig, auth};
+use nephrite_bmm_sim::{INSTANCE_TYPE_ID, Kind, Sim, SimConfig, auth};
 use nephrite_test_apiserver::TestApiServer;
 use nephrite_test_services::machine::{CpuTimes, load_average};
 use serde_json::json;

@@ -18,7 +18,7 @@ use nephrite_bmm_provider::client::ClientConfig;
 use nephrite_bmm_provider::client::RetryPolicy;
 use nephrite_bmm_provider::controller::{ControllerConfig, NodeCredentials, run_node_controller};
 use nephrite_bmm_provider::metrics::ReconcileLabels;
-use nephrite_bmm_provider::sim::{Kind, SimConfig};
+use nephrite_bmm_sim::{Kind, SimConfig};
 use serde_json::json;
 use support::capi::{Env, NS, gone};
 use support::{eventually, fast_config, ready_instance};

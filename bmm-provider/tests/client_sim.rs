@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nephrite_bmm_provider::client::types::*;
 use nephrite_bmm_provider::client::{ApiError, BmmClient, ClientConfig, RetryPolicy, Token};
-use nephrite_bmm_provider::sim::{Kind, SimConfig, auth};
+use nephrite_bmm_sim::{Kind, SimConfig, auth};
 use serde_json::{Value, json};
 use support::{Harness, ORG, SECRET, eventually, fast_config};
 
@@ -444,9 +444,9 @@ async fn invalid_requests_get_400_with_the_api_message() {
         .expect("send");
     assert_eq!(raw.status().as_u16(), 400);
     let body: Value = raw.json().await.expect("json");
-    let schema = nephrite_bmm_provider::openapi::component("CarbideAPIError");
+    let schema = nephrite_bmm_sim::openapi::component("CarbideAPIError");
     assert_eq!(
-        nephrite_bmm_provider::openapi::violations(&schema, &body).expect("schema"),
+        nephrite_bmm_sim::openapi::violations(&schema, &body).expect("schema"),
         Vec::<String>::new()
     );
     assert_eq!(body["source"], json!("carbide"));

@@ -12,7 +12,7 @@ use std::process::Command;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use nephrite_bmm_provider::clusterctl::{NAMESPACE, substitute, variables};
-use nephrite_bmm_provider::openapi;
+use nephrite_bmm_sim::openapi;
 use nephrite_test_apiserver::TestApiServer;
 use serde::Deserialize;
 use serde_json::{Value, json};

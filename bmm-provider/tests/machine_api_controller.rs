@@ -17,7 +17,7 @@ use nephrite_bmm::machine_api::{
 use nephrite_bmm_provider::client::BmmClient;
 use nephrite_bmm_provider::client::types::*;
 use nephrite_bmm_provider::controller::{machine_resource, run_machine_api_controller};
-use nephrite_bmm_provider::sim::Kind;
+use nephrite_bmm_sim::Kind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use support::capi::{Env, NS, gone, secret};

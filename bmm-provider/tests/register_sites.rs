@@ -111,7 +111,7 @@ async fn provisioned_clusters_become_sites_with_their_labels() {
     assert_eq!(metadata["Site.bmm.nvidia.com/site"], "sim-site");
 
     // Applying again updates the site; nothing is provisioned twice.
-    let instances = h.sim.created(nephrite_bmm_provider::sim::Kind::Instance);
+    let instances = h.sim.created(nephrite_bmm_sim::Kind::Instance);
     let (d, bmm, u) = (dir.path().to_owned(), h.url.clone(), url.clone());
     let out = tokio::task::spawn_blocking(move || apply(&d, &bmm, &u, "preparer-token"))
         .await
@@ -122,9 +122,6 @@ async fn provisioned_clusters_become_sites_with_their_labels() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert_eq!(
-        h.sim.created(nephrite_bmm_provider::sim::Kind::Instance),
-        instances
-    );
+    assert_eq!(h.sim.created(nephrite_bmm_sim::Kind::Instance), instances);
     preparer.stop().await.expect("stop");
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use nephrite_bmm_provider::controller::run_machine_controller;
-use nephrite_bmm_provider::sim::{Kind, SimConfig, auth};
+use nephrite_bmm_sim::{Kind, SimConfig, auth};
 use serde_json::json;
 use support::capi::{Env, capi};
 use support::{ORG, SECRET, eventually, fast_config};

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use nephrite_bmm_provider::controller::{Role, run_cluster_controller};
 use nephrite_bmm_provider::daemon;
-use nephrite_bmm_provider::sim::Kind;
+use nephrite_bmm_sim::Kind;
 use nephrite_runtime::{DaemonIdentity, GrpcServer, ShutdownReason};
 use serde_json::json;
 use support::capi::{Env, NS, gone};

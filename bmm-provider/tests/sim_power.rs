@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nephrite_bmm_provider::client::types::Instance;
 use nephrite_bmm_provider::client::{ApiError, BmmClient};
-use nephrite_bmm_provider::sim::SimConfig;
+use nephrite_bmm_sim::SimConfig;
 use support::{Harness, eventually, fast_config, ready_instance};
 
 async fn status_becomes(client: &BmmClient, id: &str, status: &str) -> Instance {

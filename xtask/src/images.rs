@@ -76,9 +76,9 @@ const IMAGES: &[Image] = &[
     },
     Image {
         name: "bmm-sim",
-        packages: &["nephrite-bmm-provider"],
+        packages: &["nephrite-bmm-sim"],
         binaries: &["bmm-sim"],
-        containerfile: "bmm-provider/deploy/bmm-sim.Containerfile",
+        containerfile: "bmm-provider/sim/deploy/Containerfile",
         host_programs: &[],
         shell: false,
     },

@@ -18,7 +18,7 @@ mod backoff;
 mod cluster;
 mod credentials;
 mod machine;
-mod machine_api;
+mod machine_api_controller;
 mod node;
 mod node_link;
 mod pacing;
@@ -44,7 +44,7 @@ use crate::observe::ReconcileError;
 pub use cluster::run_cluster_controller;
 pub use credentials::RejectedTokens;
 pub use machine::run_machine_controller;
-pub use machine_api::{machine_resource, run_machine_api_controller};
+pub use machine_api_controller::{machine_resource, run_machine_api_controller};
 pub use node::run_node_controller;
 pub use token_file::{NodeCredentials, TokenFileError};
 

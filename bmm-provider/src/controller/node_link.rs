@@ -15,7 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use nephrite_bmm::machine_api::NODE_MACHINE_ANNOTATION;
 use serde_json::{Value, json};
 
-use super::machine_api::machine_resource;
+use super::machine_api_controller::machine_resource;
 
 #[derive(Default)]
 struct Links {

@@ -14,7 +14,7 @@ use nephrite_bmm::crd::{NvidiaBMMCluster, NvidiaBMMMachine, all_crds};
 use nephrite_bmm_provider::controller::{
     ControllerConfig, run_cluster_controller, run_machine_controller,
 };
-use nephrite_bmm_provider::sim::{Kind, SimConfig};
+use nephrite_bmm_sim::{Kind, SimConfig};
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
 
@@ -270,7 +270,7 @@ impl Env {
             "metadata": {"name": name, "namespace": NS,
                          "labels": {"cluster.x-k8s.io/cluster-name": cluster, "cluster.x-k8s.io/control-plane": ""},
                          "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": machine.metadata.uid.clone().expect("uid")}]},
-            "spec": {"instanceType": {"id": nephrite_bmm_provider::sim::INSTANCE_TYPE_ID}, "network": {"subnetName": "cp"}}
+            "spec": {"instanceType": {"id": nephrite_bmm_sim::INSTANCE_TYPE_ID}, "network": {"subnetName": "cp"}}
         }))
         .expect("infra machine");
         self.machines()

@@ -25,6 +25,7 @@ use crate::{bmm, interrupt, pods, router, tko};
 /// The packages whose binaries the demo runs.
 pub const PACKAGES: &[&str] = &[
     "nephrite-bmm-provider",
+    "nephrite-bmm-sim",
     "nephrite-preparer",
     "nephrite-ntc",
     "nephrite-nimbess-agent",

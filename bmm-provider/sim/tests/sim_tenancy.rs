@@ -7,15 +7,10 @@ mod support;
 
 use std::time::Duration;
 
-use nephrite_bmm_provider::sim::{SimConfig, auth};
+use nephrite_bmm_sim::{SimConfig, auth};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Harness, ORG, SECRET, fast_config, ready_instance};
-
-fn token_for(org: &str) -> String {
-    let now = jiff::Timestamp::now().as_second() as u64;
-    auth::issue(SECRET, org, now, Duration::from_secs(600)).expect("token")
-}
+use support::{Harness, ORG, fast_config, token_for};
 
 async fn call(
     h: &Harness,
@@ -24,46 +19,40 @@ async fn call(
     token: Option<&str>,
     body: Option<Value>,
 ) -> u16 {
-    let mut request = reqwest::Client::new().request(method, format!("{}{path}", h.sim_url));
-    if let Some(t) = token {
-        request = request.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        request = request.json(&b);
-    }
-    request.send().await.expect("send").status().as_u16()
+    h.call(method, path, token, body).await.0
+}
+
+/// The id at `field` of an object, as a string.
+fn id(object: &Value, field: &str) -> String {
+    object[field].as_str().expect(field).to_string()
 }
 
 #[tokio::test]
 async fn another_org_can_neither_read_change_nor_delete_any_object_by_id() {
     let h = Harness::start(fast_config()).await;
-    let client = h.client();
-    let instance = ready_instance(&client, "acme-0", "10.60.0.0").await;
-    let vpc = instance.vpc_id.clone().expect("vpc");
-    let subnet = instance.interfaces[0].subnet_id.clone().expect("subnet");
-    let site = instance.site_id.clone().expect("site");
-    let block = client
-        .ip_blocks_named(&site, "acme-0-block")
-        .await
-        .expect("blocks")[0]
-        .id
-        .clone();
+    let instance = h.ready_instance("acme-0", "10.60.0.0").await;
+    let instance_id = id(&instance, "id");
+    let vpc = id(&instance, "vpcId");
+    let subnet = id(&instance["interfaces"][0], "subnetId");
+    let site = id(&instance, "siteId");
+    let blocks = h
+        .acme(Method::GET, &format!("ipblock?siteId={site}"), None, 200)
+        .await;
+    let block = blocks
+        .as_array()
+        .and_then(|all| all.iter().find(|b| b["name"] == "acme-0-block"))
+        .map(|b| id(b, "id"))
+        .expect("the IP block is listed");
     let acme = token_for(ORG);
-    let nsg_created = reqwest::Client::new()
-        .post(format!(
-            "{}/v2/org/{ORG}/carbide/network-security-group",
-            h.sim_url
-        ))
-        .bearer_auth(&acme)
-        .json(&json!({"name": "acme-nsg", "siteId": site, "rules": []}))
-        .send()
-        .await
-        .expect("nsg");
-    assert_eq!(nsg_created.status().as_u16(), 201);
-    let nsg = nsg_created.json::<Value>().await.expect("json")["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let nsg = h
+        .acme(
+            Method::POST,
+            "network-security-group",
+            Some(json!({"name": "acme-nsg", "siteId": site, "rules": []})),
+            201,
+        )
+        .await;
+    let nsg = id(&nsg, "id");
 
     let evil = token_for("evil");
     let objects = [
@@ -71,7 +60,7 @@ async fn another_org_can_neither_read_change_nor_delete_any_object_by_id() {
         ("vpc", vpc.as_str()),
         ("subnet", subnet.as_str()),
         ("network-security-group", nsg.as_str()),
-        ("instance", instance.id.as_str()),
+        ("instance", instance_id.as_str()),
     ];
     for (path, id) in objects {
         let at = format!("/v2/org/evil/carbide/{path}/{id}");
@@ -98,7 +87,7 @@ async fn another_org_can_neither_read_change_nor_delete_any_object_by_id() {
         .await,
         403
     );
-    let at = format!("/v2/org/evil/carbide/instance/{}", instance.id);
+    let at = format!("/v2/org/evil/carbide/instance/{instance_id}");
     assert_eq!(
         call(
             &h,
@@ -111,7 +100,7 @@ async fn another_org_can_neither_read_change_nor_delete_any_object_by_id() {
         403
     );
     for sub in ["status-history", "interface"] {
-        let at = format!("/v2/org/evil/carbide/instance/{}/{sub}", instance.id);
+        let at = format!("/v2/org/evil/carbide/instance/{instance_id}/{sub}");
         assert_eq!(
             call(&h, Method::GET, &at, Some(&evil), None).await,
             403,
@@ -127,22 +116,21 @@ async fn another_org_can_neither_read_change_nor_delete_any_object_by_id() {
             "{path}"
         );
     }
+    let unchanged = h.acme(Method::GET, &format!("vpc/{vpc}"), None, 200).await;
+    assert_eq!(unchanged["name"], "acme-0-vpc");
     assert_eq!(
-        client.vpc(&vpc).await.expect("vpc").expect("exists").name,
-        "acme-0-vpc"
-    );
-    assert_eq!(
-        h.sim.instance_status(&instance.id).as_deref(),
+        h.sim.instance_status(&instance_id).as_deref(),
         Some("Ready")
     );
+    h.assert_contract_held();
 }
 
 #[tokio::test]
 async fn the_org_is_compared_after_percent_decoding() {
     let h = Harness::start(fast_config()).await;
-    let client = h.client();
-    let instance = ready_instance(&client, "acme-1", "10.61.0.0").await;
-    let at = format!("/v2/org/acm%65/carbide/instance/{}", instance.id);
+    let instance = h.ready_instance("acme-1", "10.61.0.0").await;
+    let instance_id = id(&instance, "id");
+    let at = format!("/v2/org/acm%65/carbide/instance/{instance_id}");
     // `acm%65` is `acme`: another org's token is refused, acme's own is served.
     assert_eq!(
         call(&h, Method::GET, &at, Some(&token_for("evil")), None).await,
@@ -156,7 +144,7 @@ async fn the_org_is_compared_after_percent_decoding() {
         call(&h, Method::GET, &at, Some(&token_for(ORG)), None).await,
         200
     );
-    let bad = format!("/v2/org/acm%6/carbide/instance/{}", instance.id);
+    let bad = format!("/v2/org/acm%6/carbide/instance/{instance_id}");
     assert_eq!(
         call(&h, Method::GET, &bad, Some(&token_for(ORG)), None).await,
         400

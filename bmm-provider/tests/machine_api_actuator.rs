@@ -7,9 +7,11 @@ mod support;
 use std::time::Duration;
 
 use nephrite_bmm::crd::NvidiaBMMMachineSpec;
-use nephrite_bmm_provider::machine_api::{Actuator, ActuatorError, BmmActuator, MachineApiMachine};
+use nephrite_bmm_provider::machine_api_actuator::{
+    Actuator, ActuatorError, BmmActuator, MachineApiMachine,
+};
 use nephrite_bmm_provider::observe::{ClusterRecord, network_ready, reconcile_cluster};
-use nephrite_bmm_provider::sim::Kind;
+use nephrite_bmm_sim::Kind;
 use serde_json::json;
 use support::{Harness, eventually, fast_config};
 
@@ -43,7 +45,7 @@ async fn provisioned_cluster(h: &Harness) -> ClusterRecord {
 
 fn machine(name: &str) -> MachineApiMachine {
     let spec: NvidiaBMMMachineSpec = serde_json::from_value(json!({
-        "instanceType": {"id": nephrite_bmm_provider::sim::INSTANCE_TYPE_ID},
+        "instanceType": {"id": nephrite_bmm_sim::INSTANCE_TYPE_ID},
         "network": {"subnetName": "workers"}
     }))
     .expect("provider spec");

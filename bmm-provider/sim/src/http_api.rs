@@ -11,11 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Map, Value, json};
 
-use super::Sim;
-use super::metrics::{KindLabel, RequestLabel};
-use super::world::{Kind, Refusal, World};
-use crate::metrics::InFlight;
+use crate::Sim;
+use crate::metrics::{KindLabel, RequestLabel};
 use crate::openapi;
+use crate::world::{Kind, Refusal, World};
 
 type Params = Query<HashMap<String, String>>;
 
@@ -618,12 +617,23 @@ fn injected(sim: &Sim, status: u16) -> Response {
     response
 }
 
+/// A request being answered: it leaves the in-flight gauge when dropped, also when the client
+/// goes away before the answer.
+struct Answering(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Latency, injected faults and the bearer check, in that order; counts the answer.
 async fn guard(State(sim): State<Sim>, request: Request, next: Next) -> Response {
     let method = request.method().clone();
     sim.metrics
         .count_path(&format!("{method} {}", route_of(request.uri().path())));
-    let _in_flight = InFlight::enter(&sim.metrics.in_flight);
+    sim.metrics.in_flight.inc();
+    let _answering = Answering(sim.metrics.in_flight.clone());
     let response = guarded(&sim, request, next).await;
     sim.metrics
         .requests
@@ -654,7 +664,7 @@ async fn guarded(sim: &Sim, request: Request, next: Next) -> Response {
         .path()
         .split('/')
         .nth(3)
-        .map_or(Some(String::new()), super::auth::percent_decode)
+        .map_or(Some(String::new()), crate::auth::percent_decode)
     else {
         return error(400, "Invalid org in path", Value::Null);
     };
@@ -662,9 +672,9 @@ async fn guarded(sim: &Sim, request: Request, next: Next) -> Response {
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok());
-    match super::auth::check(&sim.config.jwt_secret, header, &org) {
+    match crate::auth::check(&sim.config.jwt_secret, header, &org) {
         Ok(_) => {}
-        Err(e @ super::auth::TokenError::WrongOrg { .. }) => {
+        Err(e @ crate::auth::TokenError::WrongOrg { .. }) => {
             return error(
                 403,
                 format!("User is not allowed to perform this action: {e}"),

@@ -10,7 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
-use super::{Sim, router};
+use crate::{Sim, router};
 
 /// Why the TLS material could not be used.
 #[derive(Debug, thiserror::Error)]

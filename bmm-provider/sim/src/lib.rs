@@ -1,4 +1,6 @@
-//! `bmm-sim`: a simulator of the part of the BMM REST API the provider uses.
+//! `bmm-sim`: a simulator of the part of the NVIDIA Bare Metal Manager REST API that
+//! bmm-provider uses, for development, demos and tests; its own daemon, so the provider depends
+//! on it only in its tests.
 //!
 //! Faithful to `api/openapi.yaml`: request bodies are validated against the operation's schema
 //! (required, type, enum, format) and refused with 400 and a `CarbideAPIError`; a missing,
@@ -8,10 +10,19 @@
 //! progressions with delays, deletion refused while dependants exist, machines allocated from
 //! and returned to the pool. Faults (5xx/429, latency, lost responses) can be injected;
 //! `/metrics` counts the objects ever created per kind.
+//!
+//! - [`openapi`]: the embedded OpenAPI description and JSON-schema validation against it.
+//! - [`contract`]: a proxy that checks every request and response against that description,
+//!   for tests of clients (the provider's) and of the simulator itself.
+//! - [`auth`]: the bearer tokens; [`world`]: the simulated platform.
+//! - [`cli`]: the `bmm-sim` command line.
 
 pub mod auth;
+pub mod cli;
+pub mod contract;
 mod http_api;
 mod metrics;
+pub mod openapi;
 mod tls;
 pub mod world;
 
@@ -60,6 +71,19 @@ impl Default for SimConfig {
             latency: Duration::ZERO,
             machines: 64,
             retry_after: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// A simulator for tests, with tokens signed with `jwt_secret`: instances Ready after
+    /// 300 ms, network objects after 100 ms, the rest as [`SimConfig::default`].
+    pub fn quick(jwt_secret: &str) -> SimConfig {
+        SimConfig {
+            jwt_secret: jwt_secret.into(),
+            provision_delay: Duration::from_millis(300),
+            network_delay: Duration::from_millis(100),
+            ..SimConfig::default()
         }
     }
 }
@@ -218,6 +242,15 @@ impl Sim {
         world
             .get(Kind::Instance, id)
             .and_then(|i| i["status"].as_str().map(str::to_string))
+    }
+
+    /// Serves in the background on a free loopback port for as long as the runtime runs;
+    /// returns its URL (`http://127.0.0.1:PORT`).
+    pub async fn serve_on_loopback(&self) -> std::io::Result<String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(self.clone().serve(listener, std::future::pending()));
+        Ok(url)
     }
 
     /// Serves on a listener until `shutdown` resolves.
