@@ -128,23 +128,50 @@ pub fn child_deployment(plan: &Plan, v: usize) -> ChildDeployment {
 }
 
 /// The child deployment of a planned child (see [`crate::replan::desired_children`]), stamped
-/// with its spec fingerprint twice: under [`SPEC_FINGERPRINT_KEY`] in its metadata (set when
-/// it is created) and as that annotation on its `Deployment` resource (rewritten by an update,
-/// which replaces the package but not the metadata). The rest is [`child_deployment`]'s.
+/// with its spec fingerprint: under [`SPEC_FINGERPRINT_KEY`] in its metadata (set when it is
+/// created) and as that annotation on every resource of its merge package — the `Deployment`'s
+/// is the one read back ([`package_fingerprint`]; an update replaces the package, not the
+/// metadata), and the others mark what ntc rendered, for [`prune_for_update`]. The rest is
+/// [`child_deployment`]'s.
 pub fn stamped_child_deployment(plan: &Plan, child: &PlannedChild) -> ChildDeployment {
     let mut deployment = child_deployment(plan, child.variant);
     let fingerprint = child.fingerprint.to_string();
-    if let Some(object) = deployment
-        .merge_package
-        .iter_mut()
-        .find(|o| o.kind == "Deployment")
-    {
+    for object in deployment.merge_package.iter_mut() {
         object.set_annotation(SPEC_FINGERPRINT_KEY, &fingerprint);
     }
     deployment
         .merge_metadata
         .insert(SPEC_FINGERPRINT_KEY.to_owned(), fingerprint);
     deployment
+}
+
+/// Readies a child's current `package` for an update to `child` (a
+/// [`stamped_child_deployment`]): removes the resources an earlier rendering put there (they
+/// carry [`SPEC_FINGERPRINT_KEY`]) that `child` no longer renders — an interface whose network
+/// was removed, a capacity dropped from the template — and returns them as `Kind/name`. Merging
+/// `child.merge_package` into what is left (`nephrite_merge::merge_package`) gives the
+/// package to write; resources the template brought and ntc never rendered are kept.
+pub fn prune_for_update(package: &mut Package, child: &ChildDeployment) -> Vec<String> {
+    let rendered = |object: &Object| {
+        child.merge_package.iter().any(|o| {
+            o.api_version == object.api_version
+                && o.kind == object.kind
+                && o.name() == object.name()
+        })
+    };
+    let mut removed = Vec::new();
+    package.retain(|object| {
+        let stale = object.annotation(SPEC_FINGERPRINT_KEY).is_some() && !rendered(object);
+        if stale {
+            removed.push(format!(
+                "{}/{}",
+                object.kind,
+                object.name().unwrap_or_default()
+            ));
+        }
+        !stale
+    });
+    removed
 }
 
 /// The fingerprint a child's package carries on its `Deployment` resource: `None` when it

@@ -116,7 +116,9 @@ pub fn new_child_gates(
 }
 
 /// Approved or not, per key, over the children that will be there.
-fn states<'a>(children: impl Iterator<Item = &'a ExistingChild>) -> BTreeMap<&'a ChildKey, bool> {
+pub(crate) fn states<'a>(
+    children: impl Iterator<Item = &'a ExistingChild>,
+) -> BTreeMap<&'a ChildKey, bool> {
     let mut states: BTreeMap<&ChildKey, bool> = BTreeMap::new();
     for child in children {
         *states.entry(&child.key).or_default() |= child.approved;
@@ -124,7 +126,8 @@ fn states<'a>(children: impl Iterator<Item = &'a ExistingChild>) -> BTreeMap<&'a
     states
 }
 
-fn waits(plan: &Plan, v: usize, states: &BTreeMap<&ChildKey, bool>) -> Vec<GateWait> {
+/// The gates of variant `v` with their state under `states`.
+pub(crate) fn waits(plan: &Plan, v: usize, states: &BTreeMap<&ChildKey, bool>) -> Vec<GateWait> {
     plan.gates(v)
         .into_iter()
         .map(|gate| {

@@ -412,3 +412,50 @@ fn the_deletion_policy_reads_writes_and_reaches_the_package_variant_sets() {
             .is_err()
     );
 }
+
+#[test]
+fn an_update_prunes_only_what_ntc_rendered_and_no_longer_renders() {
+    let before = fixture::planned();
+    let mut topology = fixture::topology();
+    // upf-a drops its n3 interface and its capacity.
+    let template = &mut topology.spec.nf_instances[0].nf_template;
+    template.nf_interfaces.remove(0);
+    template.capacity = None;
+    let after = planned_with(&topology, &fixture::clusters());
+    let old = tko::stamped_child_deployment(&before, &desired_children(&before)[0]);
+    let new = tko::stamped_child_deployment(&after, &desired_children(&after)[0]);
+    assert!(
+        old.merge_package
+            .iter()
+            .all(|o| o.annotation(SPEC_FINGERPRINT_KEY).is_some())
+    );
+    // The current package: the template's own resources, then the old rendering merged in.
+    let mut current = nephrite_krm::Package::new();
+    current.push(nephrite_krm::Object::new(
+        &nephrite_krm::Gvk::new("", "v1", "ConfigMap"),
+        "upf-config",
+    ));
+    current.push(nephrite_krm::Object::new(
+        &nephrite_krm::Gvk::new("req.nephio.org", "v1alpha1", "Interface"),
+        "n9",
+    ));
+    for object in old.merge_package.iter() {
+        current.insert(object.clone());
+    }
+    let removed = tko::prune_for_update(&mut current, &new);
+    assert_eq!(removed, ["Capacity/core-upf-a", "Interface/n3"]);
+    let left: Vec<String> = current
+        .iter()
+        .map(|o| format!("{}/{}", o.kind, o.name().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            "ConfigMap/upf-config",
+            "Interface/n9",
+            "Deployment/deployment",
+            "Interface/n4",
+            "Interface/n6"
+        ]
+    );
+}

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::api::DeletionPolicy;
 use crate::plan::Plan;
 use crate::replan::diff::{ExistingChild, diff};
-use crate::replan::gating::{GateState, gate_waits};
+use crate::replan::gating::{GateState, states, waits};
 use crate::replan::spec::{ChildKey, desired_children};
 
 /// Where one (instance, site) stands.
@@ -108,6 +108,8 @@ pub fn instance_statuses(
         .filter(|c| !retired.contains(c.id.as_str()))
         .map(|c| (&c.key, c))
         .collect();
+    // Gates count the children that stay: an approved copy about to be deleted opens none.
+    let gate_states = states(existing.iter().filter(|c| !retired.contains(c.id.as_str())));
     let pending: BTreeMap<&ChildKey, PendingUpdate> = changes
         .update
         .iter()
@@ -144,7 +146,7 @@ pub fn instance_statuses(
                 None => InstanceStatus::Planned,
                 Some(c) if c.approved => InstanceStatus::Approved,
                 Some(c) => {
-                    let closed: Vec<String> = gate_waits(plan, v, existing)
+                    let closed: Vec<String> = waits(plan, v, &gate_states)
                         .into_iter()
                         .filter(|w| w.state != GateState::Open)
                         .map(|w| w.condition_type)
