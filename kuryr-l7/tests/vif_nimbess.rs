@@ -30,7 +30,8 @@ use nephrite_test_apiserver::TestApiServer;
 use nephrite_vif::{FailureKind, VIF_ANNOTATION, VifRecord};
 use nimbess_agent::agent::Agent;
 use nimbess_agent::config::AgentConfig;
-use nimbess_agent::driver::{Driver, kernel::KernelDriver};
+use nimbess_agent::driver::Driver;
+use nimbess_agent::driver::kernel::{KernelDriver, firewall::NftFirewall};
 use nimbess_agent::state::StateStore;
 use nimbess_client::VifClient;
 use serde_json::{Value, json};
@@ -339,7 +340,9 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         Agent::start(
             StateStore::open(&dir.path().join("state"))?,
             &config.networks,
-            Driver::Kernel(KernelDriver::new()?),
+            Driver::Kernel(KernelDriver::new(NftFirewall::new(
+                std::env::var_os("PATH").as_deref(),
+            )?)?),
         )
         .await?,
     );
