@@ -183,6 +183,11 @@ impl Backends {
         })
     }
 
+    /// The Service `namespace/name`, if known.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&ServiceSpec> {
+        self.services.get(&(namespace.to_owned(), name.to_owned()))
+    }
+
     /// Whether a Service `namespace/name` or slices for it exist.
     pub fn knows_service(&self, namespace: &str, name: &str) -> bool {
         let key = (namespace.to_owned(), name.to_owned());

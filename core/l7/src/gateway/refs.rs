@@ -112,16 +112,24 @@ impl RefIndex {
                 ),
             ));
         };
-        let (pool, missing) =
-            self.backends
-                .service_pool(namespace, &backend.name, &PortRef::Number(i64::from(port)));
-        if let Some(missing) = missing {
-            let missing = missing.trim_end_matches(": 503 for its paths");
+        let Some(service) = self.backends.service(namespace, &backend.name) else {
             return Err(fail(
                 reason::BACKEND_NOT_FOUND,
-                format!("{field}: {missing}"),
+                format!("{field}: Service {namespace}/{} not found", backend.name),
+            ));
+        };
+        if !service.ports.iter().any(|p| p.port == i64::from(port)) {
+            return Err(fail(
+                reason::BACKEND_NOT_FOUND,
+                format!(
+                    "{field}: Service {namespace}/{} has no port {port}",
+                    backend.name
+                ),
             ));
         }
+        let (pool, _) =
+            self.backends
+                .service_pool(namespace, &backend.name, &PortRef::Number(i64::from(port)));
         Ok(ServiceBackend {
             service: ObjectKey::new(namespace, &backend.name),
             port,
