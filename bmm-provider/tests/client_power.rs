@@ -1,4 +1,4 @@
-//! Power, reboots and machine interfaces of the simulator through the client, behind the
+//! The client's power, reboot and machine-interface calls against the simulator, behind the
 //! proxy that checks every request and response against openapi.yaml.
 
 mod support;
