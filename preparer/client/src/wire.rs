@@ -72,30 +72,37 @@ impl From<pb::TemplateInfo> for TemplateInfo {
     }
 }
 
-impl From<Template> for pb::Template {
-    fn from(template: Template) -> Self {
-        pb::Template {
-            info: Some(template.info.into()),
-            package_yaml: template.package_yaml,
+/// A template, site or deployment travels as its row (`info`, always set) and its package.
+macro_rules! packaged {
+    ($domain:ident, $wire:ty, $field:literal) => {
+        impl From<$domain> for $wire {
+            fn from(entry: $domain) -> Self {
+                Self {
+                    info: Some(entry.info.into()),
+                    package_yaml: entry.package_yaml,
+                }
+            }
         }
-    }
+
+        impl TryFrom<$wire> for $domain {
+            type Error = WireError;
+
+            fn try_from(entry: $wire) -> Result<Self, WireError> {
+                Ok($domain {
+                    info: entry
+                        .info
+                        .ok_or(WireError::Missing { field: $field })?
+                        .into(),
+                    package_yaml: entry.package_yaml,
+                })
+            }
+        }
+    };
 }
 
-impl TryFrom<pb::Template> for Template {
-    type Error = WireError;
-
-    fn try_from(template: pb::Template) -> Result<Self, WireError> {
-        Ok(Template {
-            info: template
-                .info
-                .ok_or(WireError::Missing {
-                    field: "Template.info",
-                })?
-                .into(),
-            package_yaml: template.package_yaml,
-        })
-    }
-}
+packaged!(Template, pb::Template, "Template.info");
+packaged!(Site, pb::Site, "Site.info");
+packaged!(Deployment, pb::Deployment, "Deployment.info");
 
 impl From<Template> for pb::RegisterTemplateRequest {
     fn from(template: Template) -> Self {
@@ -141,29 +148,6 @@ impl From<pb::SiteInfo> for SiteInfo {
     }
 }
 
-impl From<Site> for pb::Site {
-    fn from(site: Site) -> Self {
-        pb::Site {
-            info: Some(site.info.into()),
-            package_yaml: site.package_yaml,
-        }
-    }
-}
-
-impl TryFrom<pb::Site> for Site {
-    type Error = WireError;
-
-    fn try_from(site: pb::Site) -> Result<Self, WireError> {
-        Ok(Site {
-            info: site
-                .info
-                .ok_or(WireError::Missing { field: "Site.info" })?
-                .into(),
-            package_yaml: site.package_yaml,
-        })
-    }
-}
-
 impl From<Site> for pb::RegisterSiteRequest {
     fn from(site: Site) -> Self {
         pb::RegisterSiteRequest {
@@ -190,45 +174,33 @@ impl From<pb::RegisterSiteRequest> for Site {
     }
 }
 
-impl From<CatalogQuery> for pb::ListTemplatesRequest {
-    fn from(query: CatalogQuery) -> Self {
-        pb::ListTemplatesRequest {
-            id_patterns: query.id_patterns,
-            metadata_patterns: query.metadata_patterns.into_iter().collect(),
-            window: Some(query.window.into()),
+/// The two catalog listings' requests carry the same fields: one pair of conversions each.
+macro_rules! catalog_query {
+    ($request:ty) => {
+        impl From<CatalogQuery> for $request {
+            fn from(query: CatalogQuery) -> Self {
+                Self {
+                    id_patterns: query.id_patterns,
+                    metadata_patterns: query.metadata_patterns.into_iter().collect(),
+                    window: Some(query.window.into()),
+                }
+            }
         }
-    }
+
+        impl From<$request> for CatalogQuery {
+            fn from(request: $request) -> Self {
+                CatalogQuery {
+                    id_patterns: request.id_patterns,
+                    metadata_patterns: request.metadata_patterns.into_iter().collect(),
+                    window: request.window.into(),
+                }
+            }
+        }
+    };
 }
 
-impl From<pb::ListTemplatesRequest> for CatalogQuery {
-    fn from(request: pb::ListTemplatesRequest) -> Self {
-        CatalogQuery {
-            id_patterns: request.id_patterns,
-            metadata_patterns: request.metadata_patterns.into_iter().collect(),
-            window: request.window.into(),
-        }
-    }
-}
-
-impl From<CatalogQuery> for pb::ListSitesRequest {
-    fn from(query: CatalogQuery) -> Self {
-        pb::ListSitesRequest {
-            id_patterns: query.id_patterns,
-            metadata_patterns: query.metadata_patterns.into_iter().collect(),
-            window: Some(query.window.into()),
-        }
-    }
-}
-
-impl From<pb::ListSitesRequest> for CatalogQuery {
-    fn from(request: pb::ListSitesRequest) -> Self {
-        CatalogQuery {
-            id_patterns: request.id_patterns,
-            metadata_patterns: request.metadata_patterns.into_iter().collect(),
-            window: request.window.into(),
-        }
-    }
-}
+catalog_query!(pb::ListTemplatesRequest);
+catalog_query!(pb::ListSitesRequest);
 
 impl From<PluginType> for pb::PluginType {
     fn from(plugin_type: PluginType) -> Self {
@@ -350,26 +322,6 @@ pub fn required_info(
 ) -> Result<DeploymentInfo, WireError> {
     info.map(DeploymentInfo::from)
         .ok_or(WireError::Missing { field })
-}
-
-impl From<Deployment> for pb::Deployment {
-    fn from(deployment: Deployment) -> Self {
-        pb::Deployment {
-            info: Some(deployment.info.into()),
-            package_yaml: deployment.package_yaml,
-        }
-    }
-}
-
-impl TryFrom<pb::Deployment> for Deployment {
-    type Error = WireError;
-
-    fn try_from(deployment: pb::Deployment) -> Result<Self, WireError> {
-        Ok(Deployment {
-            info: required_info("Deployment.info", deployment.info)?,
-            package_yaml: deployment.package_yaml,
-        })
-    }
 }
 
 impl From<DeploymentRequest> for pb::CreateDeploymentRequest {
