@@ -26,7 +26,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nephrite_pipeline::{Affinity, Backend, LoadBalancer, LoadBalancerKey, Protocol};
-use nimbess_agent::driver::kernel::services::{apply_diff, diff_script, full_script, load};
+use nimbess_agent::driver::kernel::firewall::services::{
+    apply_diff, diff_script, full_script, load,
+};
 use support::{AgentProcess, Netns, first_ip, unique};
 use traffic::{in_netns, serve_on, setup_times};
 

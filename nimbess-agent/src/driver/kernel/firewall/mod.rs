@@ -30,8 +30,9 @@ pub mod nftables;
 pub mod policy;
 pub mod services;
 
-/// nftables as the kernel driver's firewall.
-#[derive(Debug, Default)]
+/// nftables as the kernel driver's firewall; made by [`NftFirewall::new`]
+/// only, which checks `nft` is there.
+#[derive(Debug)]
 pub struct NftFirewall {
     /// The Services rendered (`None`: not since start, or a render failed
     /// or drifted: the next render replaces the table).
@@ -46,7 +47,7 @@ impl NftFirewall {
     pub fn new(path: Option<&std::ffi::OsStr>) -> Result<Self, DriverError> {
         let nft = nft_program::require(path)?;
         tracing::debug!(nft = %nft.display(), "the Services' and policies' tables are loaded by nft");
-        Ok(NftFirewall::default())
+        Ok(NftFirewall { services: None })
     }
 }
 
