@@ -42,7 +42,7 @@ pub struct Forward {
     pub rule: usize,
     /// Where it goes.
     pub backend: ServiceBackend,
-    /// The Host the backend sees (rewritten or the request's).
+    /// The Host header the backend sees: the request's as sent, or the URLRewrite hostname.
     pub host: String,
     /// The target (path and query) the backend sees.
     pub target: String,
@@ -50,7 +50,8 @@ pub struct Forward {
     pub headers: Vec<(String, String)>,
     /// What to change in the backend's response headers.
     pub response_headers: HeaderModifier,
-    /// Where copies go.
+    /// Every mirror of the rule; drawing which requests a mirror of `fraction` below 1/1
+    /// gets is the driver's.
     pub mirrors: Vec<Mirror>,
 }
 
@@ -206,7 +207,7 @@ impl CompiledListener {
         let mut headers = request.headers.clone();
         let mut response_headers = HeaderModifier::default();
         let mut mirrors = Vec::new();
-        let mut forward_host = host.to_owned();
+        let mut forward_host = request.host.clone();
         let mut forward_path = path.to_string();
         for filter in &action.filters {
             match filter {
