@@ -150,3 +150,74 @@ fn missing_binaries_are_missing_and_say_how_to_build_them() {
     );
     assert!(text.contains("/nonexistent/kube/bin/etcd"), "{text}");
 }
+
+#[test]
+fn down_refuses_a_directory_without_a_record_and_names_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    match super::down(dir.path()) {
+        Err(super::ClusterError::NoCluster { dir: named }) => assert_eq!(named, dir.path()),
+        other => panic!("expected NoCluster, got {other:?}"),
+    }
+    let record = dir.path().join("cluster.json");
+    std::fs::write(&record, "{\"pids\": {}}").unwrap();
+    match super::down(dir.path()) {
+        Err(e @ super::ClusterError::BadRecord { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("pids.kube-apiserver"), "{text}");
+            assert!(text.contains(record.to_str().unwrap()), "{text}");
+        }
+        other => panic!("expected BadRecord, got {other:?}"),
+    }
+    assert!(
+        record.exists(),
+        "a broken record is left for a person to read"
+    );
+}
+
+#[test]
+fn up_refuses_a_directory_that_already_holds_a_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cluster.json"),
+        "{\"pids\": {\"kube-apiserver\": 41, \"etcd\": 42}}",
+    )
+    .unwrap();
+    match super::up(dir.path()) {
+        Err(e @ super::ClusterError::AlreadyUp { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("[41, 42]"), "{text}");
+            assert!(text.contains("cargo xtask kube down --dir"), "{text}");
+        }
+        other => panic!("expected AlreadyUp, got {other:?}"),
+    }
+}
+
+#[test]
+fn down_never_signals_a_recorded_pid_whose_command_line_does_not_name_the_state() {
+    // A pid reused by another process after the pair died: here, a sleep of this test.
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster");
+    std::fs::create_dir_all(cluster.join("state")).unwrap();
+    std::fs::write(cluster.join("kubeconfig"), "{}").unwrap();
+    std::fs::write(
+        cluster.join("cluster.json"),
+        format!(
+            "{{\"pids\": {{\"kube-apiserver\": {0}, \"etcd\": {0}}}}}",
+            bystander.id()
+        ),
+    )
+    .unwrap();
+    let stopped = super::down(&cluster).unwrap();
+    assert!(stopped.stopped.is_empty(), "{stopped:?}");
+    assert!(
+        crate::process::runs(bystander.id()),
+        "the bystander was signalled"
+    );
+    assert!(stopped.removed_dir && !cluster.exists());
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+}
