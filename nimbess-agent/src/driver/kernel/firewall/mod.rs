@@ -146,3 +146,39 @@ fn egress_sources(networks: &[NetworkSpec]) -> (Vec<String>, Vec<nephrite_pipeli
         .collect();
     (bridges, routed)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Each table's module, with its source.
+    const TABLES: [(&str, &str); 5] = [
+        ("acl", include_str!("acl.rs")),
+        ("egress", include_str!("egress.rs")),
+        ("policy", include_str!("policy.rs")),
+        ("services", include_str!("services.rs")),
+        ("backends", include_str!("services/backends.rs")),
+    ];
+
+    #[test]
+    fn no_tables_module_names_another() {
+        let siblings = ["acl", "egress", "policy", "services"];
+        for (module, source) in TABLES {
+            for sibling in siblings.iter().filter(|s| **s != module) {
+                // `services/backends.rs` is part of `services`
+                if module == "backends" && *sibling == "services" {
+                    continue;
+                }
+                for path in [
+                    format!("super::{sibling}"),
+                    format!("super::super::{sibling}"),
+                    format!("firewall::{sibling}"),
+                ] {
+                    assert!(
+                        !source.contains(&path),
+                        "{module} names its sibling {sibling} ({path}): what they share belongs \
+                         in nftables.rs, netlink.rs, expr.rs or nft_program.rs"
+                    );
+                }
+            }
+        }
+    }
+}
