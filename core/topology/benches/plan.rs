@@ -4,16 +4,21 @@
 //! attachments (each selector matches 3 clusters; 10,000 network instances with 5 NF instances
 //! each), then 100,000 instances (100,000 network instances), and prints the time to plan, the
 //! counts of variants, gates and connectivities, and the cost of one published-package event at
-//! both sizes with their ratio (the target: at most 2×).
+//! both sizes with their ratio (the target: at most 2×). It also re-plans each size against
+//! its own children after one instance's capacity changed (`replan::diff`), and prints the
+//! cost per child at both sizes and their ratio (the target: at most 2×, the diff being
+//! n log n).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use nephrite_krm::LabelSelector;
+use nephrite_topology::api::{CapacitySpec, DeletionPolicy};
 use nephrite_topology::api::{
     Cluster, NFClass, NFClassSpec, NFInstance, NFInterface, NFTemplate, NFTopology, NfType,
     PackageRevisionReference,
 };
+use nephrite_topology::replan::{ExistingChild, desired_children, diff};
 use nephrite_topology::{DeployedTopologyBuilder, Plan, RolloutPolicy, plan};
 
 const CLUSTERS: usize = 1_000;
@@ -102,7 +107,39 @@ fn per_event(plan: &Plan) -> Duration {
     elapsed / u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn run(instances: usize) -> (Duration, Duration) {
+/// Time per child to re-plan `topology` after one instance's capacity changed, against the
+/// children of the unchanged plan; checks that exactly that instance's children are updated.
+fn per_child_replan(
+    mut topology: NFTopology,
+    classes: &[NFClass],
+    clusters: &[Cluster],
+    before: &Plan,
+) -> Duration {
+    let existing: Vec<ExistingChild> = desired_children(before)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ExistingChild {
+            id: format!("d{i}"),
+            key: c.key,
+            fingerprint: Some(c.fingerprint),
+            prepared: true,
+            approved: true,
+        })
+        .collect();
+    topology.spec.nf_instances[0].nf_template.capacity = Some(CapacitySpec {
+        max_sessions: Some(1),
+        ..CapacitySpec::default()
+    });
+    let after = plan::plan(&topology, classes, clusters, before.policy()).expect("plans");
+    let (elapsed, changes) = best_of(3, || {
+        diff(&existing, &desired_children(&after), DeletionPolicy::Delete)
+    });
+    assert_eq!(changes.update.len(), after.variants_of(0).len());
+    assert_eq!(changes.action_count(), changes.update.len());
+    elapsed / u32::try_from(existing.len()).unwrap_or(u32::MAX)
+}
+
+fn run(instances: usize) -> (Duration, Duration, Duration) {
     let topology = topology(instances);
     let clusters = clusters();
     let classes = classes();
@@ -112,9 +149,11 @@ fn run(instances: usize) -> (Duration, Duration) {
     });
     let counts = plan.counts();
     let event = per_event(&plan);
+    let replan = per_child_replan(topology.clone(), &classes, &clusters, &plan);
     println!(
         "plan {instances:>7} instances / {CLUSTERS} clusters / {} attachments / {} network instances: {:>8.1} ms  \
-         → {} variants, {} gates, {} connectivities; one published event: {:>6.2} µs",
+         → {} variants, {} gates, {} connectivities; one published event: {:>6.2} µs; \
+         re-plan per child: {:>6.2} µs",
         instances * ATTACHMENTS_PER_INSTANCE,
         counts.network_instances,
         plan_time.as_secs_f64() * 1e3,
@@ -122,13 +161,14 @@ fn run(instances: usize) -> (Duration, Duration) {
         counts.gates,
         counts.connectivities,
         event.as_secs_f64() * 1e6,
+        replan.as_secs_f64() * 1e6,
     );
-    (plan_time, event)
+    (plan_time, event, replan)
 }
 
 fn main() {
-    let (small_plan, small_event) = run(10_000);
-    let (large_plan, large_event) = run(100_000);
+    let (small_plan, small_event, small_replan) = run(10_000);
+    let (large_plan, large_event, large_replan) = run(100_000);
     println!(
         "10k plan: {:.0}% of the 1 s budget; 100k plan: {:.0}% of 1 s",
         small_plan.as_secs_f64() * 100.0,
@@ -137,5 +177,9 @@ fn main() {
     println!(
         "per-event cost ratio 100k/10k: {:.2}× (target ≤ 2×)",
         large_event.as_secs_f64() / small_event.as_secs_f64()
+    );
+    println!(
+        "per-child re-plan cost ratio 100k/10k: {:.2}× (target ≤ 2×)",
+        large_replan.as_secs_f64() / small_replan.as_secs_f64()
     );
 }
