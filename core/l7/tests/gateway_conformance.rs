@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use nephrite_l7::gateway::capabilities::{Driver, DriverCapabilities, Served};
 use nephrite_l7::gateway::conformance::{
-    Case, Observed, RequestCase, StatusExpectation, SupportLevel,
+    Case, Observed, RequestCase, StatusExpectation, SupportLevel, support_for,
 };
 use nephrite_l7::gateway::status::{GatewayAddress, decide};
 use nephrite_l7::gateway::{CompiledGateway, ObjectKey, Settings, build};
@@ -273,4 +274,83 @@ fn a_wrong_expectation_is_reported() {
         failures[0].contains("backend: expected \"infra/other\", got Some(\"infra/web-v1\")"),
         "{failures:?}"
     );
+}
+
+/// What each driver serves of every request of every case: `(file, served)` per request.
+fn support(driver: Driver) -> Vec<(String, Served)> {
+    let capabilities = DriverCapabilities::of(driver);
+    let mut out = Vec::new();
+    for path in case_files() {
+        let case = load(&path);
+        let model = build(&case.objects, &Settings::default());
+        let gateway = model
+            .compiled_gateway(&case.spec.gateway.key())
+            .expect("compiled");
+        let file = path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        for request in &case.spec.requests {
+            let served = support_for(gateway, &request.request.to_request(), &capabilities);
+            out.push((file.clone(), served));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_embedded_router_serves_every_request_of_every_case() {
+    let partial: Vec<_> = support(Driver::Router)
+        .into_iter()
+        .filter(|(_, served)| *served != Served::Fully)
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
+}
+
+#[test]
+fn an_octavia_runner_skips_what_octavia_cannot_express_and_runs_the_core_matching_cases() {
+    let by_file = |file: &str, support: &[(String, Served)]| -> Vec<Served> {
+        support
+            .iter()
+            .filter(|(f, _)| f == file)
+            .map(|(_, s)| *s)
+            .collect()
+    };
+    let octavia = support(Driver::Octavia);
+    for file in [
+        "core-httproute-path-match",
+        "core-httproute-header-match",
+        "core-httproute-hostname-intersection",
+        "core-httproute-cross-namespace",
+    ] {
+        let served = by_file(file, &octavia);
+        assert!(
+            !served.is_empty() && served.iter().all(|s| *s == Served::Fully),
+            "{file}: {served:?}"
+        );
+    }
+    // Rules with query-parameter and method matches, URL rewrites, and redirects whose Location
+    // keeps the request's host on an any-host rule (Octavia's redirect URL is fixed), are not
+    // served; requests no rule matches (404) stay checkable.
+    for (file, not_served) in [
+        ("core-httproute-request-redirect", 1),
+        ("extended-httproute-query-param-match", 4),
+        ("extended-httproute-method-match", 3),
+        ("extended-httproute-url-rewrite", 5),
+    ] {
+        let served = by_file(file, &octavia);
+        let count = served.iter().filter(|s| **s == Served::Not).count();
+        assert_eq!(count, not_served, "{file}: {served:?}");
+    }
+    // Header changes and mirrors are dropped, the request still served (the mirror that does
+    // not resolve is no mirror at all).
+    for (file, partly, total) in [
+        ("core-httproute-request-header-modifier", 6, 6),
+        ("extended-httproute-request-mirror", 3, 4),
+    ] {
+        let served = by_file(file, &octavia);
+        let count = served.iter().filter(|s| **s == Served::Partly).count();
+        assert_eq!((count, served.len()), (partly, total), "{file}: {served:?}");
+    }
 }

@@ -8,6 +8,11 @@
 //! answered, the `Location`, the host, target and headers the backend received, the response
 //! headers), so a driver test can fill an [`Observed`] from a real exchange with an echo backend
 //! and check it with the same [`Expect::check`] the evaluator's runner uses.
+//!
+//! A driver runner skips what its driver cannot express: [`support_for`] says, from the
+//! driver's [`DriverCapabilities`], whether the rule deciding a request is served fully, partly
+//! (check what is served, and expect the listed gaps) or not at all (skip the request, and
+//! expect the route's status to say so).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +20,10 @@ use nephrite_krm::{Object, Package};
 use serde::Deserialize;
 
 use super::ObjectKey;
+use super::capabilities::{DriverCapabilities, Served, explain};
+use super::compiled::CompiledGateway;
 use super::evaluate::{Decision, HttpRequest};
+use crate::eval::normalize_host;
 
 /// The apiVersion of the case document.
 pub const CASE_API_VERSION: &str = "conformance.l7.nephrite.io/v1";
@@ -388,4 +396,25 @@ impl Case {
             objects,
         })
     }
+}
+
+/// How much of the rule that decides `request` on `gateway` the driver serves; `Fully` when no
+/// rule matches (every driver answers that 404).
+pub fn support_for(
+    gateway: &CompiledGateway,
+    request: &HttpRequest,
+    capabilities: &DriverCapabilities,
+) -> Served {
+    let Some(host) = normalize_host(&request.host) else {
+        return Served::Fully;
+    };
+    let Some(listener) = gateway.listener(request.port, &host) else {
+        return Served::Fully;
+    };
+    let Some(entry) = listener.decisive_entry(&host, request) else {
+        return Served::Fully;
+    };
+    explain(listener, capabilities)
+        .get(entry.action)
+        .map_or(Served::Fully, |rule| rule.served)
 }

@@ -192,15 +192,20 @@ impl CompiledGateway {
 }
 
 impl CompiledListener {
+    /// The entry that decides `request` (its host already normalized as `host`): the first in
+    /// precedence order that matches.
+    pub fn decisive_entry(&self, host: &str, request: &HttpRequest) -> Option<&RouteEntry> {
+        let path = normalize_path(&request.target);
+        let query = query_params(&request.target);
+        self.entries
+            .iter()
+            .find(|entry| entry_matches(entry, host, &path, request, &query))
+    }
+
     /// The decision for `request` (its host already normalized as `host`).
     pub fn route(&self, host: &str, request: &HttpRequest, pick: u64) -> Decision {
         let path = normalize_path(&request.target);
-        let query = query_params(&request.target);
-        let Some(entry) = self
-            .entries
-            .iter()
-            .find(|entry| entry_matches(entry, host, &path, request, &query))
-        else {
+        let Some(entry) = self.decisive_entry(host, request) else {
             return respond(404, format!("no route of listener {} matches", self.name));
         };
         let action = &self.actions[entry.action];
