@@ -112,7 +112,8 @@ pub struct Stopped {
 /// Start etcd and kube-apiserver with their state in `dir` (created if missing), leave them
 /// running, and write `dir/kubeconfig` (admin) and `dir/cluster.json` (their pids).
 ///
-/// Stops what it started when start-up fails.
+/// Stops what it started when start-up fails, leaving `dir/state` (the logs) to read; the next
+/// `up` replaces it.
 pub fn up(dir: &Path) -> Result<DetachedKube, ClusterError> {
     let record = dir.join(RECORD);
     if record.exists() {
@@ -127,6 +128,19 @@ pub fn up(dir: &Path) -> Result<DetachedKube, ClusterError> {
     }
     let binaries = KubeBinaries::find()?;
     let state = dir.join(STATE);
+    // No record but a state directory: what a failed `up` left (its servers were stopped).
+    // etcd must not find that attempt's data under its new ports.
+    match std::fs::remove_dir_all(&state) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(ClusterError::Io {
+                action: "remove the leftover",
+                path: state,
+                source,
+            });
+        }
+    }
     std::fs::create_dir_all(&state).map_err(|source| ClusterError::Io {
         action: "create",
         path: state.clone(),
