@@ -254,8 +254,8 @@ fn offline(total: usize) {
     let mut app = App::new(area);
     let row = |n: usize| DeploymentRow {
         id: format!("d{n:09}"),
-        template: "nf".into(),
-        site: format!("site/{:05}", n % 10_000),
+        template_id: "nf".into(),
+        site_id: format!("site/{:05}", n % 10_000),
         prepared: !n.is_multiple_of(3),
         updated: "t".into(),
         ..DeploymentRow::default()

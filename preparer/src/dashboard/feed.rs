@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use nephrite_preparer_client::{
-    CatalogQuery, DataApi, DataError, DeploymentInfo, DeploymentQuery, EntityKind, Plugin,
-    PluginQuery, SiteInfo, TemplateInfo, Window,
+    CatalogQuery, DataApi, DataError, DeploymentQuery, EntityKind, Plugin, PluginQuery, SiteInfo,
+    TemplateInfo, Window,
 };
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 
-use super::model::{CatalogEntry, CatalogKind, Connection, DeploymentRow, Update};
+use super::model::{CatalogEntry, CatalogKind, Connection, Update};
 
 /// Makes a Data API to follow: dials the daemon (the terminal UI) or hands out the daemon's
 /// own service (the web page). Each call is a connection of its own.
@@ -132,8 +132,7 @@ impl Feed {
                 })
                 .await
                 .map_err(failed)?;
-            let rows = page.deployments.into_iter().map(row).collect();
-            if send(Update::Deployments(rows)).await.is_err() {
+            if send(Update::Deployments(page.deployments)).await.is_err() {
                 return closed();
             }
             match page.next_after_id {
@@ -210,7 +209,7 @@ impl Feed {
                     let update = if deleted {
                         Update::DeploymentDeleted(change.id)
                     } else if let Some(info) = change.deployment {
-                        Update::Deployments(vec![row(info)])
+                        Update::Deployments(vec![info])
                     } else {
                         // No row: deleted before delivery; its delete follows.
                         continue;
@@ -328,21 +327,5 @@ fn plugin(plugin: Plugin) -> CatalogEntry {
             plugin.endpoint
         ),
         id: plugin.name,
-    }
-}
-
-/// A deployment row of the board.
-pub(crate) fn row(info: DeploymentInfo) -> DeploymentRow {
-    DeploymentRow {
-        id: info.id,
-        parent: info.parent_id,
-        template: info.template_id,
-        site: info.site_id,
-        metadata: info.metadata,
-        created: info.created,
-        updated: info.updated,
-        prepared: info.prepared,
-        approved: info.approved,
-        error: info.error,
     }
 }

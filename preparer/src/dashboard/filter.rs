@@ -156,20 +156,20 @@ impl DeploymentFilter {
     pub fn matches(&self, row: &DeploymentRow) -> bool {
         self.prepared.admits(row.prepared)
             && self.approved.admits(row.approved)
-            && self.parent.as_ref().is_none_or(|p| *p == row.parent)
+            && self.parent.as_ref().is_none_or(|p| *p == row.parent_id)
             && self
                 .template
                 .as_ref()
-                .is_none_or(|p| p.matches(&row.template))
-            && self.site.as_ref().is_none_or(|p| p.matches(&row.site))
+                .is_none_or(|p| p.matches(&row.template_id))
+            && self.site.as_ref().is_none_or(|p| p.matches(&row.site_id))
             && self
                 .metadata
                 .iter()
                 .all(|(key, p)| row.metadata.get(key).is_some_and(|value| p.matches(value)))
             && self.text.iter().all(|word| {
                 row.id.contains(word.as_str())
-                    || row.template.contains(word.as_str())
-                    || row.site.contains(word.as_str())
+                    || row.template_id.contains(word.as_str())
+                    || row.site_id.contains(word.as_str())
             })
     }
 

@@ -6,31 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::filter::DeploymentFilter;
 
-/// One deployment as the dashboards show it (a row of `ListDeployments` or of a `Watch`
-/// change).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DeploymentRow {
-    /// Its id.
-    pub id: String,
-    /// The parent's id; empty for a top-level deployment.
-    pub parent: String,
-    /// The template it was made from.
-    pub template: String,
-    /// The site it goes to; empty when none.
-    pub site: String,
-    /// Its metadata.
-    pub metadata: BTreeMap<String, String>,
-    /// RFC 3339.
-    pub created: String,
-    /// RFC 3339.
-    pub updated: String,
-    /// Whether every preparable resource is prepared.
-    pub prepared: bool,
-    /// Whether it is approved.
-    pub approved: bool,
-    /// The last preparation error; empty when none.
-    pub error: String,
-}
+/// One deployment as the dashboards show it: the Data API's own row (of `ListDeployments` or
+/// of a `Watch` change).
+pub type DeploymentRow = nephrite_preparer_client::DeploymentInfo;
 
 /// The catalogs besides deployments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -246,11 +224,11 @@ impl Board {
             self.prepared -= usize::from(old.row.prepared);
         }
         if let Some(old) = &old
-            && !old.row.parent.is_empty()
+            && !old.row.parent_id.is_empty()
         {
-            self.unlink_child(&old.row.parent.clone(), &id);
+            self.unlink_child(&old.row.parent_id.clone(), &id);
         }
-        let parent = self.deployments[&id].row.parent.clone();
+        let parent = self.deployments[&id].row.parent_id.clone();
         if !parent.is_empty() {
             self.children.entry(parent).or_default().insert(id.clone());
         }
@@ -266,8 +244,8 @@ impl Board {
     fn delete(&mut self, id: &str) {
         if let Some(old) = self.deployments.remove(id) {
             self.prepared -= usize::from(old.row.prepared);
-            if !old.row.parent.is_empty() {
-                self.unlink_child(&old.row.parent, id);
+            if !old.row.parent_id.is_empty() {
+                self.unlink_child(&old.row.parent_id, id);
             }
             if let Ok(at) = self.visible.binary_search_by(|v| v.as_str().cmp(id)) {
                 self.visible.remove(at);

@@ -4,9 +4,9 @@ use crate::dashboard::ListWindow;
 fn row(id: &str, parent: &str, template: &str, site: &str, prepared: bool) -> DeploymentRow {
     DeploymentRow {
         id: id.to_owned(),
-        parent: parent.to_owned(),
-        template: template.to_owned(),
-        site: site.to_owned(),
+        parent_id: parent.to_owned(),
+        template_id: template.to_owned(),
+        site_id: site.to_owned(),
         prepared,
         ..DeploymentRow::default()
     }

@@ -307,7 +307,7 @@ impl App {
                     .detail
                     .as_ref()
                     .and_then(|d| self.board.deployment(&d.id))
-                    .map(|row| row.parent.clone())
+                    .map(|row| row.parent_id.clone())
                     .filter(|p| !p.is_empty());
                 if let Some(parent) = parent {
                     return self.open(&parent);

@@ -28,13 +28,13 @@ fn app_with(count: usize) -> App {
     let rows = (0..count)
         .map(|i| DeploymentRow {
             id: format!("d{i:06}"),
-            parent: if i == 0 {
+            parent_id: if i == 0 {
                 String::new()
             } else {
                 "d000000".to_owned()
             },
-            template: if i % 2 == 0 { "even" } else { "odd" }.to_owned(),
-            site: format!("site-{i}"),
+            template_id: if i % 2 == 0 { "even" } else { "odd" }.to_owned(),
+            site_id: format!("site-{i}"),
             updated: "t0".to_owned(),
             ..DeploymentRow::default()
         })

@@ -133,8 +133,8 @@ fn deployments(frame: &mut Frame, app: &mut App, area: Rect) {
             Some(
                 Row::new(vec![
                     Cell::from(row.id.clone()),
-                    Cell::from(row.template.clone()),
-                    Cell::from(row.site.clone()),
+                    Cell::from(row.template_id.clone()),
+                    Cell::from(row.site_id.clone()),
                     Cell::from(state(row)),
                     Cell::from(if row.approved { "yes" } else { "no" }),
                     Cell::from(if children == 0 {
@@ -142,7 +142,7 @@ fn deployments(frame: &mut Frame, app: &mut App, area: Rect) {
                     } else {
                         children.to_string()
                     }),
-                    Cell::from(short(&row.parent)),
+                    Cell::from(short(&row.parent_id)),
                 ])
                 .style(style),
             )
@@ -218,9 +218,9 @@ fn detail(frame: &mut Frame, app: &mut App, area: Rect) {
         ]),
         Line::from(format!(
             "template {} · site {} · parent {}",
-            row.template,
-            or_none(&row.site),
-            or_none(&row.parent)
+            row.template_id,
+            or_none(&row.site_id),
+            or_none(&row.parent_id)
         )),
         Line::from(vec![
             Span::raw("state "),
@@ -254,7 +254,7 @@ fn detail(frame: &mut Frame, app: &mut App, area: Rect) {
             format!(
                 "{} ({}, {})",
                 short(&c.id),
-                c.site,
+                c.site_id,
                 if c.prepared { "prepared" } else { "pending" }
             )
         })

@@ -187,8 +187,8 @@ fn rows_table(
             "<tr data-id=\"{id}\"><td class=\"id\">{link}</td><td>{template}</td><td>{site}</td><td>{state}</td><td>{approved}</td><td>{children}</td><td class=\"id\">{parent}</td></tr>",
             id = escape(&row.id),
             link = deployment_link(&row.id),
-            template = escape(&row.template),
-            site = escape(&row.site),
+            template = escape(&row.template_id),
+            site = escape(&row.site_id),
             state = state(row),
             approved = if row.approved { "yes" } else { "no" },
             children = if children == 0 {
@@ -196,7 +196,7 @@ fn rows_table(
             } else {
                 children.to_string()
             },
-            parent = deployment_link(&row.parent),
+            parent = deployment_link(&row.parent_id),
         );
     }
     html.push_str("</tbody></table>");
@@ -298,16 +298,16 @@ pub fn deployment(board: &Board, id: &str, package: &Result<String, String>) -> 
 <dt>State</dt><dd id=\"state\">{state}</dd><dt>Approved</dt><dd>{approved}</dd>\
 <dt>Created</dt><dd>{created}</dd><dt>Updated</dt><dd>{updated}</dd><dt>Metadata</dt><dd>{metadata}</dd></dl>",
         id = escape(&row.id),
-        template = escape(&row.template),
-        site = escape(if row.site.is_empty() {
+        template = escape(&row.template_id),
+        site = escape(if row.site_id.is_empty() {
             "–"
         } else {
-            &row.site
+            &row.site_id
         }),
-        parent = if row.parent.is_empty() {
+        parent = if row.parent_id.is_empty() {
             "–".to_owned()
         } else {
-            deployment_link(&row.parent)
+            deployment_link(&row.parent_id)
         },
         state = state(row),
         approved = if row.approved { "yes" } else { "no" },
