@@ -4,8 +4,8 @@
 //! and the watchers through [`Changes`].
 //!
 //! [`DataService`]'s calls take and return the Data API's domain values
-//! (`nephrite_preparer_client`); two edges expose them: [`grpc`] serves them as the gRPC
-//! service (the only module here that names protobuf), and [`in_process`] implements the
+//! (`nephrite_preparer_client`); two edges expose them: `grpc` serves them as the gRPC
+//! service (the only module here that names protobuf), and `in_process` implements the
 //! client's [`DataApi`](nephrite_preparer_client::DataApi) trait over them, for callers in
 //! this process (the web dashboard) that would otherwise dial the daemon itself.
 

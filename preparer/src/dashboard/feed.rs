@@ -7,8 +7,8 @@
 //! from `retry_min` to `retry_max`) and starts over, keeping the old rows on screen until the
 //! new listing replaces them. Nothing is polled.
 //!
-//! The board receives [`DeploymentRow`]s and [`CatalogEntry`]s, made here from the Data API's
-//! domain values.
+//! The board receives the Data API's deployment rows as they come and [`CatalogEntry`]s made
+//! here from its catalog values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
