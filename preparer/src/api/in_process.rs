@@ -209,3 +209,64 @@ impl DataApi for DataService {
         })))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+    use nephrite_preparer_client::ErrorKind;
+
+    use super::*;
+    use crate::api::Changes;
+
+    async fn service(dir: &tempfile::TempDir) -> DataService {
+        let spec = format!("sqlite:{}", dir.path().join("p.db").display());
+        let store = crate::store::open(&spec).await.expect("store");
+        DataService::new(store, Changes::default(), true)
+    }
+
+    #[tokio::test]
+    async fn a_refusal_in_process_is_the_one_a_remote_caller_gets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api: &dyn DataApi = &service(&dir).await;
+        let missing = api
+            .get_deployment("nope")
+            .await
+            .expect_err("no such deployment");
+        assert!(missing.is_not_found(), "{missing:?}");
+        assert_eq!(missing.call(), "GetDeployment");
+        assert_eq!(missing.to_string(), "deployment not found: nope");
+        let bad = api.get_site("a b").await.expect_err("a bad id");
+        assert_eq!(bad.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+    }
+
+    #[tokio::test]
+    async fn a_deployment_made_in_process_is_listed_and_watched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api: &dyn DataApi = &service(&dir).await;
+        let mut changes = api
+            .watch(0, &[EntityKind::Deployment])
+            .await
+            .expect("watch");
+        let created = api
+            .create_deployment(DeploymentRequest {
+                merge_package_yaml: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n".into(),
+                ..DeploymentRequest::default()
+            })
+            .await
+            .expect("create");
+        let listed = api
+            .all_deployments(DeploymentQuery::default())
+            .await
+            .expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, created.deployment_id);
+        let change = changes.next().await.expect("a change").expect("no error");
+        assert_eq!(change.kind, EntityKind::Deployment);
+        assert_eq!(change.id, created.deployment_id);
+        assert!(!change.deleted);
+        assert_eq!(
+            change.deployment.map(|row| row.id),
+            Some(created.deployment_id)
+        );
+    }
+}
