@@ -14,6 +14,7 @@
 //!   for the tests and to try the controllers against (see [`kube`]).
 
 mod artefacts;
+mod boundaries;
 mod images;
 mod kube;
 mod layering;
@@ -171,9 +172,11 @@ fn lint() -> anyhow::Result<()> {
     licences_step()
 }
 
-fn metadata() -> anyhow::Result<Vec<u8>> {
+/// `cargo metadata --format-version 1` with `extra` arguments (e.g. `--no-deps`).
+fn cargo_metadata(extra: &[&str]) -> anyhow::Result<Vec<u8>> {
     let out = Command::new(cargo_bin())
         .args(["metadata", "--format-version", "1"])
+        .args(extra)
         .current_dir(workspace_root())
         .output()
         .context("running cargo metadata")?;
@@ -188,8 +191,8 @@ fn metadata() -> anyhow::Result<Vec<u8>> {
 
 fn licences_step() -> anyhow::Result<()> {
     step("licences", || {
-        let mut metadata: licences::Metadata =
-            serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
+        let mut metadata: licences::Metadata = serde_json::from_slice(&cargo_metadata(&[])?)
+            .context("parsing cargo metadata output")?;
         metadata.retain_built(&licences::built_packages(&cargo_bin(), &workspace_root())?);
         let refused = licences::check(&metadata);
         if refused.is_empty() {
@@ -229,13 +232,27 @@ fn bench(domain: Option<&str>) -> anyhow::Result<()> {
 
 fn layering_step() -> anyhow::Result<()> {
     step("layering", || {
-        let metadata: layering::Metadata =
-            serde_json::from_slice(&metadata()?).context("parsing cargo metadata output")?;
+        let metadata: layering::Metadata = serde_json::from_slice(&cargo_metadata(&[])?)
+            .context("parsing cargo metadata output")?;
         let violations = layering::check(&metadata)?;
         for v in &violations {
             eprintln!("  {v}");
         }
-        let wire = wire_edges::check(&workspace_root(), wire_edges::EDGES)?;
+        let workspace: boundaries::Metadata =
+            serde_json::from_slice(&cargo_metadata(&["--no-deps"])?)
+                .context("parsing cargo metadata output")?;
+        let mut crossings = boundaries::daemon_dependencies(&workspace);
+        crossings.extend(boundaries::workspace_path_dependencies(&workspace)?);
+        for v in &crossings {
+            eprintln!("  {v}");
+        }
+        let members = workspace.members();
+        let daemon_dirs: Vec<&str> = members
+            .iter()
+            .filter(|m| m.role == boundaries::Role::Daemon)
+            .map(|m| m.dir.as_str())
+            .collect();
+        let wire = wire_edges::check(&workspace_root(), &daemon_dirs, wire_edges::EDGES)?;
         for v in &wire {
             eprintln!("  {v}");
         }
@@ -244,6 +261,14 @@ fn layering_step() -> anyhow::Result<()> {
                 "{} forbidden dependenc{} in core/ (the pure layer; see ARCHITECTURE.md)",
                 violations.len(),
                 if violations.len() == 1 { "y" } else { "ies" }
+            )
+        }
+        if !crossings.is_empty() {
+            bail!(
+                "{} dependenc{} crossing a daemon boundary or bypassing [workspace.dependencies] \
+                 (see ARCHITECTURE.md)",
+                crossings.len(),
+                if crossings.len() == 1 { "y" } else { "ies" }
             )
         }
         if !wire.is_empty() {

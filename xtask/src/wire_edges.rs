@@ -4,8 +4,11 @@
 //! values in a few named modules: the gRPC services it serves and the clients it dials. The
 //! rest of the daemon passes domain values, so a change of wire format touches those modules
 //! only. This check reads each listed crate's sources and names every file outside its edge
-//! modules that mentions `nephrite_proto`. Tests (`tests/`, `benches/`) are not read: they may
-//! drive the wire directly.
+//! modules that mentions `nephrite_proto`. Every crate in a daemon's folder but its client crate
+//! is checked (the list comes from `cargo metadata`, so a new daemon crate is covered the day it
+//! is added); a crate [`EDGES`] does not name has no edge module at all. Client crates
+//! (`<daemon>/client`) are the wire's other home and are not read. Tests (`tests/`, `benches/`)
+//! are not read either: they may drive the wire directly.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -24,11 +27,22 @@ pub struct Edges {
     pub allowed: &'static [&'static str],
 }
 
-/// The daemons whose internals are transport-free, with their edge modules.
+/// The daemon crates with edge modules, and those modules; a daemon crate not listed (e.g.
+/// `bmm-provider`, `nimbess-agent/cni`, `bmm-provider/sim`) may not use the wire at all.
 pub const EDGES: &[Edges] = &[
     Edges {
+        crate_dir: "preparer",
+        // the Data API it serves, and its calls to the plugins it runs
+        allowed: &["src/api/grpc.rs", "src/preparation/plugin.rs"],
+    },
+    Edges {
+        crate_dir: "topology",
+        // the preparer's plugin API, which ntc serves
+        allowed: &["src/tko/plugin.rs"],
+    },
+    Edges {
         crate_dir: "nimbess-agent",
-        // the CNI gRPC service and its client in nimbess-cni; the etcd v3 client of the fabric
+        // the agent's gRPC services; the etcd v3 client of the fabric
         allowed: &["src/grpc/", "src/fabric/etcd.rs"],
     },
     Edges {
@@ -68,21 +82,34 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every violation of `edges` under `root`, in path order.
-pub fn check(root: &Path, edges: &[Edges]) -> anyhow::Result<Vec<Violation>> {
+/// Every file of the crates in `crate_dirs` (relative to `root`) that names the wire outside the
+/// edge modules `edges` lists for it, in path order. An entry of `edges` for a folder that is not
+/// in `crate_dirs` is an error: the list has gone stale.
+pub fn check(root: &Path, crate_dirs: &[&str], edges: &[Edges]) -> anyhow::Result<Vec<Violation>> {
+    if let Some(stale) = edges.iter().find(|e| !crate_dirs.contains(&e.crate_dir)) {
+        anyhow::bail!(
+            "the wire-edge list names {}, which is not a daemon crate's folder (one of {})",
+            stale.crate_dir,
+            crate_dirs.join(", ")
+        );
+    }
     let mut violations = Vec::new();
-    for edge in edges {
-        let src = root.join(edge.crate_dir).join("src");
+    for crate_dir in crate_dirs {
+        let allowed = edges
+            .iter()
+            .find(|e| e.crate_dir == *crate_dir)
+            .map_or(&[][..], |e| e.allowed);
+        let src = root.join(crate_dir).join("src");
         let mut files = Vec::new();
         rust_files(&src, &mut files)?;
         files.sort();
         for file in files {
             let relative = file
-                .strip_prefix(root.join(edge.crate_dir))
+                .strip_prefix(root.join(crate_dir))
                 .unwrap_or(&file)
                 .to_string_lossy()
                 .replace('\\', "/");
-            if is_allowed(&relative, edge.allowed) {
+            if is_allowed(&relative, allowed) {
                 continue;
             }
             let text = std::fs::read_to_string(&file)
@@ -147,7 +174,7 @@ mod tests {
 
     #[test]
     fn wire_types_inside_the_daemon_are_named_with_their_line() {
-        let violations = check(&fixture_root(), DAEMON).unwrap();
+        let violations = check(&fixture_root(), &["daemon"], DAEMON).unwrap();
         assert_eq!(
             violations,
             vec![Violation {
@@ -167,23 +194,56 @@ mod tests {
             crate_dir: "daemon",
             allowed: &["src/"],
         }];
-        assert!(check(&fixture_root(), all).unwrap().is_empty());
+        assert!(check(&fixture_root(), &["daemon"], all).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_crate_without_edges_may_not_name_the_wire_anywhere() {
+        let violations = check(&fixture_root(), &["daemon"], &[]).unwrap();
+        let files: Vec<_> = violations.iter().map(|v| v.file.clone()).collect();
+        assert_eq!(
+            files,
+            vec![
+                PathBuf::from("daemon/src/agent.rs"),
+                PathBuf::from("daemon/src/client/dial.rs"),
+                PathBuf::from("daemon/src/service.rs"),
+            ]
+        );
     }
 
     #[test]
     fn a_missing_crate_folder_is_an_error() {
-        let missing = &[Edges {
-            crate_dir: "no-such-crate",
-            allowed: &[],
-        }];
-        let err = check(&fixture_root(), missing).unwrap_err();
+        let err = check(&fixture_root(), &["no-such-crate"], &[]).unwrap_err();
         assert!(format!("{err:#}").contains("no-such-crate"), "{err:#}");
+    }
+
+    #[test]
+    fn an_edge_entry_for_a_crate_that_is_not_checked_is_an_error() {
+        let stale = &[Edges {
+            crate_dir: "gone",
+            allowed: &["src/"],
+        }];
+        let err = check(&fixture_root(), &["daemon"], stale).unwrap_err();
+        assert!(format!("{err:#}").contains("names gone"), "{err:#}");
     }
 
     #[test]
     fn this_workspace_passes() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let violations = check(root, EDGES).unwrap();
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(root)
+            .output()
+            .expect("cargo metadata runs");
+        let metadata: crate::boundaries::Metadata = serde_json::from_slice(&out.stdout).unwrap();
+        let daemons = metadata.members();
+        let dirs: Vec<&str> = daemons
+            .iter()
+            .filter(|m| m.role == crate::boundaries::Role::Daemon)
+            .map(|m| m.dir.as_str())
+            .collect();
+        assert!(dirs.len() >= 5, "{dirs:?}");
+        let violations = check(root, &dirs, EDGES).unwrap();
         assert!(violations.is_empty(), "{violations:?}");
     }
 }
