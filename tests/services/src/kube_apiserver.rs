@@ -28,6 +28,8 @@ mod flags;
 mod https;
 mod kubeconfig;
 mod launch;
+#[cfg(feature = "kube-client")]
+mod manifests;
 mod pki;
 
 use std::net::SocketAddr;
@@ -47,6 +49,8 @@ pub use binaries::{
 pub use client::KubeClientError;
 pub use detached::{ClusterError, DetachedKube, Stopped, down, up};
 use launch::{Spawner, launch};
+#[cfg(feature = "kube-client")]
+pub use manifests::{Credentials, ManifestError};
 
 use crate::Unavailable;
 use crate::server_process::ServerProcess;

@@ -446,3 +446,45 @@ async fn the_written_kubeconfig_reaches_the_server_as_admin() -> anyhow::Result<
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_daemons_manifest_gives_its_service_account_exactly_its_rules() -> anyhow::Result<()> {
+    let Some(kube) = server("a_daemons_manifest_gives_its_service_account_exactly_its_rules")
+    else {
+        return Ok(());
+    };
+    let endpoint = kube.endpoint();
+    let file = "topology/deploy/kubernetes.yaml";
+    let yaml = std::fs::read_to_string(workspace().join(file))?;
+    let missing = endpoint
+        .apply_access(file, &yaml, "nephrite-system/nobody")
+        .await
+        .expect_err("the manifest defines no ServiceAccount nobody");
+    assert!(
+        missing
+            .to_string()
+            .contains("no ServiceAccount nephrite-system/nobody"),
+        "{missing}"
+    );
+    let ntc = endpoint
+        .apply_access(file, &yaml, "nephrite-system/ntc")
+        .await?;
+    let client = endpoint.client_with_token(&ntc.token)?;
+    // The ClusterRole grants NFTopologies (and Porch kinds), not ConfigMaps.
+    apply_crds(&endpoint.client()?, &our_crds()?).await?;
+    let topologies = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("topology.nephio.org", "v1alpha1", "NFTopology"),
+        "nftopologies",
+    );
+    let listed = Api::<DynamicObject>::all_with(client.clone(), &topologies)
+        .list(&ListParams::default())
+        .await;
+    ensure!(listed.is_ok(), "ntc may list NFTopologies: {listed:?}");
+    let config_maps = Api::<ConfigMap>::namespaced(client, "kube-system")
+        .list(&ListParams::default())
+        .await;
+    match config_maps {
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(()),
+        other => bail!("ntc's token listed ConfigMaps in kube-system: {other:?}"),
+    }
+}
