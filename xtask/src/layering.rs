@@ -221,17 +221,8 @@ mod tests {
 
     #[test]
     fn this_workspace_passes() {
-        let out = std::process::Command::new(env!("CARGO"))
-            .args(["metadata", "--format-version", "1"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("cargo metadata runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let metadata: Metadata = serde_json::from_slice(&out.stdout).unwrap();
+        let out = crate::cargo_metadata(&[]).expect("cargo metadata runs");
+        let metadata: Metadata = serde_json::from_slice(&out).unwrap();
         let violations = check(&metadata).unwrap();
         assert!(violations.is_empty(), "{violations:#?}");
     }

@@ -178,7 +178,7 @@ fn lint() -> anyhow::Result<()> {
 }
 
 /// `cargo metadata --format-version 1` with `extra` arguments (e.g. `--no-deps`).
-fn cargo_metadata(extra: &[&str]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn cargo_metadata(extra: &[&str]) -> anyhow::Result<Vec<u8>> {
     let out = Command::new(cargo_bin())
         .args(["metadata", "--format-version", "1"])
         .args(extra)

@@ -230,12 +230,8 @@ mod tests {
     #[test]
     fn this_workspace_passes() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let out = std::process::Command::new(env!("CARGO"))
-            .args(["metadata", "--format-version", "1", "--no-deps"])
-            .current_dir(root)
-            .output()
-            .expect("cargo metadata runs");
-        let metadata: crate::boundaries::Metadata = serde_json::from_slice(&out.stdout).unwrap();
+        let out = crate::cargo_metadata(&["--no-deps"]).expect("cargo metadata runs");
+        let metadata: crate::boundaries::Metadata = serde_json::from_slice(&out).unwrap();
         let daemons = metadata.members();
         let dirs: Vec<&str> = daemons
             .iter()

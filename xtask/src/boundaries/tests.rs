@@ -237,17 +237,8 @@ fn a_manifest_that_does_not_parse_is_named() {
 
 #[test]
 fn this_workspace_passes() {
-    let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let metadata: Metadata = serde_json::from_slice(&out.stdout).unwrap();
+    let out = crate::cargo_metadata(&["--no-deps"]).expect("cargo metadata runs");
+    let metadata: Metadata = serde_json::from_slice(&out).unwrap();
     let mut violations = daemon_dependencies(&metadata);
     violations.extend(workspace_path_dependencies(&metadata).unwrap());
     let shown: Vec<_> = violations.iter().map(ToString::to_string).collect();

@@ -56,17 +56,8 @@ fn only_built_packages_are_checked() {
 
 #[test]
 fn this_workspace_passes() {
-    let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut metadata: Metadata = serde_json::from_slice(&out.stdout).unwrap();
+    let out = crate::cargo_metadata(&[]).expect("cargo metadata runs");
+    let mut metadata: Metadata = serde_json::from_slice(&out).unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = built_packages(env!("CARGO"), root).unwrap();
     assert!(built.iter().any(|p| p.starts_with("tokio v")), "{built:?}");
