@@ -34,10 +34,35 @@ CREATE TABLE IF NOT EXISTS deployment_metadata (
 CREATE INDEX IF NOT EXISTS deployment_metadata_value
   ON deployment_metadata (key, value, deployment_id);
 CREATE TABLE IF NOT EXISTS changes (
-  revision BIGSERIAL PRIMARY KEY, kind TEXT NOT NULL,
+  revision BIGINT PRIMARY KEY, kind TEXT NOT NULL,
   entity_id TEXT NOT NULL, op TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
 "#;
+
+/// Whether the change log is an old one, numbered by a sequence (`BIGSERIAL`): its revision
+/// column then has a default.
+const NUMBERED_BY_SEQUENCE: &str = "SELECT 1 FROM information_schema.columns \
+WHERE table_schema = current_schema() AND table_name = 'changes' AND column_name = 'revision' \
+AND column_default IS NOT NULL";
+
+/// Moves an old change log from its sequence to the revision counter (see
+/// `sql::log_change`): the default goes first, which waits for the writers of the old
+/// scheme in flight and makes any later one fail (a NOT NULL error) instead of taking a
+/// revision out of commit order; then the counter starts after every revision used.
+const FROM_SEQUENCE: &str = "
+ALTER TABLE changes ALTER COLUMN revision DROP DEFAULT;
+DROP SEQUENCE IF EXISTS changes_revision_seq;
+";
+
+/// The revision counter, created once: after the newest change and after the compaction mark
+/// (a compacted log may be empty).
+const COUNTER: &str = "
+INSERT INTO store_meta (key, value)
+SELECT 'revision', GREATEST(
+  COALESCE((SELECT MAX(revision) FROM changes), 0),
+  COALESCE((SELECT value FROM store_meta WHERE key = 'compacted'), 0))
+ON CONFLICT (key) DO NOTHING;
+";
 
 /// Touches every table and index once (plans only; no rows are read).
 const WARM_UP: &str = "
@@ -126,6 +151,12 @@ fn backend(err: postgres::Error) -> StoreError {
 /// Connects `connections` times to `url` and migrates the schema (serialised by an advisory
 /// lock, so daemons starting together do not race).
 pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection>, StoreError> {
+    Ok(SqlStore::new(connect(url, connections)?))
+}
+
+/// The connections [`open`] makes, migrated and warmed up, for a caller that builds its own
+/// [`SqlStore`] over them (a test that wraps each connection, for one).
+pub fn connect(url: &str, connections: usize) -> Result<Vec<PostgresConnection>, StoreError> {
     let mut clients = Vec::with_capacity(connections.max(1));
     for _ in 0..connections.max(1) {
         clients.push(
@@ -139,7 +170,7 @@ pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection
     first
         .batch_execute("SELECT pg_advisory_lock(7207)")
         .map_err(backend)?;
-    let migrated = first.batch_execute(SCHEMA).map_err(backend);
+    let migrated = migrate(first);
     first
         .batch_execute("SELECT pg_advisory_unlock(7207)")
         .map_err(backend)?;
@@ -149,15 +180,29 @@ pub fn open(url: &str, connections: usize) -> Result<SqlStore<PostgresConnection
     for client in &mut clients {
         client.batch_execute(WARM_UP).map_err(backend)?;
     }
-    Ok(SqlStore::new(
-        clients
-            .into_iter()
-            .map(|client| PostgresConnection {
-                client: Some(client),
-                statements: Statements::default(),
-            })
-            .collect(),
-    ))
+    Ok(clients
+        .into_iter()
+        .map(|client| PostgresConnection {
+            client: Some(client),
+            statements: Statements::default(),
+        })
+        .collect())
+}
+
+/// Creates what is missing of the schema and moves an old change log to the revision
+/// counter, in one transaction (the caller holds the migration lock).
+fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let mut transaction = client.transaction().map_err(backend)?;
+    transaction.batch_execute(SCHEMA).map_err(backend)?;
+    let old = !transaction
+        .query(NUMBERED_BY_SEQUENCE, &[])
+        .map_err(backend)?
+        .is_empty();
+    if old {
+        transaction.batch_execute(FROM_SEQUENCE).map_err(backend)?;
+    }
+    transaction.batch_execute(COUNTER).map_err(backend)?;
+    transaction.commit().map_err(backend)
 }
 
 /// `?` placeholders → `$1`, `$2`, … (the SQL here has no `?` inside literals).

@@ -7,6 +7,14 @@
 //! by one conditional `UPDATE … WHERE mod_token IS NULL OR mod_expires < now`, which exactly one
 //! writer wins, and idempotent child creation rests on a unique index over
 //! (parent, template, site, instance key) with `INSERT … ON CONFLICT DO NOTHING`.
+//!
+//! The change log behind `Watch` is numbered in commit order, so that a watcher resuming after
+//! revision N gets every later change exactly once, in order, however many writers and
+//! daemons there are: on PostgreSQL a revision is taken from a counter row inside the writing
+//! transaction, by its last statement (a sequence, under READ COMMITTED, hands out numbers in
+//! the order transactions *ask*, and a watcher already past 42 would skip a 41 committed
+//! later); SQLite has one writer at a time. Writes log their changes through the transaction
+//! ([`Tx::deferred_changes`]), which appends them just before it commits.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,6 +84,45 @@ pub trait Tx {
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError>;
     /// Runs a query; its rows.
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError>;
+    /// Where the changes this transaction logs wait, when it appends them at its end (the
+    /// transactions of [`SqlStore`] do; the module's docs say why); `None`, the default: each
+    /// is appended to the log at once.
+    fn deferred_changes(&mut self) -> Option<&mut Vec<LoggedChange>> {
+        None
+    }
+}
+
+/// A change a transaction logs, waiting to be appended to the change log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedChange {
+    /// What kind of entry.
+    pub kind: EntityKind,
+    /// Which one.
+    pub id: String,
+    /// Whether it was deleted (else created or updated).
+    pub deleted: bool,
+}
+
+/// A transaction that keeps the changes it logs until its work is done, so that they are
+/// appended by its last statement (see [`log_change`] for why).
+struct Deferring<'a> {
+    tx: &'a mut dyn Tx,
+    changes: Vec<LoggedChange>,
+}
+
+impl Tx for Deferring<'_> {
+    fn backend(&self) -> &'static str {
+        self.tx.backend()
+    }
+    fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, StoreError> {
+        self.tx.execute(sql, params)
+    }
+    fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>, StoreError> {
+        self.tx.query(sql, params)
+    }
+    fn deferred_changes(&mut self) -> Option<&mut Vec<LoggedChange>> {
+        Some(&mut self.changes)
+    }
 }
 
 /// How the statements of one store operation are committed.
@@ -133,12 +180,22 @@ impl<C: Connection> SqlStore<C> {
         }
     }
 
-    /// Runs `work` in a transaction on a free connection, off the async threads.
+    /// Runs `work` in a transaction on a free connection, off the async threads; the changes
+    /// it logs are appended to the change log by the transaction's last statement.
     async fn run<T: Send + 'static>(
         &self,
-        work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
+        mut work: impl FnMut(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.run_as(Commit::Together, work).await
+        self.run_as(Commit::Together, move |tx| {
+            let mut deferring = Deferring {
+                tx,
+                changes: Vec::new(),
+            };
+            let done = work(&mut deferring)?;
+            append_changes(deferring.tx, &deferring.changes)?;
+            Ok(done)
+        })
+        .await
     }
 
     /// Runs `work` with each statement committed on its own ([`Commit::EachStatement`]).
@@ -224,36 +281,105 @@ pub(crate) fn read_metadata(text: &str) -> Result<Metadata, StoreError> {
     })
 }
 
-/// Appends a change to the log.
+/// Logs a change of the transaction `tx`.
+///
+/// A watcher resuming after revision N must get every later change exactly once, in order, so
+/// a revision may become visible only after every smaller one. On PostgreSQL, under READ
+/// COMMITTED and with several connections and daemons writing at once, a number drawn from a
+/// sequence does not keep that: a transaction that drew 41 and commits after the one that drew
+/// 42 is skipped by a watcher already past 42. Revisions are therefore taken from one counter
+/// row (`store_meta` key `revision`) inside the writing transaction: its row lock passes from
+/// writer to writer only at commit, so revision order is commit order. That lock serialises
+/// writers from the moment they take it, so the changes a transaction logs wait (see
+/// [`Tx::deferred_changes`]) and are appended by its last statement, just before its commit:
+/// the lock is held for that statement and the commit only, and a writer never waits for
+/// another row while holding it. SQLite has one writer at a time (every write transaction is
+/// `BEGIN IMMEDIATE`), so its `AUTOINCREMENT` already numbers in commit order.
 pub(crate) fn log_change(
     tx: &mut dyn Tx,
     kind: EntityKind,
     id: &str,
     deleted: bool,
 ) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO changes (kind, entity_id, op) VALUES (?, ?, ?)",
-        &[
-            kind.as_str().into(),
-            id.into(),
-            (if deleted { "delete" } else { "put" }).into(),
-        ],
-    )?;
-    Ok(())
+    log(
+        tx,
+        vec![LoggedChange {
+            kind,
+            id: id.to_owned(),
+            deleted,
+        }],
+    )
 }
 
-/// Appends a change per id to the log, in order, a few hundred per statement.
+/// Logs a change (created or updated) per id, in order, as [`log_change`] does.
 pub(crate) fn log_changes<'a>(
     tx: &mut dyn Tx,
     kind: EntityKind,
     ids: impl Iterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
-    let ids: Vec<&str> = ids.collect();
-    for batch in ids.chunks(300) {
-        let values = vec!["(?, ?, 'put')"; batch.len()].join(", ");
+    let changes = ids
+        .map(|id| LoggedChange {
+            kind,
+            id: id.to_owned(),
+            deleted: false,
+        })
+        .collect();
+    log(tx, changes)
+}
+
+fn log(tx: &mut dyn Tx, changes: Vec<LoggedChange>) -> Result<(), StoreError> {
+    match tx.deferred_changes() {
+        Some(deferred) => {
+            deferred.extend(changes);
+            Ok(())
+        }
+        None => append_changes(tx, &changes),
+    }
+}
+
+/// How a PostgreSQL transaction appends its changes: the counter moves by their number and
+/// they take the revisions it moved over, in one statement.
+const APPEND_POSTGRES: &str = "WITH counter AS (
+  UPDATE store_meta SET value = value + ? WHERE key = 'revision' RETURNING value)
+INSERT INTO changes (revision, kind, entity_id, op)
+SELECT counter.value - ? + c.n, c.kind, c.entity_id, c.op
+FROM counter, unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS c(kind, entity_id, op, n)";
+
+/// Appends `changes` to the log in `tx`, in order, with increasing revisions that follow
+/// every revision committed before (see [`log_change`]).
+pub(crate) fn append_changes(tx: &mut dyn Tx, changes: &[LoggedChange]) -> Result<(), StoreError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let op = |c: &LoggedChange| if c.deleted { "delete" } else { "put" };
+    if tx.backend() == "postgres" {
+        let count = changes.len() as i64;
+        let appended = tx.execute(
+            APPEND_POSTGRES,
+            &[
+                SqlValue::Int(count),
+                SqlValue::Int(count),
+                SqlValue::Texts(changes.iter().map(|c| c.kind.as_str().to_owned()).collect()),
+                SqlValue::Texts(changes.iter().map(|c| c.id.clone()).collect()),
+                SqlValue::Texts(changes.iter().map(|c| op(c).to_owned()).collect()),
+            ],
+        )?;
+        if appended != count as u64 {
+            return Err(StoreError::Corrupt {
+                what: "change log revision counter",
+                message: format!(
+                    "store_meta has no 'revision' row, so {count} changes could not be \
+                     numbered: the database was not migrated by this version's open"
+                ),
+            });
+        }
+        return Ok(());
+    }
+    for batch in changes.chunks(300) {
+        let values = vec!["(?, ?, ?)"; batch.len()].join(", ");
         let params: Vec<SqlValue> = batch
             .iter()
-            .flat_map(|id| [kind.as_str().into(), (*id).into()])
+            .flat_map(|c| [c.kind.as_str().into(), c.id.as_str().into(), op(c).into()])
             .collect();
         tx.execute(
             &format!("INSERT INTO changes (kind, entity_id, op) VALUES {values}"),

@@ -48,6 +48,13 @@ fn backend(err: rusqlite::Error) -> StoreError {
 
 /// Opens (creating when absent) the SQLite store at `path` and migrates it.
 pub fn open(path: &str) -> Result<SqlStore<SqliteConnection>, StoreError> {
+    Ok(SqlStore::new(vec![connect(path)?]))
+}
+
+/// The connection [`open`] makes, migrated, for a caller that builds its own [`SqlStore`] over
+/// it (a test that wraps the connection, for one). Several may share one file: their writes
+/// take the file's write lock in turn.
+pub fn connect(path: &str) -> Result<SqliteConnection, StoreError> {
     if let Some(dir) = Path::new(path)
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -67,7 +74,7 @@ pub fn open(path: &str) -> Result<SqlStore<SqliteConnection>, StoreError> {
         )
         .map_err(backend)?;
     connection.execute_batch(SCHEMA).map_err(backend)?;
-    Ok(SqlStore::new(vec![SqliteConnection(connection)]))
+    Ok(SqliteConnection(connection))
 }
 
 fn bind(value: &SqlValue) -> Result<Sqlite, StoreError> {
