@@ -14,7 +14,7 @@ use nephrite_pipeline::{
     AclProtocol, Frame, Mac, Outcome, Payload, Protocol, Rendered, forward, port_id,
 };
 use nimbess_agent::driver::Driver;
-use nimbess_agent::driver::kernel::{policy, services};
+use nimbess_agent::driver::kernel::firewall::{policy, services};
 use nimbess_agent::driver::sim::SimDriver;
 use nimbess_agent::northbound::resources::parse_into;
 use nimbess_agent::northbound::{Objects, derive};
@@ -308,8 +308,8 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
                 services::load(&policy::script(&acls), "policies").expect("policies");
             });
             let mut sim = Driver::Sim(SimDriver::new());
-            sim.apply_services(&derived.load_balancers).expect("sim");
-            sim.apply_policies(&derived.acls).expect("sim");
+            sim.firewall_mut().apply_services(&derived.load_balancers).expect("sim");
+            sim.firewall_mut().apply_policies(&derived.acls).expect("sim");
             let Driver::Sim(sim) = sim else {
                 unreachable!("built as the simulation")
             };

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 
 use nephrite_pipeline::{Affinity, Backend, LoadBalancer, LoadBalancerKey, Protocol};
-use nimbess_agent::driver::kernel::services::{apply_diff, full_script, load};
+use nimbess_agent::driver::kernel::firewall::services::{apply_diff, full_script, load};
 use serde_json::Value;
 use support::Netns;
 use traffic::in_netns;

@@ -200,22 +200,6 @@ impl Driver {
         }
     }
 
-    /// Shorthand for [`Firewall::apply_services`] on [`Driver::firewall_mut`].
-    ///
-    /// # Errors
-    /// The data plane refused them (what was rendered before stays).
-    pub fn apply_services(&mut self, services: &Services) -> Result<(), DriverError> {
-        self.firewall_mut().apply_services(services)
-    }
-
-    /// Shorthand for [`Firewall::apply_policies`] on [`Driver::firewall_mut`].
-    ///
-    /// # Errors
-    /// The data plane refused them (the previous ones stay).
-    pub fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
-        self.firewall_mut().apply_policies(acls)
-    }
-
     /// The driver's name.
     pub fn name(&self) -> &'static str {
         match self {

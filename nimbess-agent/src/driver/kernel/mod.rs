@@ -51,10 +51,6 @@ mod port;
 pub mod routed;
 mod sweep;
 
-/// The firewall's Services and policies renderings, where the benchmarks
-/// and the tests that load them as `nft` text find them.
-pub use firewall::{policy, services};
-
 fn nl(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> DriverError {
     let what = what.into();
     move |source| DriverError::Netlink { what, source }
