@@ -7,6 +7,7 @@
 //! deployed instances) rather than only a name and an age.
 
 use nephrite_krm::{Object, Package};
+use nephrite_topology::api::DeletionPolicy;
 use serde_json::{Value, json};
 
 /// A printer column: its header, type and the JSONPath `kubectl get` reads.
@@ -84,6 +85,14 @@ fn selector() -> Value {
     })
 }
 
+/// `spec.deletionPolicy`'s values, as `nephrite_topology` reads them.
+fn deletion_policies() -> Vec<&'static str> {
+    [DeletionPolicy::Delete, DeletionPolicy::Orphan]
+        .iter()
+        .map(|p| p.as_str())
+        .collect()
+}
+
 fn nf_topology() -> Value {
     let template = json!({
         "type": "object",
@@ -109,15 +118,23 @@ fn nf_topology() -> Value {
             "spec": {
                 "type": "object",
                 "required": ["nfInstances"],
-                "properties": {"nfInstances": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["name", "nfTemplate"],
-                    "properties": {
-                        "name": {"type": "string"},
-                        "clusterSelector": selector(),
-                        "nfTemplate": template,
+                "properties": {
+                    "nfInstances": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["name", "nfTemplate"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "clusterSelector": selector(),
+                            "nfTemplate": template,
+                        },
+                    }},
+                    // Without it in the schema the API server would prune the field silently,
+                    // and every topology would run with the default.
+                    "deletionPolicy": {
+                        "type": "string",
+                        "enum": deletion_policies(),
                     },
-                }}},
+                },
             },
             "status": preserved(),
         },

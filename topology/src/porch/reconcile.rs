@@ -2,7 +2,8 @@
 //! PackageVariantSets and Capacities (server-side apply, owned by the topology, written only
 //! when they differ), gates on the PackageRevisions, the NFDeployedTopology and the status.
 //! Every write is preceded by a comparison with what is there, so a reconcile of an unchanged
-//! state writes nothing.
+//! state writes nothing. A deleted topology's children are deleted by ntc itself, behind its
+//! [`FINALIZER`], before the topology is let go.
 
 use std::sync::Arc;
 
@@ -18,6 +19,12 @@ use nephrite_topology::{DeployedTopologyBuilder, RolloutPolicy, plan};
 use serde_json::{Value, json};
 
 use super::resources;
+
+/// The finalizer ntc holds on every NFTopology it plans: the topology's PackageVariantSets,
+/// Capacities and NFDeployedTopology are deleted before the topology goes, without relying on
+/// a garbage collector to follow their owner references. Porch applies the topology's
+/// `deletionPolicy` (written into each PackageVariantSet's template) to the packages.
+pub const FINALIZER: &str = "topology.nephio.org/ntc";
 
 /// What every reconcile shares.
 pub struct Context {
@@ -73,16 +80,39 @@ pub async fn reconcile(
     topology: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    if topology.metadata.deletion_timestamp.is_some() {
-        // Owner references take the children with it.
-        return Ok(Action::await_change());
-    }
     let name = topology.name_any();
     let namespace = topology
         .namespace()
         .ok_or_else(|| ReconcileError::NoNamespace(name.clone()))?;
     let topologies: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &resources::nf_topology());
+    let finalizers = topology.finalizers();
+    let held = finalizers.iter().any(|f| f == FINALIZER);
+    if topology.metadata.deletion_timestamp.is_some() {
+        if held {
+            let children = Children {
+                ctx: &ctx,
+                namespace: &namespace,
+                topology: &name,
+                owner: &owner_of(&topology, &name),
+            };
+            for resource in [
+                resources::package_variant_set(),
+                resources::capacity(),
+                resources::nf_deployed_topology(),
+            ] {
+                children.sync(&resource, Vec::new()).await?;
+            }
+            let rest: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
+            write_finalizers(&topologies, &topology, &name, json!(rest)).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if !held {
+        let mut with = finalizers.to_vec();
+        with.push(FINALIZER.to_owned());
+        write_finalizers(&topologies, &topology, &name, json!(with)).await?;
+    }
     let previous: Option<NFTopologyStatus> = topology
         .data
         .get("status")
@@ -121,15 +151,7 @@ pub async fn reconcile(
         }
     };
 
-    let owner = OwnerReference {
-        api_version: typed.api_version.clone(),
-        kind: typed.kind.clone(),
-        name: name.clone(),
-        uid: topology.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-        extra: Default::default(),
-    };
+    let owner = owner_of(&topology, &name);
     let children = Children {
         ctx: &ctx,
         namespace: &namespace,
@@ -197,6 +219,37 @@ pub async fn reconcile(
     let status = topology_status(&plan, &observation, &builder, &previous_conditions, &now());
     write_status(&topologies, &name, previous.as_ref(), &status).await?;
     Ok(Action::await_change())
+}
+
+/// The owner reference every child of `topology` carries.
+fn owner_of(topology: &DynamicObject, name: &str) -> OwnerReference {
+    let resource = resources::nf_topology();
+    OwnerReference {
+        api_version: resource.api_version,
+        kind: resource.kind,
+        name: name.to_owned(),
+        uid: topology.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+        extra: Default::default(),
+    }
+}
+
+/// Writes the topology's finalizers, refused (409) if the topology changed since it was read:
+/// the controller then retries with the current one, so no other finalizer is lost.
+async fn write_finalizers(
+    api: &Api<DynamicObject>,
+    topology: &DynamicObject,
+    name: &str,
+    finalizers: Value,
+) -> Result<(), ReconcileError> {
+    let patch = json!({"metadata": {
+        "resourceVersion": topology.resource_version(),
+        "finalizers": finalizers,
+    }});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
 }
 
 async fn list_classes(client: &Client) -> Result<Vec<NFClass>, ReconcileError> {
