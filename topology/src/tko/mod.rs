@@ -3,16 +3,21 @@
 //! which it reaches through the preparer's client crate (`nephrite-preparer-client`).
 //!
 //! - [`plugin`]: `Prepare` plans the NFTopology of the deployment's package (with the
-//!   `NFClass`es in the same package, the registered sites as clusters) and creates one child
-//!   deployment per variant (idempotent through the instance key); gated children are created
-//!   with `nephio.org/approve: Manual`.
-//! - [`tracker`]: watches deployment changes; for each NFTopology deployment whose children
-//!   changed it approves the gated children whose gates are open and keeps an
-//!   `NFDeployedTopology` resource in the parent's package equal to the approved children.
+//!   `NFClass`es in the same package, the registered sites as clusters) and makes the
+//!   deployment's children what the plan wants: one child deployment per variant (idempotent
+//!   through the instance key); gated children are created with `nephio.org/approve: Manual`.
+//! - [`follow`]: the re-plan both use: the children as they are against the children the plan
+//!   wants, the difference created, updated in place, deleted or (under
+//!   `deletionPolicy: orphan`) left and logged; unchanged children are not touched.
+//! - [`tracker`]: watches deployment and site changes; for each NFTopology deployment whose
+//!   children, package or possible sites changed it re-plans, approves the gated children whose
+//!   gates are open and keeps an `NFDeployedTopology` resource in the parent's package equal
+//!   to the approved children.
 //!
 //! The decisions are `nephrite_topology::tko`'s.
 
 pub mod data;
+pub mod follow;
 pub mod plugin;
 pub mod tracker;
 
@@ -148,7 +153,7 @@ pub struct TkoConfig {
 
 /// Binds the plugin server of `server` on `listen`, registers it with the preparer as the
 /// preparer of NFTopology (waiting for the preparer while it does not answer yet, until
-/// shutdown), and starts the tracker.
+/// shutdown), and starts the tracker, which follows what the plugin prepares.
 pub async fn start(
     server: nephrite_runtime::GrpcServer,
     listen: &nephrite_runtime::Endpoint,
@@ -160,7 +165,13 @@ pub async fn start(
         url: config.data.clone(),
         credentials: config.credentials.clone(),
     };
-    let plugin = plugin::TopologyPlugin::new(config.policy.clone(), data_api.clone());
+    let following = tracker::Following::default();
+    let plugin = plugin::TopologyPlugin::new(
+        config.policy.clone(),
+        data_api.clone(),
+        following.followed.clone(),
+        following.fingerprints.clone(),
+    );
     let bound = server
         .add_service(plugin::server(plugin))
         .bind(listen)
@@ -195,6 +206,7 @@ pub async fn start(
     let tracker = tokio::spawn(tracker::run(
         data_api,
         config.policy.clone(),
+        following,
         shutdown.clone(),
     ));
     let server = tokio::spawn(bound.run());

@@ -1,16 +1,16 @@
-//! `nephrite.preparer.plugin.v1.Preparer` for NFTopology: plan and create the child deployments.
-//! The plugin API's server edge: the one module of the TKO backend that names its protobuf
-//! (the Data API calls it makes go through the preparer's client crate).
+//! `nephrite.preparer.plugin.v1.Preparer` for NFTopology: plan and make the child deployments
+//! what the plan wants ([`super::follow::replan`], the tracker's path too), then follow the
+//! deployment. The plugin API's server edge: the one module of the TKO backend that names its
+//! protobuf (the Data API calls it makes go through the preparer's client crate).
 
 use nephrite_krm::Package;
-use nephrite_preparer_client::{DataApi as _, DeploymentRequest};
 use nephrite_proto::nephrite::preparer::plugin::v1::preparer_server::{Preparer, PreparerServer};
 use nephrite_proto::nephrite::preparer::plugin::v1::{PrepareRequest, PrepareResponse};
-use nephrite_topology::tko::child_deployments;
 use nephrite_topology::{RolloutPolicy, plan};
 use tonic::{Request, Response, Status};
 
 use super::data::{self, DataEndpoint};
+use super::follow::{self, Fingerprints, Followed};
 use super::{TkoError, topology_of};
 
 /// The plugin API's gRPC service name (`nephrite.preparer.plugin.v1.Preparer`), for role
@@ -28,13 +28,27 @@ pub struct TopologyPlugin {
     policy: RolloutPolicy,
     /// The Data API this plugin reads sites from and writes children to.
     data: DataEndpoint,
+    /// The deployments followed, shared with the tracker.
+    followed: Followed,
+    /// The children's fingerprints as last read, shared with the tracker.
+    fingerprints: Fingerprints,
 }
 
 impl TopologyPlugin {
     /// A plugin planning under `policy` against the Data API `data` (from ntc's own
-    /// configuration).
-    pub fn new(policy: RolloutPolicy, data: DataEndpoint) -> Self {
-        TopologyPlugin { policy, data }
+    /// configuration), adding every deployment it prepares to `followed`.
+    pub fn new(
+        policy: RolloutPolicy,
+        data: DataEndpoint,
+        followed: Followed,
+        fingerprints: Fingerprints,
+    ) -> Self {
+        TopologyPlugin {
+            policy,
+            data,
+            followed,
+            fingerprints,
+        }
     }
 
     async fn prepare_package(&self, request: &PrepareRequest) -> Result<usize, TkoError> {
@@ -76,27 +90,12 @@ impl TopologyPlugin {
         if !plan.unplaced().is_empty() {
             tracing::warn!(%deployment, unplaced = ?plan.unplaced(), "instances match no site");
         }
-        let children = child_deployments(&plan);
-        let mut created = 0;
-        for child in &children {
-            let response = data
-                .create_deployment(DeploymentRequest {
-                    parent_id: deployment.clone(),
-                    template_id: child.template_id.clone(),
-                    site_id: child.site_id.clone(),
-                    merge_package_yaml: child.merge_package.to_yaml(),
-                    merge_metadata: child.merge_metadata.clone().into_iter().collect(),
-                    prepared: false,
-                    approved: false,
-                    instance_key: child.instance_key.clone(),
-                })
-                .await?;
-            if response.created {
-                created += 1;
-                tracing::info!(%deployment, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");
-            }
+        let applied =
+            follow::replan(&data, deployment, &plan, &self.followed, &self.fingerprints).await?;
+        if self.followed.insert(deployment) {
+            tracing::info!(%deployment, "following the topology's sites and edits");
         }
-        Ok(created)
+        Ok(applied.created.len())
     }
 }
 

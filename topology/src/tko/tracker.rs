@@ -1,7 +1,14 @@
-//! The tracker: watches deployment changes on the Data API, and for each NFTopology deployment
-//! whose children changed approves the gated children whose gates are open and keeps the
-//! `NFDeployedTopology` in the parent's package current. On start (and after a lost watch) it
-//! looks at every NFTopology deployment once, so nothing that changed while it was away is
+//! The tracker: follows the preparer's Data API (`Watch` on deployments and sites) and keeps
+//! every followed NFTopology deployment's children what the plan wants.
+//!
+//! A followed deployment is one ntc prepared, or the parent of a child carrying
+//! `nf-deployment-name`. It is reconciled when one of its children changes or is deleted, when
+//! it changes itself (the NFTopology in its package edited), and when any site is registered,
+//! relabelled or deleted (which can change the clusters of every topology). A reconcile
+//! re-plans against the current sites and applies the difference ([`super::follow`]), approves
+//! the gated children whose gates are open, and keeps the `NFDeployedTopology` and the
+//! NFTopology's status in the parent's package current. On start (and after a lost watch) it
+//! reconciles every followed deployment once, so nothing that changed while it was away is
 //! missed.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,17 +24,33 @@ use nephrite_topology::tko::ChildObservation;
 use nephrite_topology::{RolloutPolicy, plan};
 
 use super::data::{self, DataEndpoint};
+use super::follow::{self, Fingerprints, Followed};
 use super::{TkoError, topology_of};
 
 /// How many times a parent update that collides with another writer is tried.
 const UPDATE_ATTEMPTS: usize = 20;
 
+/// What the tracker shares with the plugin: the deployments followed and the children's
+/// fingerprints as last read.
+#[derive(Debug, Clone, Default)]
+pub struct Following {
+    /// The NFTopology deployments followed.
+    pub followed: Followed,
+    /// The children's fingerprints.
+    pub fingerprints: Fingerprints,
+}
+
 /// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors.
-pub async fn run(endpoint: DataEndpoint, policy: RolloutPolicy, shutdown: ShutdownHandle) {
+pub async fn run(
+    endpoint: DataEndpoint,
+    policy: RolloutPolicy,
+    following: Following,
+    shutdown: ShutdownHandle,
+) {
     let mut from_revision = 0;
     while !shutdown.is_triggered() {
         tokio::select! {
-            result = watch(&endpoint, &policy, &mut from_revision) => {
+            result = watch(&endpoint, &policy, &following, &mut from_revision) => {
                 if let Err(error) = result {
                     tracing::warn!(%error, "tracker: watch ended, reconnecting");
                 }
@@ -44,58 +67,81 @@ pub async fn run(endpoint: DataEndpoint, policy: RolloutPolicy, shutdown: Shutdo
 async fn watch(
     endpoint: &DataEndpoint,
     policy: &RolloutPolicy,
+    following: &Following,
     from_revision: &mut u64,
 ) -> Result<(), TkoError> {
     let data = data::connect(endpoint).await?;
     let mut stream = data
-        .watch(*from_revision, &[EntityKind::Deployment])
+        .watch(*from_revision, &[EntityKind::Deployment, EntityKind::Site])
         .await?;
     for parent in data::topology_parents(&data).await? {
-        reconcile_logged(&data, policy, &parent).await;
+        following.followed.insert(&parent);
+    }
+    for parent in following.followed.parents() {
+        reconcile_logged(&data, policy, following, &parent).await;
     }
     let mut parent_of: HashMap<String, String> = HashMap::new();
     while let Some(change) = stream.next().await.transpose()? {
         *from_revision = (*from_revision).max(change.revision);
         let mut dirty = BTreeSet::new();
-        match change.deployment {
-            Some(info)
+        match (change.kind, change.deployment) {
+            (EntityKind::Site, _) => dirty.extend(following.followed.parents()),
+            (EntityKind::Deployment, Some(info))
                 if info.metadata.contains_key(NF_DEPLOYMENT_NAME) && !info.parent_id.is_empty() =>
             {
                 parent_of.insert(info.id.clone(), info.parent_id.clone());
+                following.followed.insert(&info.parent_id);
                 dirty.insert(info.parent_id);
             }
-            _ if change.deleted => {
+            (EntityKind::Deployment, _) if change.deleted => {
                 if let Some(parent) = parent_of.remove(&change.id) {
                     dirty.insert(parent);
                 }
+                if following.followed.contains(&change.id) {
+                    following.followed.remove(&change.id);
+                }
+            }
+            // The followed deployment itself changed: its NFTopology may have been edited.
+            (EntityKind::Deployment, _) if following.followed.contains(&change.id) => {
+                dirty.insert(change.id);
             }
             _ => {}
         }
         for parent in dirty {
-            reconcile_logged(&data, policy, &parent).await;
+            reconcile_logged(&data, policy, following, &parent).await;
         }
     }
     Ok(())
 }
 
-async fn reconcile_logged(data: &dyn DataApi, policy: &RolloutPolicy, parent: &str) {
-    if let Err(error) = reconcile(data, policy, parent).await {
+async fn reconcile_logged(
+    data: &dyn DataApi,
+    policy: &RolloutPolicy,
+    following: &Following,
+    parent: &str,
+) {
+    if let Err(error) = reconcile(data, policy, following, parent).await {
         tracing::warn!(%parent, %error, "tracker: reconcile failed");
     }
 }
 
-/// Approves what may be approved and updates the deployed topology of NFTopology deployment
-/// `parent`.
+/// Re-plans the children of NFTopology deployment `parent` and applies the difference,
+/// approves what may be approved and updates its deployed topology and status.
 pub async fn reconcile(
     data: &dyn DataApi,
     policy: &RolloutPolicy,
+    following: &Following,
     parent: &str,
 ) -> Result<(), TkoError> {
+    let mut replanned = false;
     let mut approvals_done = false;
     for _ in 0..UPDATE_ATTEMPTS {
         let deployment = match data.get_deployment(parent).await {
             Ok(deployment) => deployment,
-            Err(error) if error.is_not_found() => return Ok(()),
+            Err(error) if error.is_not_found() => {
+                following.followed.remove(parent);
+                return Ok(());
+            }
             Err(error) => return Err(error.into()),
         };
         let mut package =
@@ -111,6 +157,17 @@ pub async fn reconcile(
                 source,
             }
         })?;
+        if !replanned {
+            follow::replan(
+                data,
+                parent,
+                &plan,
+                &following.followed,
+                &following.fingerprints,
+            )
+            .await?;
+            replanned = true;
+        }
         let children = data::children(data, parent).await?;
         let observation = ChildObservation::new(&plan, children);
         if !approvals_done {
