@@ -355,7 +355,7 @@ fn policy(ns: &str, name: &str, from: Value) -> NetworkPolicy {
         "metadata": {"name": name, "namespace": ns},
         "spec": {
             "podSelector": {"matchLabels": {"role": "server"}},
-            "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": 8080}]}],
+            "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": "http"}]}],
         },
     }))
 }
@@ -506,8 +506,9 @@ fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns(
     retarget(&rt, &services, "typo", "htp");
     wait_for_event(&rt, &events, typo, "UnknownTargetPort", 2, &agent);
 
-    // NetworkPolicies: the servers isolated but for the client; the chains
-    // are at the addresses the CNI gave the pods
+    // NetworkPolicies: the servers isolated but for the client on their
+    // port named http (resolved on the Pods' containers, whose protocol the
+    // server defaulted); the chains are at the addresses the CNI gave the pods
     let policies: Api<NetworkPolicy> = Api::namespaced(admin.clone(), &ns);
     let clients = json!([{"podSelector": {"matchLabels": {"role": "client"}}}]);
     rt.block_on(policies.create(
@@ -525,6 +526,12 @@ fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns(
         counts.get("a"),
         Some(&5),
         "the client is let in: {counts:?}"
+    );
+    let counts = traffic::connect_many(&pods[1].path(), SocketAddrV4::new(a, 8080), 1);
+    assert_eq!(
+        counts.get("timeout"),
+        Some(&1),
+        "server-b, no client, is kept out of server-a: {counts:?}"
     );
 
     // the real server refuses an invalid CIDR itself (the in-memory one
