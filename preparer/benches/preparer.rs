@@ -19,7 +19,11 @@
 //!    a client pages through all M rows over the Data API, its RSS sampled from `/proc`
 //!    (target < 200 MB).
 //!
-//! `PREPARER_BENCH_PARTS` picks parts (default `merge,placement,pages`);
+//! 4. concurrent writers: changes committed per second by 8 writers on two stores sharing one
+//!    database, per backend — what numbering the change log in commit order costs
+//!    (`preparer/writers.rs`).
+//!
+//! `PREPARER_BENCH_PARTS` picks parts (default `merge,writers,placement,pages`);
 //! `PREPARER_BENCH_SKIP_PAGES=1` stops after the placements.
 //!
 //! The bench allocates with the daemon's allocator (mimalloc, as `src/main.rs` sets it), so the
@@ -31,6 +35,8 @@ mod merge;
 mod pages;
 #[path = "preparer/placement.rs"]
 mod placement;
+#[path = "preparer/writers.rs"]
+mod writers;
 
 use std::time::Duration;
 
@@ -89,15 +95,18 @@ impl Backends {
 async fn main() {
     println!("load average at start: {}", load_average());
     let parts = std::env::var("PREPARER_BENCH_PARTS")
-        .unwrap_or_else(|_| "merge,placement,pages".to_owned());
+        .unwrap_or_else(|_| "merge,writers,placement,pages".to_owned());
     let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     if part("merge") {
         merge::figures(env_usize("PREPARER_BENCH_MERGE_RUNS", 31));
     }
-    if !part("placement") && !part("pages") {
+    if !part("placement") && !part("pages") && !part("writers") {
         return;
     }
     let mut backends = Backends::start();
+    if part("writers") {
+        writers::figures(&mut backends).await;
+    }
     if part("placement") {
         placement::figures(&mut backends).await;
     }
