@@ -534,20 +534,19 @@ fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns(
         "server-b, no client, is kept out of server-a: {counts:?}"
     );
 
-    // the real server refuses an invalid CIDR itself (the in-memory one
-    // passes it to the agent); an IPv6 block it accepts, and the IPv4 agent
-    // skips it with a Warning Event
-    let refused = rt.block_on(policies.create(
-        &PostParams::default(),
-        &policy(
-            &ns,
-            "bad-cidr",
-            json!([{"ipBlock": {"cidr": "10.0.0.0/33"}}]),
-        ),
-    ));
-    match refused {
-        Err(kube::Error::Api(status)) => assert_eq!(status.code, 422, "{status:?}"),
-        other => panic!("the server accepted ipBlock 10.0.0.0/33: {other:?}"),
+    // the real server refuses an invalid CIDR and an unknown selector
+    // operator itself (the in-memory one passes them to the agent); an IPv6
+    // block it accepts, and the IPv4 agent skips it with a Warning Event
+    let bad_operator = json!([{"podSelector": {"matchExpressions": [
+        {"key": "role", "operator": "Near", "values": ["client"]}]}}]);
+    for (name, from) in [
+        ("bad-cidr", json!([{"ipBlock": {"cidr": "10.0.0.0/33"}}])),
+        ("bad-operator", bad_operator),
+    ] {
+        match rt.block_on(policies.create(&PostParams::default(), &policy(&ns, name, from))) {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 422, "{name}: {status:?}"),
+            other => panic!("the server accepted NetworkPolicy {name}: {other:?}"),
+        }
     }
     rt.block_on(policies.create(
         &PostParams::default(),
