@@ -28,6 +28,34 @@ enum Command {
     Crds,
     /// Run the controller.
     Serve(Box<ServeCommand>),
+    /// TKO: where each instance and site of a topology deployment stands (through the Data API).
+    Status(Box<StatusArgs>),
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// The NFTopology deployment's id.
+    #[arg(value_name = "DEPLOYMENT")]
+    deployment: String,
+    /// The NFTopology's name in the deployment's package (default: the first one).
+    #[arg(long, env = "NTC_TOPOLOGY_NAME", default_value = "")]
+    topology: String,
+    /// The preparer's Data API endpoint.
+    #[arg(
+        long,
+        env = "NTC_DATA",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    data: String,
+    /// Output format.
+    #[arg(short = 'o', long, env = "NTC_OUTPUT", value_enum, default_value_t = Format::Table)]
+    output: Format,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The credentials presented to the preparer's Data API.
+    #[command(flatten, next_help_heading = "Credentials for the preparer's Data API")]
+    credentials: ClientArgs,
 }
 
 #[derive(clap::Args)]
@@ -144,7 +172,24 @@ async fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve(args) => serve(*args).await,
+        Command::Status(args) => status_command(&args).await,
     }
+}
+
+async fn status_command(args: &StatusArgs) -> anyhow::Result<()> {
+    let policy = args.policy.policy()?;
+    let endpoint = tko::data::DataEndpoint {
+        url: args.data.clone(),
+        credentials: args.credentials.clone(),
+    };
+    let data = tko::data::connect(&endpoint).await?;
+    let rows = tko::status::status_rows(&data, &args.deployment, &args.topology, &policy).await?;
+    match args.output {
+        Format::Table => print!("{}", nephrite_topology::replan::render_table(&rows)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Yaml => print!("{}", serde_norway::to_string(&rows)?),
+    }
+    Ok(())
 }
 
 fn plan_command(args: &PlanArgs) -> anyhow::Result<()> {

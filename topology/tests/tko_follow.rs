@@ -280,6 +280,25 @@ async fn register_site(
     Ok(())
 }
 
+/// `ntc status --data <the preparer> <parent>`, run as a user runs it; its standard output.
+async fn ntc_status(lab: &Lab, parent: &str) -> anyhow::Result<String> {
+    let data = lab.preparer.endpoint.to_string();
+    let parent = parent.to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ntc"))
+            .args(["status", "--data", &data, &parent])
+            .output()
+    })
+    .await??;
+    if !output.status.success() {
+        bail!(
+            "ntc status failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
 /// The ids in the parent's NFDeployedTopology.
 fn deployed_ids(package: &Package) -> Option<Vec<String>> {
     let gvk = Gvk::new("topology.nephio.org", "v1alpha1", "NFDeployedTopology");
@@ -378,6 +397,25 @@ async fn a_late_site_gets_its_upf_and_the_smf_waits_for_that_upf() -> anyhow::Re
         .await?;
     assert_eq!(pending, ["wait-for-UPF-upf-east-edge03"]);
     assert!(!lab.children().await?["smf-regional"].approved);
+
+    // `ntc status` shows the same through the Data API: one row per instance and site.
+    let table = ntc_status(&lab, &parent).await?;
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(id))
+            .unwrap_or_else(|| panic!("no row for {id}:\n{table}"))
+            .to_owned()
+    };
+    assert!(table.starts_with("INSTANCE"), "{table}");
+    assert_eq!(table.lines().count(), 6, "{table}");
+    assert!(
+        row("smf-regional").contains("Waiting")
+            && row("smf-regional").contains("for wait-for-UPF-upf-east-edge03"),
+        "{table}"
+    );
+    assert!(row("upf-west-edge01").contains("Approved"), "{table}");
+    assert!(row("upf-east-edge03").contains("Prepared"), "{table}");
 
     // The late UPF approved: ntc approves the SMF.
     lab.approve(&prepared, "upf-east-edge03").await?;

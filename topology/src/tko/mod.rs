@@ -13,12 +13,14 @@
 //!   children, package or possible sites changed it re-plans, approves the gated children whose
 //!   gates are open and keeps an `NFDeployedTopology` resource in the parent's package equal
 //!   to the approved children.
+//! - [`status`]: `ntc status`, the per-(instance, site) view of a topology deployment.
 //!
-//! The decisions are `nephrite_topology::tko`'s.
+//! The decisions are `nephrite_topology::tko`'s and `nephrite_topology::replan`'s.
 
 pub mod data;
 pub mod follow;
 pub mod plugin;
+pub mod status;
 pub mod tracker;
 
 use nephrite_krm::{Object, Package};
