@@ -2,8 +2,10 @@
 //! pure model of `nephrite-l7`.
 //!
 //! Inside the daemon, rules travel as domain values ([`source::Snapshot`]: the translation,
-//! its compiled table, read errors). Only the edges speak protobuf (`kuryr.l7.v1`): [`wire`]
-//! converts, and [`rules_service`], [`subscription`] and the `rules` CLI's fetch use it.
+//! its compiled table, read errors). Only the rules service speaks protobuf (`kuryr.l7.v1`):
+//! its callers — routers following the controllers, the `rules` CLI — go through the API's
+//! client crate, `nephrite-kuryr-l7-client`, which owns the wire conversions ([`wire`]) both
+//! ends share.
 //!
 //! - [`source`]: the directory source (`dir:PATH`) and its watcher, producing snapshots.
 //! - [`kubernetes`]: the Kubernetes source (watches, leader election, status and Events).
@@ -13,9 +15,9 @@
 //! - [`router`]: the embedded data plane (hyper reverse proxy, TLS, balancing, ejection) and
 //!   `kuryr-l7 router`.
 //! - [`rules`]: `kuryr-l7 rules`, the rendering of a snapshot.
-//! - [`wire`]: snapshots on the wire and their content-hash versions.
 //! - [`rules_service`]: the rules service every controller serves; [`rules_auth`]: its roles.
-//! - [`subscription`]: a router following the rules service, failing over between controllers.
+//! - [`wire`]: snapshots on the wire and their content-hash versions (the client crate's,
+//!   re-exported for the daemon's tests).
 //! - [`machine`]: the host name and PEM files the daemons read.
 //! - [`vif`]: `kuryr-l7 vif-handler`, Kuryr's VIF handler on `nephrite-vif`'s multi-VIF drivers.
 
@@ -30,6 +32,6 @@ pub mod rules;
 pub mod rules_auth;
 pub mod rules_service;
 pub mod source;
-pub mod subscription;
 pub mod vif;
-pub mod wire;
+
+pub use kuryr_l7_client::wire;

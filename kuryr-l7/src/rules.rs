@@ -7,13 +7,10 @@ use std::fmt::Write as _;
 use nephrite_l7::{Action, Listener, Options};
 use nephrite_runtime::{ClientArgs, Endpoint, LogFormat};
 
+use kuryr_l7_client::{RouterAck, fetch};
+
 use crate::kubernetes::{self, KubeSourceError};
-use crate::publisher::RouterAck;
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir};
-
-mod fetch;
-
-pub use fetch::{FetchError, fetch};
 
 /// What `rules` shows: a snapshot and, from a controller, its version and the routers.
 #[derive(Debug)]
@@ -33,6 +30,26 @@ impl Fetched {
             version: None,
             snapshot,
             routers: Vec::new(),
+        }
+    }
+}
+
+impl From<kuryr_l7_client::Fetched> for Fetched {
+    /// A controller's rules, as the rules client fetched them.
+    fn from(fetched: kuryr_l7_client::Fetched) -> Self {
+        let kuryr_l7_client::Snapshot {
+            translation,
+            table,
+            read_errors,
+        } = fetched.snapshot;
+        Fetched {
+            version: Some(fetched.version),
+            snapshot: Snapshot {
+                translation,
+                table,
+                read_errors,
+            },
+            routers: fetched.routers,
         }
     }
 }
@@ -127,10 +144,10 @@ pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
             for url in &urls {
                 match fetch(url, &args.credentials).await {
                     Ok(fetched) => {
-                        found = Some(fetched);
+                        found = Some(Fetched::from(fetched));
                         break;
                     }
-                    Err(err) => failures.push(format!("{url}: {err}")),
+                    Err(err) => failures.push(err.to_string()),
                 }
             }
             found.ok_or_else(|| RulesError::NoAnswer(failures.join("; ")))?

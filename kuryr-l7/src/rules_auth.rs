@@ -5,7 +5,7 @@
 //!
 //! | role | may call |
 //! |---|---|
-//! | `read` | `Get`, `ListRouters`, `Watch`: snapshots without private keys (each `key_pem` is the key's fingerprint, `sha256:<hex>`; the version is the same, see [`version_of`](crate::wire::version_of)) |
+//! | `read` | `Get`, `ListRouters`, `Watch`: snapshots without private keys (each `key_pem` is the key's fingerprint, `sha256:<hex>`; the version is the same, see [`version_of`](kuryr_l7_client::wire::version_of)) |
 //! | `router` | `Watch` and `Acknowledge`, only as itself: the `router` of the request is the caller's identity; snapshots with keys (a router serves TLS) |
 //! | `admin` | everything, keys included (the runtime's) |
 //!
@@ -17,7 +17,7 @@ use nephrite_runtime::CallerIdentity;
 use nephrite_runtime::auth::{ADMIN_ROLE, AuthPolicy};
 use tonic::Status;
 
-use crate::wire::key_fingerprint;
+use kuryr_l7_client::wire::key_fingerprint;
 
 /// The rules service's gRPC name.
 pub const SERVICE: &str = "kuryr.l7.v1.Rules";
@@ -118,18 +118,18 @@ mod tests {
             }],
             ..pb::Snapshot::default()
         };
-        snapshot.version = crate::wire::version_of(&snapshot);
+        snapshot.version = kuryr_l7_client::wire::version_of(&snapshot);
         let version = snapshot.version.clone();
         strip_keys(&mut snapshot);
         assert!(!snapshot.certificates[0].key_pem.contains("KEY"));
         assert!(snapshot.certificates[0].key_pem.starts_with("sha256:"));
         assert_eq!(snapshot.certificates[0].cert_pem, "CERT");
         // The stripped snapshot still checks against its version.
-        assert_eq!(crate::wire::version_of(&snapshot), version);
+        assert_eq!(kuryr_l7_client::wire::version_of(&snapshot), version);
         // A new key alone is a new version (routers get it).
         let mut rotated = snapshot.clone();
         rotated.certificates[0].key_pem = "OTHER KEY".into();
-        assert_ne!(crate::wire::version_of(&rotated), version);
+        assert_ne!(kuryr_l7_client::wire::version_of(&rotated), version);
     }
 
     #[test]

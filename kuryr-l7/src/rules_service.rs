@@ -6,37 +6,31 @@
 //! a snapshot with the content routers already serve is not sent again. Watch streams end when the server shuts down, so the
 //! SIGTERM drain is not held up by routers following the rules. A router that accepts deltas
 //! gets, after a whole snapshot, each new version as the changes from the one before
-//! ([`delta`](crate::wire::delta)).
+//! ([`delta`](kuryr_l7_client::wire::delta)). The wire conversions are the rules client crate's
+//! ([`kuryr_l7_client::wire`]), which routers and the `rules` CLI read with.
 //!
 //! Who may call what is [`rules_auth`]'s table: private keys go only to routers and admins, a
 //! router watches and acknowledges only as itself; at most [`MAX_ROUTERS`] routers are kept.
 
+use kuryr_l7_client::wire::delta::delta;
+use kuryr_l7_client::wire::{short, to_wire};
+use kuryr_l7_client::{HEARTBEAT, RouterAck};
+use nephrite_proto::kuryr::l7::v1 as pb;
+use nephrite_runtime::{CallerIdentity, ShutdownHandle};
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use nephrite_proto::kuryr::l7::v1 as pb;
-use nephrite_runtime::{CallerIdentity, ShutdownHandle};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::publisher::{Publisher, RouterAck};
+use crate::publisher::Publisher;
 use crate::rules_auth;
 use crate::source::Snapshot;
-use crate::wire::delta::delta;
-use crate::wire::short;
 
 #[cfg(test)]
 mod tests;
-
-/// How often a Watch stream says `unchanged` while nothing changes, so a router notices a
-/// controller that went silent (it gives up after [`WATCH_SILENCE`]).
-pub const HEARTBEAT: Duration = Duration::from_secs(2);
-/// A router that heard nothing for this long fails over to the next controller.
-pub const WATCH_SILENCE: Duration = Duration::from_secs(6);
 
 /// The most routers a controller keeps acknowledgements of.
 pub const MAX_ROUTERS: usize = 4096;
@@ -64,7 +58,7 @@ impl WireCache {
         {
             return wire.clone();
         }
-        let wire = Arc::new(pb::Snapshot::from(&**snapshot));
+        let wire = Arc::new(to_wire(&snapshot.translation, &snapshot.read_errors));
         if last
             .as_ref()
             .is_none_or(|(_, previous)| previous.version != wire.version)

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kuryr_l7_client::wire::short;
+use kuryr_l7_client::{Followed, Subscription, load_cache};
 use nephrite_l7::Options;
 use nephrite_runtime::prometheus_client::registry::Registry;
 use nephrite_runtime::{BindError, ClientArgs, ClientError, Endpoint, LogFormat, MetricsServer};
@@ -14,8 +16,6 @@ use super::balance::Ejection;
 use super::{Router, RouterConfig};
 use crate::machine::{PemError, hostname, read_certificate};
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir, watch_dir};
-use crate::subscription::{Followed, Subscription, load_cache};
-use crate::wire::short;
 
 /// `kuryr-l7 router` flags.
 #[derive(Debug, clap::Args)]

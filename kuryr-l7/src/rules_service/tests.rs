@@ -25,7 +25,7 @@ fn snapshot(port: u16) -> Arc<Snapshot> {
 
 /// The version the rules service names `translation(port)` by.
 fn version(port: u16) -> String {
-    crate::wire::to_wire(&translation(port), &[]).version
+    kuryr_l7_client::wire::to_wire(&translation(port), &[]).version
 }
 
 fn version_of_event(event: &pb::WatchEvent) -> (&'static str, String) {
@@ -150,8 +150,12 @@ async fn with_deltas_new_versions_come_as_changes_from_the_one_sent_before() {
         };
         // Only the pool changed: the listeners are not sent again.
         assert!(delta.http.is_none() && delta.https.is_none(), "{delta:?}");
-        served = crate::wire::delta::apply(&served, &delta).unwrap();
-        assert_eq!(served, pb::Snapshot::from(&*publisher.current()));
+        served = kuryr_l7_client::wire::delta::apply(&served, &delta).unwrap();
+        let current = publisher.current();
+        assert_eq!(
+            served,
+            kuryr_l7_client::wire::to_wire(&current.translation, &current.read_errors)
+        );
     }
 
     // A router that knows the current version gets `unchanged`, then a whole snapshot (this

@@ -1,7 +1,9 @@
 //! The rules on the wire: a [`Snapshot`] as a `kuryr.l7.v1.Snapshot` and back, a router's
-//! acknowledgement as a `RouterStatus`, and the snapshot's version. This module and the
-//! edges that use it (the rules service, the subscription, the `rules` CLI's fetch) are the
-//! only places that see protobuf types; the rest of the daemon passes domain values.
+//! acknowledgement as a `RouterStatus`, and the snapshot's version. Both ends use this module:
+//! the controller's rules service to write snapshots, and this crate's clients (the routers'
+//! [`Subscription`](crate::Subscription), [`fetch`](crate::fetch)) to read them, so a change
+//! of wire format is made once. Wire to domain is `TryFrom` with a typed [`WireError`] naming
+//! the field the model refuses; domain to wire cannot fail.
 //!
 //! The version is the lowercase hex SHA-256 of the snapshot's protobuf encoding with `version`
 //! empty. Everything in the snapshot is ordered (pools by id, passthrough by host, reports
@@ -19,8 +21,7 @@ use nephrite_proto::kuryr::l7::v1 as pb;
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
 
-use crate::publisher::RouterAck;
-use crate::source::Snapshot;
+use crate::snapshot::{RouterAck, Snapshot};
 
 pub mod delta;
 

@@ -7,7 +7,7 @@
 //! - Every snapshot is checked against its version before it is served (its conversion from
 //!   the wire, [`crate::wire`]); a bad one is refused and the current one kept.
 //! - A stream that is silent for [`WATCH_SILENCE`] (controllers send a heartbeat every
-//!   [`HEARTBEAT`](crate::rules_service::HEARTBEAT)) counts as lost.
+//!   [`HEARTBEAT`]) counts as lost.
 //! - After a whole snapshot, new versions come as deltas ([`crate::wire::delta`]), applied to
 //!   the last snapshot of the same stream and checked against their version; one that does not
 //!   apply ends the stream, and the next Watch starts with a whole snapshot.
@@ -23,9 +23,17 @@ use nephrite_runtime::{AuthChannel, ClientArgs, Endpoint};
 use prost::Message as _;
 use tokio::sync::watch;
 
-use crate::rules_service::WATCH_SILENCE;
-use crate::source::Snapshot;
+use crate::snapshot::Snapshot;
 use crate::wire::{WireError, short};
+
+#[cfg(test)]
+mod tests;
+
+/// How often a controller's Watch stream says `unchanged` while nothing changes, so a router
+/// notices a controller that went silent (it gives up after [`WATCH_SILENCE`]).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A router that heard nothing for this long fails over to the next controller.
+pub const WATCH_SILENCE: Duration = Duration::from_secs(6);
 
 /// A served version: its content hash and the compiled snapshot.
 #[derive(Debug, Default)]

@@ -1,32 +1,43 @@
-use std::path::Path;
-
+use nephrite_krm::Package;
 use nephrite_l7::{Options, SourceObject, translate};
 use proptest::prelude::*;
 
 use super::*;
-use crate::source::read_file;
 
 const EXAMPLES: [(&str, &str); 3] = [
     (
         "ingress.yaml",
-        include_str!("../../examples/config/ingress.yaml"),
+        include_str!("../../../examples/config/ingress.yaml"),
     ),
     (
         "route.yaml",
-        include_str!("../../examples/config/route.yaml"),
+        include_str!("../../../examples/config/route.yaml"),
     ),
     (
         "services.yaml",
-        include_str!("../../examples/config/services.yaml"),
+        include_str!("../../../examples/config/services.yaml"),
     ),
 ];
+
+/// The objects of `text`'s YAML documents, read as coming from the file `origin`.
+fn read(origin: &str, text: &str, objects: &mut Vec<SourceObject>) {
+    let package = Package::from_yaml(text).unwrap_or_else(|e| panic!("{origin}: {e}"));
+    objects.extend(
+        package
+            .into_objects()
+            .into_iter()
+            .map(|object| SourceObject {
+                object,
+                origin: origin.to_owned(),
+            }),
+    );
+}
 
 /// The examples, plus an object that is rejected and one that loses a conflict.
 fn objects() -> Vec<SourceObject> {
     let mut objects = Vec::new();
-    let mut errors = Vec::new();
     for (name, text) in EXAMPLES {
-        read_file(Path::new(name), text, &mut objects, &mut errors);
+        read(name, text, &mut objects);
     }
     let extra = "\
 apiVersion: networking.k8s.io/v1
@@ -48,8 +59,7 @@ spec:
       paths:
       - {path: /cart, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
 ";
-    read_file(Path::new("extra.yaml"), extra, &mut objects, &mut errors);
-    assert!(errors.is_empty(), "{errors:?}");
+    read("extra.yaml", extra, &mut objects);
     objects
 }
 
@@ -139,6 +149,36 @@ fn unset_or_unknown_enums_and_a_missing_action_are_refused_by_name() {
         matches!(invalid, Invalid::MemberAddress { .. }),
         "{invalid}"
     );
+}
+
+#[test]
+fn a_router_acknowledgement_round_trips() {
+    let ack = RouterAck {
+        router: "edge-1:8080".into(),
+        version: "ab".repeat(32),
+        address: "10.0.0.7:8080".into(),
+        acknowledged_at: "2026-12-07T12:00:00Z".into(),
+    };
+    assert_eq!(RouterAck::from(pb::RouterStatus::from(&ack)), ack);
+}
+
+#[test]
+fn a_bad_redirect_code_and_no_match_status_are_refused_naming_them() {
+    let mut name = String::new();
+    let invalid = refused(|s| {
+        let policy = &mut s.http.as_mut().unwrap().policies[0];
+        name = policy.name.clone();
+        policy.action = Some(pb::policy::Action::RedirectToUrl(pb::RedirectToUrl {
+            url: "https://elsewhere.example.com/".into(),
+            code: 70_000,
+        }));
+    });
+    assert_eq!(
+        invalid.to_string(),
+        format!("policy {name}: redirect code 70000 out of range")
+    );
+    let invalid = refused(|s| s.https.as_mut().unwrap().no_match_status = 1 << 20);
+    assert_eq!(invalid.to_string(), "no-match status 1048576 out of range");
 }
 
 #[test]
