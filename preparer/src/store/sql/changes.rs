@@ -1,4 +1,5 @@
-//! The change log behind `Watch`: one row per write, numbered by an increasing revision;
+//! The change log behind `Watch`: one row per write, numbered by a revision that increases in
+//! commit order (the writers' side is `log_change` in the parent module);
 //! compaction drops old rows and remembers up to where, so a watcher asking for a dropped
 //! revision is told (OUT_OF_RANGE) instead of silently missing changes.
 
