@@ -245,7 +245,7 @@ async fn ntc_with_its_own_token_writes_variants_gates_the_smf_and_cleans_up_afte
         Ok((names(&sets).await? == expected_sets).then_some(()))
     })
     .await
-    .with_context(|| format!("ntc's log:\n{}", ntc.log()))?;
+    .with_context(|| format!("ntc's log (last 20 lines):\n{}", ntc.log_tail(20)))?;
     let upf_west = sets.get("free5gc-upf-west").await?;
     let repositories: Vec<&str> = upf_west.data["spec"]["targets"][0]["repositories"]
         .as_array()
@@ -363,12 +363,25 @@ async fn ntc_with_its_own_token_writes_variants_gates_the_smf_and_cleans_up_afte
         ]
     );
 
-    // The operator switches to `orphan`: every PackageVariantSet is updated in place to tell
-    // Porch to leave the packages when the set goes.
-    let uid = sets.get("free5gc-upf-west").await?.metadata.uid;
-    let mut orphaning = topology.to_json();
-    orphaning["spec"]["deletionPolicy"] = json!("orphan");
-    apply(&admin, &nephrite_krm::Object::from_json(orphaning)?).await?;
+    // The operator switches to `orphan` and drops upf-east's capacity: every PackageVariantSet
+    // is updated in place to tell Porch to leave the packages when the set goes, and the
+    // server-side apply removes upf-east's injector (a field no longer applied is removed, as
+    // the in-memory server's merge-patch reading of apply would not), and its Capacity goes.
+    let uid = sets.get("free5gc-upf-east").await?.metadata.uid;
+    let mut changed = topology.to_json();
+    changed["spec"]["deletionPolicy"] = json!("orphan");
+    for instance in changed["spec"]["nfInstances"]
+        .as_array_mut()
+        .context("nfInstances")?
+    {
+        if instance["name"] == "upf-east" {
+            instance["nfTemplate"]
+                .as_object_mut()
+                .context("nfTemplate")?
+                .remove("capacity");
+        }
+    }
+    apply(&admin, &nephrite_krm::Object::from_json(changed)?).await?;
     eventually("deletionPolicy orphan in every set", || async {
         let listed = sets.list(&Default::default()).await?.items;
         Ok((listed.len() == 4
@@ -378,7 +391,21 @@ async fn ntc_with_its_own_token_writes_variants_gates_the_smf_and_cleans_up_afte
         .then_some(()))
     })
     .await?;
-    assert_eq!(sets.get("free5gc-upf-west").await?.metadata.uid, uid);
+    let upf_east = sets.get("free5gc-upf-east").await?;
+    assert_eq!(
+        upf_east.metadata.uid, uid,
+        "updated in place, never recreated"
+    );
+    assert_eq!(
+        upf_east.data["spec"]["template"].get("injectors"),
+        None,
+        "{}",
+        upf_east.data
+    );
+    eventually("upf-east's Capacity deleted", || async {
+        Ok((names(&capacities).await? == ["free5gc-smf", "free5gc-upf-west"]).then_some(()))
+    })
+    .await?;
 
     // The topology deleted: ntc deletes what it made, then lets the topology go.
     topologies
@@ -388,7 +415,7 @@ async fn ntc_with_its_own_token_writes_variants_gates_the_smf_and_cleans_up_afte
         Ok(topologies.get_opt("free5gc").await?.is_none().then_some(()))
     })
     .await
-    .with_context(|| format!("ntc's log:\n{}", ntc.log()))?;
+    .with_context(|| format!("ntc's log (last 20 lines):\n{}", ntc.log_tail(20)))?;
     assert_eq!(names(&sets).await?, Vec::<String>::new());
     assert_eq!(names(&capacities).await?, Vec::<String>::new());
     assert_eq!(deployed(&admin, ns).await?, None);

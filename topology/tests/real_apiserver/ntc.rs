@@ -72,6 +72,13 @@ impl Ntc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The last `lines` lines ntc logged, for a failure's context.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// Stops ntc with SIGTERM and returns its log; fails if it did not exit 0 or if the API
     /// server refused it anything.
     pub async fn stop(mut self) -> anyhow::Result<String> {
@@ -96,7 +103,10 @@ impl Ntc {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        bail!("ntc did not stop within 20 s of SIGTERM:\n{}", self.log())
+        bail!(
+            "ntc did not stop within 20 s of SIGTERM:\n{}",
+            self.log_tail(40)
+        )
     }
 }
 
@@ -104,7 +114,7 @@ impl Drop for Ntc {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = self.child.kill();
-            eprintln!("ntc's log:\n{}", self.log());
+            eprintln!("ntc's log (last 40 lines):\n{}", self.log_tail(40));
         }
         let _ = self.child.wait();
     }
