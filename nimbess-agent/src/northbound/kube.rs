@@ -105,6 +105,21 @@ where
     reader
 }
 
+/// The most an Event's `note` may hold: kube-apiserver counts bytes, not characters.
+const NOTE_LIMIT_BYTES: usize = 1024;
+
+/// A warning's Event note: its text and "; skipped", cut at a character
+/// boundary to at most [`NOTE_LIMIT_BYTES`], so a long one is still published.
+pub(crate) fn event_note(w: &Warning) -> String {
+    let mut note = format!("{w}; skipped");
+    let mut end = note.len().min(NOTE_LIMIT_BYTES);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note
+}
+
 /// Publish a Warning Event on the object of each warning the snapshots
 /// derive to, once per warning while it lasts (one that goes away and comes
 /// back is published again); a failed publication is tried again with the
@@ -125,7 +140,7 @@ async fn publish_warnings(client: kube::Client, mut snapshots: watch::Receiver<O
                 let event = KubeEvent {
                     type_: EventType::Warning,
                     reason: w.reason.to_owned(),
-                    note: Some(format!("{w}; skipped").chars().take(1024).collect()),
+                    note: Some(event_note(w)),
                     action: "Translate".to_owned(),
                     secondary: None,
                 };

@@ -253,3 +253,23 @@ fn pods_are_placed_by_the_names_their_ports_record_and_named_ports_resolve_on_th
     // by podIP alone the server has no address: nothing to police
     assert!(derive(&objects).acls.is_empty());
 }
+
+#[test]
+fn an_event_note_is_cut_to_the_servers_byte_limit_at_a_character_boundary() {
+    let warning = |text: String| super::Warning {
+        reason: "InvalidService",
+        regarding: super::Reference::default(),
+        text,
+    };
+    assert_eq!(
+        super::kube::event_note(&warning("service a/b: bad".into())),
+        "service a/b: bad; skipped"
+    );
+    // 'é' is two bytes: 1023 ASCII bytes then 'é' would be 1025
+    let note = super::kube::event_note(&warning(format!("{}é and more", "x".repeat(1023))));
+    assert_eq!(note.len(), 1023, "cut before the character that crosses");
+    assert!(note.bytes().all(|b| b == b'x'));
+    let long = super::kube::event_note(&warning("é".repeat(600)));
+    assert_eq!(long.len(), 1024);
+    assert_eq!(long.chars().count(), 512);
+}
