@@ -32,6 +32,11 @@ use writer::StatusWriter;
 pub const ORIGIN: &str = "kube";
 /// How long a burst of changes is let settle before the rules are rebuilt.
 pub const SETTLE: Duration = Duration::from_millis(5);
+/// The first pause before the leader writes again after a failed status or Event write; it
+/// doubles on each failure up to [`WRITE_RETRY_MAX`] and starts over after a complete pass.
+pub const WRITE_RETRY: Duration = Duration::from_secs(1);
+/// The longest pause between write attempts.
+pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Kubernetes-mode settings.
 #[derive(Debug, Clone)]
@@ -182,10 +187,13 @@ impl KubeSource {
         self.status_sender.clone()
     }
 
-    /// Rebuilds and publishes on every change; the leader writes status and Events. Steps
-    /// down (releasing the Lease) on shutdown.
+    /// Rebuilds and publishes on every change; the leader writes status and Events, and
+    /// writes again after a pause ([`WRITE_RETRY`], doubling) while a write fails, without
+    /// waiting for a change. Steps down (releasing the Lease) on shutdown.
     pub async fn run(mut self) {
         let mut leading = self.election.changes();
+        // The pause before writing again, while the last pass left a write undone.
+        let mut retry: Option<Duration> = None;
         while !self.shutdown.is_triggered() {
             let leader = self.election.is_leader();
             let snapshot = Arc::new(snapshot_of(&self.store, &self.options));
@@ -197,7 +205,13 @@ impl KubeSource {
                 let now = jiff::Timestamp::now().to_string();
                 let settings = self.status.borrow_and_update().clone();
                 let decisions = status::decide(&objects, &snapshot.translation, &settings, &now);
-                self.writer.write(decisions, &self.store).await;
+                retry = if self.writer.write(decisions, &self.store).await {
+                    None
+                } else {
+                    Some(retry.map_or(WRITE_RETRY, |pause| (pause * 2).min(WRITE_RETRY_MAX)))
+                };
+            } else {
+                retry = None;
             }
             tokio::select! {
                 () = self.store.changed.notified() => {
@@ -212,6 +226,7 @@ impl KubeSource {
                 }
                 // The sender is kept in `self`: this never ends.
                 _ = self.status.changed() => {}
+                () = tokio::time::sleep(retry.unwrap_or_default()), if retry.is_some() => {}
                 _ = self.shutdown.triggered() => {}
             }
         }

@@ -9,7 +9,8 @@
 //! Without the server's binaries (`cargo xtask kube build`) the scenarios say so and skip;
 //! under `CI=true` they fail.
 //!
-//! - `controller`: Ingress and Route to rules, status, Events; two replicas on one Lease.
+//! - `controller`: Ingress and Route to rules, status, Events; two replicas on one Lease; a
+//!   right granted after start used without a change.
 //! - `vif`: the VIF handler with the Nimbess backend on the agent's simulated data plane.
 //! - `rbac`: the manifests' rights against the table of what each daemon uses.
 
@@ -34,7 +35,9 @@ async fn the_controller_serves_ingresses_and_routes_and_one_of_two_replicas_writ
     let serve = Scenario::new(kube, "kl7-serve").await?;
     controller::ingress_and_route_become_rules_and_status(&serve).await?;
     let pair = Scenario::new(kube, "kl7-pair").await?;
-    controller::two_replicas_one_writes_and_the_other_takes_over(&pair).await
+    controller::two_replicas_one_writes_and_the_other_takes_over(&pair).await?;
+    let late = Scenario::new(kube, "kl7-late").await?;
+    controller::a_status_right_granted_late_is_used_without_a_change(&late).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

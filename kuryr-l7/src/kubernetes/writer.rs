@@ -40,8 +40,11 @@ impl StatusWriter {
         }
     }
 
-    /// Performs `decisions`; failures are logged and retried on the next pass.
-    pub async fn write(&mut self, decisions: Decisions, store: &Store) {
+    /// Performs `decisions`; failures are logged. Returns whether every write succeeded: the
+    /// caller tries again after a pause when one failed (a 403 until RBAC grants the right, a
+    /// conflict, the API server unreachable), since no watch event would bring it back.
+    pub async fn write(&mut self, decisions: Decisions, store: &Store) -> bool {
+        let mut complete = true;
         for update in decisions.statuses {
             let Some(resource) = resource(&update.kind) else {
                 continue;
@@ -59,12 +62,15 @@ impl StatusWriter {
                     update.namespace,
                     update.name
                 ),
-                Err(err) => tracing::warn!(
-                    "writing status of {} {}/{}: {err}",
-                    update.kind,
-                    update.namespace,
-                    update.name
-                ),
+                Err(err) => {
+                    complete = false;
+                    tracing::warn!(
+                        "writing status of {} {}/{}: {err}",
+                        update.kind,
+                        update.namespace,
+                        update.name
+                    );
+                }
             }
         }
         for event in decisions.events {
@@ -108,13 +114,17 @@ impl StatusWriter {
                     );
                     self.published.insert(event);
                 }
-                Err(err) => tracing::warn!(
-                    "publishing an Event on {} {}/{}: {err}",
-                    event.kind,
-                    event.namespace,
-                    event.name
-                ),
+                Err(err) => {
+                    complete = false;
+                    tracing::warn!(
+                        "publishing an Event on {} {}/{}: {err}",
+                        event.kind,
+                        event.namespace,
+                        event.name
+                    );
+                }
             }
         }
+        complete
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use serde_json::{Value, json};
 
-use super::cluster::{BIN, Daemon, Scenario, credentials, eventually, log_text};
+use super::cluster::{BIN, Daemon, Scenario, credentials, deploy, eventually, log_text};
 
 const ROUTE_CRD: &str = include_str!("../../examples/kubernetes/route-crd.yaml");
 /// The controller's ServiceAccount, as `rbac.yaml` defines it.
@@ -345,5 +345,68 @@ pub async fn two_replicas_one_writes_and_the_other_takes_over(
     let forbidden = logs().contains("forbidden");
     ensure!(!forbidden, "a replica was refused something:\n{}", logs());
     drop(follower_daemon);
+    Ok(())
+}
+
+/// Scenario 3: the controller starts while its manifest lacks `patch` on `ingresses/status`
+/// (refused, said in its log); once the manifest's rule is applied, the leader writes the
+/// status without any object changing, since it tries failed writes again after a pause.
+pub async fn a_status_right_granted_late_is_used_without_a_change(
+    scenario: &Scenario,
+) -> anyhow::Result<()> {
+    let ns = scenario.namespace.as_str();
+    let files = ["kuryr-l7.yaml", "rbac.yaml"];
+    let full = format!("{}\n---\n{}", deploy(files[0])?, deploy(files[1])?);
+    let rule =
+        "- apiGroups: [networking.k8s.io]\n  resources: [ingresses/status]\n  verbs: [patch]\n";
+    ensure!(
+        full.contains(rule),
+        "rbac.yaml grants patch on ingresses/status in one rule"
+    );
+    let endpoint = scenario.kube.endpoint();
+    let creds = endpoint
+        .apply_access(
+            "rbac.yaml without ingresses/status",
+            &full.replace(rule, ""),
+            ACCOUNT,
+        )
+        .await?;
+    let kubeconfig = scenario.kubeconfig(&creds)?;
+    scenario.apply(&backend(ns)).await?;
+    scenario
+        .apply(&ingress(ns, "late", "late.example.com", "/a"))
+        .await?;
+    let (daemon, _) = controller(scenario, &kubeconfig, "late-1", "kuryr-l7-late")?;
+    let log = scenario.log("late-1");
+    eventually(
+        "the status write refused",
+        Duration::from_secs(30),
+        async || {
+            Ok(log_text(&log)
+                .contains("cannot patch resource \"ingresses/status\"")
+                .then_some(()))
+        },
+    )
+    .await
+    .with_context(|| log_text(&log))?;
+    // Restore the manifest's rights (whatever happens next, the other scenarios need them).
+    let restored = credentials(scenario.kube, &files, ACCOUNT).await;
+    restored?;
+    eventually(
+        "the Ingress status written after the grant",
+        Duration::from_secs(60),
+        async || {
+            let ingress = scenario
+                .get("networking.k8s.io/v1", "Ingress", "late")
+                .await?;
+            Ok(
+                (ingress["status"]["loadBalancer"]["ingress"] == json!([{"ip": ROUTER_ADDRESS}]))
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .with_context(|| log_text(&log))?;
+    drop(daemon);
     Ok(())
 }
