@@ -4,8 +4,7 @@
 //! Inside the daemon, rules travel as domain values ([`source::Snapshot`]: the translation,
 //! its compiled table, read errors). Only the rules service speaks protobuf (`kuryr.l7.v1`):
 //! its callers — routers following the controllers, the `rules` CLI — go through the API's
-//! client crate, `nephrite-kuryr-l7-client`, which owns the wire conversions ([`wire`]) both
-//! ends share.
+//! client crate, `nephrite-kuryr-l7-client`, which owns the wire conversions both ends share.
 //!
 //! - [`source`]: the directory source (`dir:PATH`) and its watcher, producing snapshots.
 //! - [`kubernetes`]: the Kubernetes source (watches, leader election, status and Events).
@@ -16,8 +15,6 @@
 //!   `kuryr-l7 router`.
 //! - [`rules`]: `kuryr-l7 rules`, the rendering of a snapshot.
 //! - [`rules_service`]: the rules service every controller serves; [`rules_auth`]: its roles.
-//! - [`wire`]: snapshots on the wire and their content-hash versions (the client crate's,
-//!   re-exported for the daemon's tests).
 //! - [`machine`]: the host name and PEM files the daemons read.
 //! - [`vif`]: `kuryr-l7 vif-handler`, Kuryr's VIF handler on `nephrite-vif`'s multi-VIF drivers.
 
@@ -33,5 +30,3 @@ pub mod rules_auth;
 pub mod rules_service;
 pub mod source;
 pub mod vif;
-
-pub use kuryr_l7_client::wire;

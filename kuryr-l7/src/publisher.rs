@@ -71,15 +71,5 @@ impl Publisher {
     }
 }
 
-/// What a router last said it serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouterAck {
-    /// The router's name (unique among routers).
-    pub router: String,
-    /// The version it serves.
-    pub version: String,
-    /// Where it serves traffic (informational).
-    pub address: String,
-    /// When it acknowledged, RFC 3339.
-    pub acknowledged_at: String,
-}
+/// What a router last said it serves (the rules API's value, defined in the client crate).
+pub use kuryr_l7_client::RouterAck;

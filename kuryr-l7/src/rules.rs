@@ -37,18 +37,9 @@ impl Fetched {
 impl From<kuryr_l7_client::Fetched> for Fetched {
     /// A controller's rules, as the rules client fetched them.
     fn from(fetched: kuryr_l7_client::Fetched) -> Self {
-        let kuryr_l7_client::Snapshot {
-            translation,
-            table,
-            read_errors,
-        } = fetched.snapshot;
         Fetched {
             version: Some(fetched.version),
-            snapshot: Snapshot {
-                translation,
-                table,
-                read_errors,
-            },
+            snapshot: fetched.snapshot,
             routers: fetched.routers,
         }
     }

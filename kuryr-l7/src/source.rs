@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use nephrite_krm::{DocumentError, Package, PackageError};
-use nephrite_l7::{Options, RouteTable, SourceObject, Translation, translate};
+use nephrite_l7::{Options, SourceObject};
 use tokio::sync::watch;
 
 #[cfg(test)]
@@ -55,49 +55,9 @@ impl std::str::FromStr for SourceSpec {
     }
 }
 
-/// One translation of a source, compiled, with what went wrong while reading it.
-#[derive(Debug, Default)]
-pub struct Snapshot {
-    /// The translation (model, rejections, conflicts, warnings).
-    pub translation: Translation,
-    /// The compiled table the router serves.
-    pub table: Arc<RouteTable>,
-    /// Files or documents that could not be read (`file: line N: reason`).
-    pub read_errors: Vec<String>,
-}
-
-impl Snapshot {
-    /// Translates and compiles `objects`.
-    pub fn build(objects: &[SourceObject], read_errors: Vec<String>, options: &Options) -> Self {
-        Self::compile(translate(objects, options), read_errors)
-    }
-
-    /// Compiles `translation`.
-    pub fn compile(translation: Translation, read_errors: Vec<String>) -> Self {
-        let table = Arc::new(RouteTable::compile(&translation.config));
-        Snapshot {
-            translation,
-            table,
-            read_errors,
-        }
-    }
-
-    /// Logs every rejection, conflict, warning and read error.
-    pub fn log(&self) {
-        for error in &self.read_errors {
-            tracing::warn!("{error}");
-        }
-        for r in &self.translation.rejections {
-            tracing::warn!(object = %r.object, file = %r.origin, "rejected: {}", r.reason);
-        }
-        for c in &self.translation.conflicts {
-            tracing::warn!(loser = %c.loser, file = %c.origin, "conflict on {} {}: {} wins", c.host, c.path, c.winner);
-        }
-        for w in &self.translation.warnings {
-            tracing::warn!(object = %w.object, file = %w.origin, "{}", w.message);
-        }
-    }
-}
+/// One translation of a source, compiled, with what went wrong while reading it: the value the
+/// rules API carries, defined once in the client crate.
+pub use kuryr_l7_client::Snapshot;
 
 /// Splits `text` into documents at `---` lines: (1-based start line, text).
 fn split_documents(text: &str) -> Vec<(usize, String)> {

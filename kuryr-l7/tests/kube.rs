@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kuryr_l7_client::wire::to_wire;
 use nephrite_kuryr_l7::kubernetes::watch::kinds;
-use nephrite_kuryr_l7::wire::to_wire;
 use nephrite_test_apiserver::TestApiServer;
 use serde_json::{Value, json};
 use support::daemon::Daemon;

@@ -223,7 +223,7 @@ async fn every_method_needs_the_right_credentials() {
             "{method:?} gives the key's fingerprint only: {key}"
         );
         assert_eq!(
-            nephrite_kuryr_l7::wire::version_of(&snapshot),
+            kuryr_l7_client::wire::version_of(&snapshot),
             snapshot.version,
             "the snapshot without keys still checks against its version"
         );
