@@ -308,8 +308,12 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
                 services::load(&policy::script(&acls), "policies").expect("policies");
             });
             let mut sim = Driver::Sim(SimDriver::new());
-            sim.firewall_mut().apply_services(&derived.load_balancers).expect("sim");
-            sim.firewall_mut().apply_policies(&derived.acls).expect("sim");
+            sim.firewall_mut()
+                .apply_services(&derived.load_balancers)
+                .expect("sim");
+            sim.firewall_mut()
+                .apply_policies(&derived.acls)
+                .expect("sim");
             let Driver::Sim(sim) = sim else {
                 unreachable!("built as the simulation")
             };
