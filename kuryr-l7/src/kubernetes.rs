@@ -38,6 +38,19 @@ pub const WRITE_RETRY: Duration = Duration::from_secs(1);
 /// The longest pause between write attempts.
 pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// The most bytes kube-apiserver accepts in an `events.k8s.io/v1` Event's `note` (it counts
+/// bytes, not characters: a longer note refuses the whole Event).
+pub const EVENT_NOTE_LIMIT: usize = 1024;
+
+/// `text` cut to [`EVENT_NOTE_LIMIT`] bytes at a character boundary, for an Event's `note`.
+pub fn event_note(text: &str) -> String {
+    let mut end = text.len().min(EVENT_NOTE_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 /// Kubernetes-mode settings.
 #[derive(Debug, Clone)]
 pub struct KubeSettings {
@@ -233,3 +246,6 @@ impl KubeSource {
         self.election.step_down().await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -95,7 +95,7 @@ impl StatusWriter {
                     &Event {
                         type_: EventType::Warning,
                         reason: event.reason.clone(),
-                        note: Some(event.message.chars().take(1024).collect()),
+                        note: Some(super::event_note(&event.message)),
                         action: "Translate".to_owned(),
                         secondary: None,
                     },

@@ -200,7 +200,7 @@ async fn warn(ctx: &Context, pod: &KubePod, reason: &str, note: String) {
     let event = Event {
         type_: EventType::Warning,
         reason: reason.to_owned(),
-        note: Some(note.chars().take(1024).collect()),
+        note: Some(crate::kubernetes::event_note(&note)),
         action: "Reconcile".to_owned(),
         secondary: None,
     };
