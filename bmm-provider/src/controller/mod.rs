@@ -298,6 +298,15 @@ fn object_key(meta: &kube::api::ObjectMeta) -> String {
     )
 }
 
+/// The key an object's BMM failures are counted under, apart from its failed reconciles
+/// ([`object_key`]): a BMM call that succeeds must not reset the wait after a Kubernetes write
+/// that keeps failing (a 403 from RBAC), or the object would be retried, and BMM called, about
+/// once a second for ever. Each count is reset by its own success: BMM's in [`settle`], the
+/// reconcile's in [`paced`].
+fn bmm_failures_key(key: &str) -> String {
+    format!("{key}@bmm")
+}
+
 /// After a failed reconcile: try the object again after its backoff.
 fn requeue_after_error<K: kube::Resource>(
     obj: std::sync::Arc<K>,
@@ -401,8 +410,8 @@ fn cluster_paused(cluster: Option<&kube::api::DynamicObject>) -> bool {
 
 /// Turns the outcome of a reconcile into what comes next, recording a failure as
 /// `Ready=False`: a 401/403 remembers the token so the API is called again only with another
-/// one; a transient failure comes back after the object's backoff (`key`); a terminal one
-/// waits for a change.
+/// one; a transient failure comes back after the object's backoff (its BMM failures, counted
+/// under [`bmm_failures_key`] of `key`); a terminal one waits for a change.
 ///
 /// `poll` is the wait when something is in progress.
 fn settle(
@@ -414,10 +423,11 @@ fn settle(
     conditions: &mut Vec<Condition>,
     now: &str,
 ) -> Next {
+    let bmm_key = bmm_failures_key(key);
     match outcome {
         Ok(wait) => {
             ctx.rejected.accept(credentials);
-            ctx.backoff.succeeded(key);
+            ctx.backoff.succeeded(&bmm_key);
             match wait {
                 Wait::Poll => Next::After(poll),
                 Wait::Dependency => Next::After(ctx.config.dependency_poll),
@@ -432,7 +442,7 @@ fn settle(
                 ctx.rejected.reject(credentials);
                 Next::After(ctx.config.dependency_poll)
             } else if retry {
-                Next::After(ctx.backoff.failed(key))
+                Next::After(ctx.backoff.failed(&bmm_key))
             } else {
                 Next::Change
             }
@@ -472,6 +482,7 @@ where
         }
     };
     metrics.reconciled(controller, "ok", seconds);
+    ctx.backoff.succeeded(key);
     ctx.pacing
         .record(key, inputs, next, std::time::Instant::now());
     Ok(next.into())
