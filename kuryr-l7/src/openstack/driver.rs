@@ -221,7 +221,7 @@ impl OctaviaDriver {
             let event = Event {
                 type_: EventType::Warning,
                 reason: "OctaviaError".to_owned(),
-                note: Some(message.chars().take(1024).collect()),
+                note: Some(crate::kubernetes::event_note(&message)),
                 action: "Sync".to_owned(),
                 secondary: None,
             };

@@ -218,7 +218,7 @@ async fn node_event(client: &kube::Client, identity: &str, node: &str, error: &R
     let event = Event {
         type_: EventType::Warning,
         reason: reason.to_owned(),
-        note: Some(error.to_string().chars().take(1024).collect()),
+        note: Some(crate::kubernetes::event_note(&error.to_string())),
         action: "EnsureRouter".to_owned(),
         secondary: None,
     };
