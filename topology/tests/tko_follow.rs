@@ -231,6 +231,24 @@ impl Lab {
         bail!("deployment {parent} stayed busy")
     }
 
+    /// Waits (up to [`EVENTUALLY`]) until deployment `id` has not changed for 500 ms.
+    async fn quiet(&self, id: &str) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        let mut last = self.data.get_deployment(id).await?.info.updated;
+        let mut since = tokio::time::Instant::now();
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = self.data.get_deployment(id).await?.info.updated;
+            if now != last {
+                last = now;
+                since = tokio::time::Instant::now();
+            } else if since.elapsed() >= Duration::from_millis(500) {
+                return Ok(());
+            }
+        }
+        bail!("deployment {id} kept changing for {EVENTUALLY:?}")
+    }
+
     async fn package(&self, id: &str) -> anyhow::Result<String> {
         Ok(self.data.get_deployment(id).await?.package_yaml)
     }
@@ -360,6 +378,17 @@ async fn a_late_site_gets_its_upf_and_the_smf_waits_for_that_upf() -> anyhow::Re
             "upf-west-edge02"
         ]
     );
+
+    // The tracker has seen the four children prepared (its status says so) and has gone
+    // quiet (the parent unchanged for a while) before the late site comes, so only the site
+    // change can make it act.
+    lab.parent_until(&parent, "four children prepared in the status", |p| {
+        let status = p.get(&topology_gvk(), "free5gc")?.status()?;
+        let packages = status["packages"].as_array()?;
+        (packages.len() == 4 && packages.iter().all(|p| p["lifecycle"] == "Prepared")).then_some(())
+    })
+    .await?;
+    lab.quiet(&parent).await?;
 
     // edge03 matches upf-east's selector: its child comes promptly, stamped and with its
     // capacity, and nothing else is touched.

@@ -310,22 +310,34 @@ async fn update_in_place(
     child: &ChildDeployment,
 ) -> Result<(), TkoError> {
     for _ in 0..UPDATE_ATTEMPTS {
-        let deployment = data.get_deployment(id).await?;
-        let mut package =
-            Package::from_yaml(&deployment.package_yaml).map_err(|e| TkoError::Package {
-                deployment: id.to_owned(),
-                message: e.to_string(),
-            })?;
+        // Read and written under the child's lease, so that a write of the preparer's in
+        // between (marking it prepared) is never overwritten.
+        let modification = match data.start_modification(id, None).await {
+            Ok(modification) => modification,
+            Err(error) if error.is_busy() => {
+                tokio::time::sleep(BUSY_PAUSE).await;
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let mut package = match Package::from_yaml(&modification.package_yaml) {
+            Ok(package) => package,
+            Err(error) => {
+                data.cancel_modification(id, &modification.token).await?;
+                return Err(TkoError::Package {
+                    deployment: id.to_owned(),
+                    message: error.to_string(),
+                });
+            }
+        };
         let removed = prune_for_update(&mut package, child);
         if !removed.is_empty() {
             tracing::info!(child = %id, ?removed, "resources ntc no longer renders removed");
         }
         lay_over(&mut package, child);
-        match data.update_deployment(id, package.to_yaml(), None).await {
-            Ok(_) => return Ok(()),
-            Err(error) if error.is_busy() => tokio::time::sleep(BUSY_PAUSE).await,
-            Err(error) => return Err(error.into()),
-        }
+        data.end_modification(id, &modification.token, Some(package.to_yaml()))
+            .await?;
+        return Ok(());
     }
     Err(TkoError::Package {
         deployment: id.to_owned(),

@@ -220,23 +220,31 @@ pub async fn reconcile(
                     .map_err(|e| bad(e.to_string()))?;
             }
         }
-        match data
-            .update_deployment(parent, package.to_yaml(), None)
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(%parent, "deployed topology and status updated");
-                return Ok(());
-            }
-            // Someone else (the preparer) holds the deployment: read again and retry.
+        // Written under the deployment's lease, and only if the package is still the one read
+        // above: a write in between (the NFTopology edited, the preparer preparing) is never
+        // overwritten; the next attempt reads it and plans again.
+        let modification = match data.start_modification(parent, None).await {
+            Ok(modification) => modification,
             Err(error) if error.is_busy() => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
             Err(error) => return Err(error.into()),
+        };
+        if modification.package_yaml != deployment.package_yaml {
+            data.cancel_modification(parent, &modification.token)
+                .await?;
+            continue;
         }
+        data.end_modification(parent, &modification.token, Some(package.to_yaml()))
+            .await?;
+        tracing::info!(%parent, "deployed topology and status updated");
+        return Ok(());
     }
     Err(TkoError::Package {
         deployment: parent.to_owned(),
-        message: format!("the deployment stayed busy through {UPDATE_ATTEMPTS} attempts"),
+        message: format!(
+            "the deployment stayed busy or kept changing through {UPDATE_ATTEMPTS} attempts"
+        ),
     })
 }
