@@ -10,7 +10,8 @@
 //!   for others; the tracker approves it once its gates open);
 //! - a child whose content changed (capacity, networks, class) is updated in place: its
 //!   package is read, the resources ntc rendered before and no longer renders are pruned, the
-//!   new renderings are laid over it, and it is written back — same id, new package. A child
+//!   new renderings are laid over it, and it is written back, all under the child's lease —
+//!   same id, new package. A child
 //!   whose deployed id or template changes cannot keep its instance key and is recreated;
 //! - a child no longer wanted (its instance removed, its site deleted or relabelled away) is
 //!   deleted, or under `spec.deletionPolicy: orphan` left in place and logged;
