@@ -488,3 +488,166 @@ async fn a_daemons_manifest_gives_its_service_account_exactly_its_rules() -> any
         other => bail!("ntc's token listed ConfigMaps in kube-system: {other:?}"),
     }
 }
+
+/// Every Kubernetes manifest under a daemon's `deploy/`, relative to the workspace.
+/// `bmm-provider/deploy/templates/` is left out: it is a clusterctl template (`${VARIABLES}`
+/// clusterctl renders, kinds of the Cluster API's own providers), not a manifest.
+const DEPLOY_MANIFESTS: &[&str] = &[
+    "preparer/deploy/kubernetes.yaml",
+    "topology/deploy/kubernetes.yaml",
+    "nimbess-agent/deploy/daemonset.yaml",
+    "kuryr-l7/deploy/kubernetes/kuryr-l7.yaml",
+    "kuryr-l7/deploy/kubernetes/rbac.yaml",
+    "kuryr-l7/deploy/kubernetes/rbac-octavia.yaml",
+    "kuryr-l7/deploy/kubernetes/vif-handler.yaml",
+    "bmm-provider/deploy/rbac.yaml",
+    "bmm-provider/deploy/manager.yaml",
+    "bmm-provider/deploy/ccm/cloud-controller-manager.yaml",
+    "bmm-provider/deploy/openshift/machine-api-provider.yaml",
+    "bmm-provider/deploy/openshift/machineset.yaml",
+];
+
+/// Third-party CRDs some manifests' kinds need (Porch's, OpenShift's Machine API), as fixtures.
+const FIXTURE_CRDS: &[&str] = &[
+    "topology/tests/porch-crds.yaml",
+    "bmm-provider/tests/fixtures/machine-api-crds.yaml",
+];
+
+/// The documents of a YAML file, nulls skipped.
+fn documents(file: &str) -> anyhow::Result<Vec<Value>> {
+    let path = workspace().join(file);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut values = Vec::new();
+    for document in serde_norway::Deserializer::from_str(&text) {
+        let value = Value::deserialize(document).with_context(|| format!("parsing {file}"))?;
+        if !value.is_null() {
+            values.push(value);
+        }
+    }
+    Ok(values)
+}
+
+#[tokio::test]
+async fn every_deploy_manifest_passes_a_server_side_dry_run_apply() -> anyhow::Result<()> {
+    let Some(kube) = server("every_deploy_manifest_passes_a_server_side_dry_run_apply") else {
+        return Ok(());
+    };
+    let client = kube.endpoint().client()?;
+    let mut crds = our_crds()?;
+    for file in FIXTURE_CRDS {
+        for value in documents(file)? {
+            crds.push(serde_json::from_value(value).with_context(|| format!("a CRD in {file}"))?);
+        }
+    }
+    apply_crds(&client, &crds).await?;
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .context("discovering the served kinds")?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let mut refused = Vec::new();
+    let mut applied = 0;
+    for file in DEPLOY_MANIFESTS {
+        for (index, value) in documents(file)?.into_iter().enumerate() {
+            let object: DynamicObject = serde_json::from_value(value)
+                .with_context(|| format!("{file}, document {index}: not an object"))?;
+            let types = object
+                .types
+                .clone()
+                .with_context(|| format!("{file}, document {index}: no apiVersion or kind"))?;
+            let gvk = GroupVersionKind::try_from(&types)
+                .with_context(|| format!("{file}, document {index}: {}", types.api_version))?;
+            let Some((resource, capabilities)) = discovery.resolve_gvk(&gvk) else {
+                refused.push(format!("{file}, document {index}: {gvk:?} is not served"));
+                continue;
+            };
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let api: Api<DynamicObject> = match capabilities.scope {
+                kube::discovery::Scope::Namespaced => {
+                    let namespace = object.metadata.namespace.as_deref().unwrap_or("default");
+                    // The manifest may be applied before its namespace's own document: the
+                    // namespace exists for the dry run as it would after the first apply.
+                    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": namespace}});
+                    namespaces
+                        .patch(namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
+                        .await
+                        .with_context(|| format!("creating namespace {namespace}"))?;
+                    Api::namespaced_with(client.clone(), namespace, &resource)
+                }
+                kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+            };
+            let params = PatchParams::apply(MANAGER).force().dry_run();
+            match api.patch(&name, &params, &Patch::Apply(&object)).await {
+                Ok(_) => applied += 1,
+                Err(e) => refused.push(format!(
+                    "{file}, document {index} ({} {name}): {e}",
+                    types.kind
+                )),
+            }
+        }
+    }
+    ensure!(
+        refused.is_empty(),
+        "refused by the server:\n{}",
+        refused.join("\n")
+    );
+    ensure!(
+        applied >= DEPLOY_MANIFESTS.len(),
+        "only {applied} documents applied"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn printer_columns_are_what_kubectl_get_shows() -> anyhow::Result<()> {
+    let Some(kube) = server("printer_columns_are_what_kubectl_get_shows") else {
+        return Ok(());
+    };
+    let client = kube.endpoint().client()?;
+    let crds = our_crds()?;
+    apply_crds(&client, &crds).await?;
+    let mut checked = 0;
+    for crd in &crds {
+        let Some(version) = crd.spec.versions.iter().find(|v| v.served) else {
+            continue;
+        };
+        let Some(columns) = version.additional_printer_columns.as_ref() else {
+            continue;
+        };
+        let scope = if crd.spec.scope == "Namespaced" {
+            "namespaces/default/"
+        } else {
+            ""
+        };
+        // What `kubectl get` asks for: the list as a server-side Table.
+        let request = http::Request::get(format!(
+            "/apis/{}/{}/{scope}{}",
+            crd.spec.group, version.name, crd.spec.names.plural
+        ))
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())?;
+        let table: Value = client.request(request).await?;
+        let shown: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .with_context(|| format!("{}: not a Table: {table}", crd_name(crd)))?
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        for column in columns {
+            ensure!(
+                shown.contains(&column.name.as_str()),
+                "{}: column {} missing from kubectl get's table {shown:?}",
+                crd_name(crd),
+                column.name
+            );
+        }
+        checked += 1;
+    }
+    ensure!(checked > 0, "no CRD of ours has printer columns");
+    Ok(())
+}
