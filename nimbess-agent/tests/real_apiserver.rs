@@ -20,7 +20,6 @@
 mod support;
 mod traffic;
 
-use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -31,7 +30,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nephrite_test_services::KubeApiServer;
+use nephrite_test_services::{KubeApiServer, rbac};
 use serde_json::{Value, json};
 use support::{AgentProcess, Netns, first_ip, unique};
 use tokio::runtime::Runtime;
@@ -58,11 +57,15 @@ const GRANTS: &[(&str, &str, &[&str])] = &[
 /// How long the agent may take to follow one change of the cluster.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The manifest's text.
+fn manifest_text() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/daemonset.yaml");
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+}
+
 /// The manifest's documents, as JSON values.
 fn manifest() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/daemonset.yaml");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    serde_norway::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&manifest_text())
         .map(|d| {
             <Value as serde::Deserialize>::deserialize(d)
                 .unwrap_or_else(|e| panic!("{MANIFEST} is not YAML: {e}"))
@@ -96,35 +99,11 @@ fn the_manifest_grants_the_agent_exactly_what_it_uses_and_no_wildcard() {
         panic!("{MANIFEST} should have one ClusterRole: {cluster_roles:?}");
     };
     assert_eq!(role["metadata"]["name"], "nimbess-agent");
-    let mut granted = BTreeSet::new();
-    for (i, rule) in rules_of(role).iter().enumerate() {
-        assert!(
-            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
-            "rule {i} names resources or URLs the agent never asks for: {rule}"
-        );
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                for verb in strings(&rule["verbs"]) {
-                    assert!(
-                        ![group, resource, verb].contains(&"*"),
-                        "rule {i} of the ClusterRole has a wildcard: {rule}"
-                    );
-                    granted.insert((group, resource, verb));
-                }
-            }
-        }
+    let granted =
+        rbac::granted(&[(MANIFEST, &manifest_text())], ACCOUNT).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(mismatch) = rbac::assert_exact(&granted, rbac::cluster_wide(GRANTS)) {
+        panic!("{MANIFEST}'s ClusterRole and what {ACCOUNT} uses differ: {mismatch}");
     }
-    let wanted: BTreeSet<(&str, &str, &str)> = GRANTS
-        .iter()
-        .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (*g, *r, *v)))
-        .collect();
-    let extra: Vec<_> = granted.difference(&wanted).collect();
-    let missing: Vec<_> = wanted.difference(&granted).collect();
-    assert!(
-        extra.is_empty() && missing.is_empty(),
-        "{MANIFEST}'s ClusterRole grants (group, resource, verb) the agent does not use: \
-         {extra:?}; lacks what it uses: {missing:?}"
-    );
 
     // bound to the agent's account only, which the DaemonSet runs as, with --kube
     let bindings = of_kind(&documents, "ClusterRoleBinding");
@@ -150,11 +129,6 @@ fn the_manifest_grants_the_agent_exactly_what_it_uses_and_no_wildcard() {
         args.contains(&"--kube"),
         "the agent runs without --kube, so its grants are unused: {args:?}"
     );
-}
-
-/// The rules of a (Cluster)Role.
-fn rules_of(role: &Value) -> Vec<&Value> {
-    role["rules"].as_array().into_iter().flatten().collect()
 }
 
 /// The shared server, or None after saying why the test is skipped.

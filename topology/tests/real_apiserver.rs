@@ -14,12 +14,10 @@ mod real_apiserver {
     pub mod ntc;
 }
 
-use std::collections::BTreeSet;
-
 use anyhow::{Context as _, bail, ensure};
 use kube::api::{DeleteParams, DynamicObject, PostParams};
-use nephrite_krm::Package;
 use nephrite_ntc::porch::resources;
+use nephrite_test_services::rbac;
 use real_apiserver::cluster::{
     Porch, api, apply, crate_file, eventually, example_namespace, example_objects, install_crds,
     names, server,
@@ -66,82 +64,13 @@ const NTC_ACCESS: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
-/// Every (group, resource, verb) the Roles and ClusterRoles of `yaml` grant, refusing `*`.
-fn granted(yaml: &str) -> anyhow::Result<BTreeSet<(String, String, String)>> {
-    let mut granted = BTreeSet::new();
-    for role in Package::from_yaml(yaml)?.into_objects() {
-        if !matches!(role.kind.as_str(), "ClusterRole" | "Role") {
-            continue;
-        }
-        let body = role.to_json();
-        let strings = |rule: &Value, field: &str| -> anyhow::Result<Vec<String>> {
-            let values: Vec<String> = rule[field]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|v| v.as_str().unwrap_or_default().to_owned())
-                .collect();
-            ensure!(
-                !values.iter().any(|v| v.contains('*')),
-                "{} {:?} grants `*` in {field}: {values:?}",
-                role.kind,
-                role.name()
-            );
-            Ok(values)
-        };
-        for rule in body["rules"].as_array().into_iter().flatten() {
-            for group in strings(rule, "apiGroups")? {
-                for resource in strings(rule, "resources")? {
-                    for verb in strings(rule, "verbs")? {
-                        granted.insert((group.clone(), resource.clone(), verb));
-                    }
-                }
-            }
-        }
-    }
-    Ok(granted)
-}
-
 #[test]
 fn the_cluster_role_grants_exactly_what_ntc_does_and_no_wildcard() -> anyhow::Result<()> {
-    let granted = granted(&crate_file(MANIFEST)?)?;
-    let expected: BTreeSet<(String, String, String)> = NTC_ACCESS
-        .iter()
-        .flat_map(|(group, resource, verbs)| {
-            verbs.iter().map(|verb| {
-                (
-                    (*group).to_owned(),
-                    (*resource).to_owned(),
-                    (*verb).to_owned(),
-                )
-            })
-        })
-        .collect();
-    let extra: Vec<_> = granted.difference(&expected).collect();
-    let missing: Vec<_> = expected.difference(&granted).collect();
-    ensure!(
-        extra.is_empty() && missing.is_empty(),
-        "{MANIFEST}: granted but unused {extra:?}; used but not granted {missing:?}"
-    );
-    // The grant reaches ntc's ServiceAccount.
-    let yaml = crate_file(MANIFEST)?;
-    let (namespace, name) = ACCOUNT.split_once('/').context("account")?;
-    let bound = Package::from_yaml(&yaml)?
-        .into_objects()
-        .into_iter()
-        .filter(|o| o.kind == "ClusterRoleBinding")
-        .any(|binding| {
-            binding.to_json()["subjects"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|s| {
-                    s["kind"] == "ServiceAccount"
-                        && s["name"] == name
-                        && s["namespace"] == namespace
-                })
-        });
-    ensure!(bound, "no ClusterRoleBinding of {MANIFEST} binds {ACCOUNT}");
+    // Followed through the bindings whose subject is ntc's ServiceAccount, so a grant that
+    // does not reach the account counts as missing.
+    let granted = rbac::granted(&[(MANIFEST, &crate_file(MANIFEST)?)], ACCOUNT)?;
+    rbac::assert_exact(&granted, rbac::cluster_wide(NTC_ACCESS))
+        .with_context(|| format!("{MANIFEST} and {ACCOUNT}"))?;
     Ok(())
 }
 

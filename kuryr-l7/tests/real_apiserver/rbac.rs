@@ -4,12 +4,12 @@
 //! a manifest without a row (or a row left after its right was dropped) fails here; a right
 //! dropped that the daemon needs fails the scenarios that run it with that manifest's token.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use anyhow::{Context, bail, ensure};
-use serde_json::Value;
+use anyhow::ensure;
+use nephrite_test_services::rbac::{self, Grant};
 
-use super::cluster::{deploy, documents};
+use super::cluster::deploy;
 
 /// The manifests that hold access objects.
 const FILES: &[&str] = &[
@@ -171,137 +171,38 @@ const EXPECTED: &[(&str, &str, &str, &str, &str)] = &[
 const CONTROLLER: &str = "kuryr-l7/kuryr-l7-controller";
 const VIF_HANDLER: &str = "kuryr-l7/kuryr-vif-handler";
 
-type Right = (String, String, String, String, String);
-
-/// `(kind, namespace or "cluster", name)` of a role.
-type RoleKey = (String, String, String);
-
-fn strings(value: &Value, what: &str) -> anyhow::Result<Vec<String>> {
-    value
-        .as_array()
-        .with_context(|| format!("{what} is not a list"))?
+/// The texts of [`FILES`].
+fn manifests() -> anyhow::Result<Vec<(&'static str, String)>> {
+    FILES
         .iter()
-        .map(|v| {
-            v.as_str()
-                .map(str::to_owned)
-                .with_context(|| format!("{what} holds a non-string"))
-        })
+        .map(|file| Ok((*file, deploy(file)?)))
         .collect()
-}
-
-/// Every right the manifests grant, with the file that granted it in errors.
-fn granted() -> anyhow::Result<BTreeSet<Right>> {
-    let mut roles: BTreeMap<RoleKey, Vec<(String, String, String)>> = BTreeMap::new();
-    let mut bindings = Vec::new();
-    for file in FILES {
-        for doc in documents(&deploy(file)?)? {
-            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let namespace = doc["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("cluster")
-                .to_owned();
-            match kind.as_str() {
-                "ClusterRole" | "Role" => {
-                    let mut rights = Vec::new();
-                    for (i, rule) in doc["rules"].as_array().into_iter().flatten().enumerate() {
-                        let at = format!("{file}: {kind} {name}, rule {i}");
-                        ensure!(
-                            rule.get("resourceNames").is_none()
-                                && rule.get("nonResourceURLs").is_none(),
-                            "{at}: only apiGroups, resources and verbs are expected"
-                        );
-                        let groups = strings(&rule["apiGroups"], &format!("{at}: apiGroups"))?;
-                        let resources = strings(&rule["resources"], &format!("{at}: resources"))?;
-                        let verbs = strings(&rule["verbs"], &format!("{at}: verbs"))?;
-                        for item in groups.iter().chain(&resources).chain(&verbs) {
-                            ensure!(!item.contains('*'), "{at}: a wildcard {item:?}");
-                        }
-                        for group in &groups {
-                            for resource in &resources {
-                                for verb in &verbs {
-                                    rights.push((group.clone(), resource.clone(), verb.clone()));
-                                }
-                            }
-                        }
-                    }
-                    roles.insert((kind, namespace, name), rights);
-                }
-                "ClusterRoleBinding" | "RoleBinding" => bindings.push((file, kind, namespace, doc)),
-                _ => {}
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    for (file, kind, namespace, doc) in bindings {
-        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-        let role_kind = doc["roleRef"]["kind"].as_str().unwrap_or_default();
-        let role_name = doc["roleRef"]["name"].as_str().unwrap_or_default();
-        let role_namespace = if role_kind == "Role" {
-            namespace.clone()
-        } else {
-            "cluster".to_owned()
-        };
-        let key = (role_kind.to_owned(), role_namespace, role_name.to_owned());
-        let Some(rights) = roles.get(&key) else {
-            bail!("{file}: {kind} {name} binds {role_kind} {role_name}, which no manifest defines");
-        };
-        // A RoleBinding grants in its own namespace, whatever role it binds.
-        let scope = if kind == "RoleBinding" {
-            namespace.clone()
-        } else {
-            "cluster".to_owned()
-        };
-        for subject in doc["subjects"].as_array().into_iter().flatten() {
-            ensure!(
-                subject["kind"] == "ServiceAccount",
-                "{file}: {kind} {name} binds a {} (only ServiceAccounts are expected)",
-                subject["kind"]
-            );
-            let account = format!(
-                "{}/{}",
-                subject["namespace"].as_str().unwrap_or(&namespace),
-                subject["name"].as_str().unwrap_or_default()
-            );
-            for (group, resource, verb) in rights {
-                out.insert((
-                    account.clone(),
-                    scope.clone(),
-                    group.clone(),
-                    resource.clone(),
-                    verb.clone(),
-                ));
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[test]
 fn the_manifests_grant_each_service_account_exactly_what_it_uses_and_no_wildcard()
 -> anyhow::Result<()> {
-    let granted = granted()?;
-    let expected: BTreeSet<Right> = EXPECTED
-        .iter()
-        .map(|(a, w, g, r, v)| {
-            (
-                (*a).to_owned(),
-                (*w).to_owned(),
-                (*g).to_owned(),
-                (*r).to_owned(),
-                (*v).to_owned(),
-            )
-        })
-        .collect();
-    let extra: Vec<_> = granted.difference(&expected).collect();
-    let missing: Vec<_> = expected.difference(&granted).collect();
+    let texts = manifests()?;
+    let manifests: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+    // Every subject is a ServiceAccount of the table: a binding to a third account is caught.
+    let accounts = rbac::bound_accounts(&manifests)?;
     ensure!(
-        extra.is_empty() && missing.is_empty(),
-        "granted beyond the table (drop them, or add a row saying what uses them): {extra:#?}\n\
-         in the table but not granted: {missing:#?}"
+        accounts == BTreeSet::from([CONTROLLER.to_owned(), VIF_HANDLER.to_owned()]),
+        "the manifests bind {accounts:?}, the table {CONTROLLER} and {VIF_HANDLER}"
     );
+    let mut wrong = Vec::new();
+    for account in &accounts {
+        let granted = rbac::granted(&manifests, account)?;
+        let expected = EXPECTED.iter().filter(|(a, ..)| a == account).map(
+            |(_, scope, group, resource, verb)| match *scope {
+                "cluster" => Grant::cluster(group, resource, verb),
+                namespace => Grant::in_namespace(namespace, group, resource, verb),
+            },
+        );
+        if let Err(mismatch) = rbac::assert_exact(&granted, expected) {
+            wrong.push(format!("{account}: {mismatch}"));
+        }
+    }
+    ensure!(wrong.is_empty(), "{}", wrong.join("\n"));
     Ok(())
 }

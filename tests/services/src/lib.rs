@@ -42,6 +42,8 @@ mod postgres;
 mod privilege;
 pub mod process;
 mod rabbitmq;
+#[cfg(feature = "kube-client")]
+pub mod rbac;
 mod server_process;
 pub mod stats;
 mod tool;
