@@ -2,7 +2,7 @@
 //!
 //! - `test`: the Debian packages the tests use (installed when root), format check, clippy, the
 //!   layering and licence checks, a warning-free `cargo doc`, doc tests and the whole test suite
-//!   (nextest when installed, `cargo test` otherwise).
+//!   (nextest, installed with `cargo install --locked` when missing; `cargo test` if that fails).
 //! - `demo`: the daemons working together, end to end (`nephrite_e2e::demo`).
 //! - `lint`: format check, clippy, the layering and licence checks only.
 //! - `layering`, `licences`: one check each.
@@ -302,6 +302,17 @@ fn test_suite() -> anyhow::Result<()> {
     step("doc tests", || {
         cargo(&["test", "--workspace", "--features", FEATURES, "--doc"])
     })?;
+    if !nextest_available() {
+        // The suite's host-network tests share the host's nftables tables and take turns only
+        // under nextest's test groups (`.config/nextest.toml`): install it rather than run them
+        // side by side in one process.
+        let installed = step("install cargo-nextest", || {
+            cargo(&["install", "--locked", "cargo-nextest"])
+        });
+        if let Err(e) = installed {
+            eprintln!("xtask: {e:#}");
+        }
+    }
     if nextest_available() {
         step("tests (nextest)", || {
             cargo(&[
@@ -314,7 +325,10 @@ fn test_suite() -> anyhow::Result<()> {
             ])
         })
     } else {
-        eprintln!("xtask: cargo-nextest is not installed; running the suite with cargo test");
+        eprintln!(
+            "xtask: cargo-nextest could not be installed; running the suite with cargo test \
+             (the host-network tests may then disturb each other)"
+        );
         step("tests (cargo test)", || {
             cargo(&[
                 "test",
