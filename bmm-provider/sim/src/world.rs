@@ -300,6 +300,25 @@ impl World {
             .find(|r| str_field(&r.body, "id") == Some(id))
     }
 
+    /// The live (not deleted) object a request refers to by `field`, or the 400 the API gives
+    /// for an unknown reference: "<what> <id> does not exist", `{field: "unknown <what>"}`.
+    fn referenced(
+        &self,
+        kind: Kind,
+        field: &str,
+        id: &str,
+        what: &str,
+    ) -> Result<&Record, Refusal> {
+        self.record(kind, id)
+            .filter(|r| r.deleted.is_none())
+            .ok_or_else(|| {
+                Refusal::invalid(
+                    format!("{what} {id} does not exist"),
+                    json!({ field: format!("unknown {what}") }),
+                )
+            })
+    }
+
     fn record_mut(&mut self, kind: Kind, id: &str) -> Option<&mut Record> {
         self.records
             .get_mut(&kind)?

@@ -23,16 +23,10 @@ impl World {
             ));
         }
         let vpc_id = str_field(req, "vpcId").unwrap_or_default();
-        let site = self
-            .record(Kind::Vpc, vpc_id)
-            .filter(|r| r.deleted.is_none())
-            .and_then(|r| str_field(&r.body, "siteId").map(str::to_string))
-            .ok_or_else(|| {
-                Refusal::invalid(
-                    format!("VPC {vpc_id} does not exist"),
-                    json!({"vpcId": "unknown VPC"}),
-                )
-            })?;
+        let vpc = self.referenced(Kind::Vpc, "vpcId", vpc_id, "VPC")?;
+        let site = str_field(&vpc.body, "siteId")
+            .unwrap_or_default()
+            .to_string();
         if let Some(id) = self.duplicate(Kind::Instance, name, "tenantId", tenant) {
             return Err(Refusal::conflict(Kind::Instance, name, &id));
         }

@@ -134,15 +134,7 @@ impl World {
     ) -> Result<Value, Refusal> {
         let name = str_field(req, "name").unwrap_or_default();
         let vpc_id = str_field(req, "vpcId").unwrap_or_default();
-        let vpc = self
-            .record(Kind::Vpc, vpc_id)
-            .filter(|r| r.deleted.is_none())
-            .ok_or_else(|| {
-                Refusal::invalid(
-                    format!("VPC {vpc_id} does not exist"),
-                    json!({"vpcId": "unknown VPC"}),
-                )
-            })?;
+        let vpc = self.referenced(Kind::Vpc, "vpcId", vpc_id, "VPC")?;
         let site = str_field(&vpc.body, "siteId")
             .unwrap_or_default()
             .to_string();
@@ -155,15 +147,7 @@ impl World {
                 json!({"ipv4BlockId": "A value is required"}),
             )
         })?;
-        let block = self
-            .record(Kind::IpBlock, block_id)
-            .filter(|r| r.deleted.is_none())
-            .ok_or_else(|| {
-                Refusal::invalid(
-                    format!("IP block {block_id} does not exist"),
-                    json!({"ipv4BlockId": "unknown IP block"}),
-                )
-            })?;
+        let block = self.referenced(Kind::IpBlock, "ipv4BlockId", block_id, "IP block")?;
         let block_cidr = format!(
             "{}/{}",
             str_field(&block.body, "prefix").unwrap_or_default(),
