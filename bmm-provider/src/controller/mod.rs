@@ -502,3 +502,6 @@ async fn log_failures<T, E: std::fmt::Display>(
         })
         .await;
 }
+
+#[cfg(test)]
+mod tests;
