@@ -15,6 +15,7 @@
 
 mod artefacts;
 mod boundaries;
+mod cluster;
 mod images;
 mod kube;
 mod layering;
@@ -55,7 +56,14 @@ tasks:
                   start kube-apiserver + etcd detached, state in DIR (default: a fresh
                   temporary directory), admin kubeconfig in DIR/kubeconfig
   kube down [--dir DIR]
-                  stop them and remove their state (default: the last `kube up`)";
+                  stop them and remove their state (default: the last `kube up`)
+  cluster up [--dir DIR]
+                  as root: a one-node Kubernetes (control plane, containerd, kubelet) with
+                  nimbess-agent as its CNI and the pause/echo images built here; state in
+                  DIR (default: a fresh temporary directory), admin kubeconfig DIR/kubeconfig
+  cluster down [--dir DIR]
+                  stop everything it started, unmount, remove its links, tables and DIR
+                  (default: the last `cluster up`)";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).
@@ -119,6 +127,7 @@ fn main() -> ExitCode {
             ))
         }),
         Some("kube") => kube::run(&args[1..]),
+        Some("cluster") => cluster::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

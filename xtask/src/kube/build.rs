@@ -1,8 +1,17 @@
-//! `cargo xtask kube build`: kube-apiserver and etcd from the Go module proxy, once.
+//! `cargo xtask kube build`: kube-apiserver and etcd from the Go module proxy, once; and, for
+//! `cargo xtask cluster`, the node's binaries from the same release ([`ensure_node`]).
+//!
+//! The two sets are built apart so that `cargo xtask test`, whose tests need only the API
+//! server and etcd, never pays for the kubelet: a cold [`ensure`] compiles ~2,900 Go packages,
+//! a cold [`ensure_node`] adds kube-controller-manager, kube-scheduler, the kubelet and kubectl
+//! (measured on the 2-core machine: see [`NODE_BUILD_COST`]). One go.sum covers both sets:
+//! `--update-sum` builds all of them, and a verified build of either set accepts entries the
+//! other needs.
 //!
 //! Everything lands under `target/kube/` (binaries, the wrapper module, Go's module and build
 //! caches with `-modcacherw` so `cargo clean` can delete them), so a warm run costs nothing
-//! and a clean one starts over. The build cache is removed once the binaries are in place. The checked-in `xtask/kube/go.sum` pins every module's hash:
+//! and a clean one starts over. The build cache is removed once the binaries are in place.
+//! The checked-in `xtask/kube/go.sum` pins every module's hash:
 //! the build runs with `-mod=readonly`, so a proxy serving different bytes fails the build
 //! instead of changing what is tested. After moving the pin, `--update-sum` rebuilds with
 //! `-mod=mod` and writes the new go.sum back.
@@ -21,11 +30,84 @@ use super::gomod::{staging_modules, wrapper_go_mod};
 /// The checked-in go.sum of the wrapper module, relative to the workspace.
 const GO_SUM: &str = "xtask/kube/go.sum";
 
-/// The Go packages built, and the binary each becomes.
+/// The Go packages built for the tests, and the binary each becomes.
 const COMMANDS: &[(&str, &str)] = &[
     ("etcd", "go.etcd.io/etcd/server/v3"),
     ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
 ];
+
+/// The Go packages a one-node cluster adds (`cargo xtask cluster up`), from the same release.
+/// The container runtime is not among them: see `crate::cluster::runtime` for why Debian's
+/// containerd and runc serve this kubelet.
+const NODE_COMMANDS: &[(&str, &str)] = &[
+    (
+        "kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+    ),
+    ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    ("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
+    ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+];
+
+/// What a cold [`ensure_node`] costs, as printed before it starts.
+pub const NODE_BUILD_COST: &str = "cold, after the API server: ~25 minutes on 2 cores";
+
+/// The node's binaries of the pinned release, beside the API server's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBinaries {
+    /// `kube-controller-manager`.
+    pub controller_manager: PathBuf,
+    /// `kube-scheduler`.
+    pub scheduler: PathBuf,
+    /// `kubelet`.
+    pub kubelet: PathBuf,
+    /// `kubectl`, the same release as the server.
+    pub kubectl: PathBuf,
+}
+
+impl NodeBinaries {
+    /// The binaries in `bin`.
+    pub fn under(bin: &Path) -> NodeBinaries {
+        NodeBinaries {
+            controller_manager: bin.join("kube-controller-manager"),
+            scheduler: bin.join("kube-scheduler"),
+            kubelet: bin.join("kubelet"),
+            kubectl: bin.join("kubectl"),
+        }
+    }
+}
+
+/// Build the API server's, etcd's and the node's binaries, those missing only, in one go (so
+/// a cold build compiles the packages they share once).
+pub fn ensure_node(mode: SumMode) -> anyhow::Result<(KubeBinaries, NodeBinaries)> {
+    let bin = bin_dir(&kube_root());
+    let control_plane = KubeBinaries::under(&bin);
+    let node = NodeBinaries::under(&bin);
+    if mode == SumMode::Update {
+        ensure(mode)?;
+        return Ok((control_plane, node));
+    }
+    let missing: Vec<(&str, &str)> = COMMANDS
+        .iter()
+        .chain(NODE_COMMANDS)
+        .filter(|(name, _)| !bin.join(name).is_file())
+        .copied()
+        .collect();
+    if missing.is_empty() {
+        return Ok((control_plane, node));
+    }
+    eprintln!(
+        "xtask: building Kubernetes {KUBERNETES_VERSION}'s {} into {} ({NODE_BUILD_COST})",
+        missing
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        bin.display()
+    );
+    build(mode, &missing)?;
+    Ok((control_plane, node))
+}
 
 /// Whether go.sum is trusted or rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +129,25 @@ pub fn ensure(mode: SumMode) -> anyhow::Result<KubeBinaries> {
         );
         return Ok(binaries);
     }
-    let go = which_go()?;
-    let started = Instant::now();
     eprintln!(
         "xtask: building kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION} from the Go \
          module proxy into {} (cold: ~10 minutes on 2 cores, ~3.5 GB while building)",
         root.display()
     );
+    // `--update-sum` builds every command, so the go.sum it writes serves both sets.
+    match mode {
+        SumMode::Verify => build(mode, COMMANDS)?,
+        SumMode::Update => build(mode, &[COMMANDS, NODE_COMMANDS].concat())?,
+    }
+    Ok(binaries)
+}
+
+/// Build `commands` in the wrapper module, each binary moved into place once complete, then
+/// drop Go's build cache.
+fn build(mode: SumMode, commands: &[(&str, &str)]) -> anyhow::Result<()> {
+    let root = kube_root();
+    let go = which_go()?;
+    let started = Instant::now();
     let module = release_dir(&root).join("module");
     std::fs::create_dir_all(&module).with_context(|| format!("creating {}", module.display()))?;
     let kubernetes_go_mod = download_go_mod(&go, &root, &module)?;
@@ -76,7 +170,7 @@ pub fn ensure(mode: SumMode) -> anyhow::Result<KubeBinaries> {
     }
     let bin = bin_dir(&root);
     std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-    for (name, package) in COMMANDS {
+    for (name, package) in commands {
         let one = Instant::now();
         // Built beside and renamed: a half-written binary never counts as built.
         let partial = bin.join(format!(".{name}.partial"));
@@ -101,7 +195,12 @@ pub fn ensure(mode: SumMode) -> anyhow::Result<KubeBinaries> {
         eprintln!("xtask: wrote {}", checked_in.display());
     }
     eprintln!(
-        "xtask: kube-apiserver and etcd built in {:.0}s into {}",
+        "xtask: {} built in {:.0}s into {}",
+        commands
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", "),
         started.elapsed().as_secs_f64(),
         bin.display()
     );
@@ -113,13 +212,14 @@ pub fn ensure(mode: SumMode) -> anyhow::Result<KubeBinaries> {
         Ok(()) => eprintln!("xtask: removed Go's build cache {}", cache.display()),
         Err(e) => eprintln!("xtask: could not remove {}: {e}", cache.display()),
     }
-    Ok(binaries)
+    Ok(())
 }
 
-/// The `-ldflags` that give a binary its release version (`kube-apiserver --version`, the
-/// API's `/version`, which kubectl prints); etcd's version is compiled into its source.
+/// The `-ldflags` that give a Kubernetes binary its release version (`kube-apiserver
+/// --version`, the API's `/version`, the kubelet's in its Node's status, kubectl's client
+/// version); etcd's version is compiled into its source.
 fn version_ldflags(name: &str) -> anyhow::Result<String> {
-    if name != "kube-apiserver" {
+    if name == "etcd" {
         return Ok(String::new());
     }
     let Some((major, minor)) = KUBERNETES_VERSION

@@ -1,0 +1,183 @@
+//! `cargo xtask cluster up|down`: a real one-node Kubernetes on this machine, with Nephrite as
+//! its network and nothing pulled from a registry.
+//!
+//! `up` runs, as root, etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the
+//! pinned release, built from the Go module proxy by [`crate::kube::ensure_node`]), Debian's
+//! containerd and runc ([`runtime`] says why that containerd), a kubelet configured for this
+//! machine's cgroup v1 ([`kubelet`]), nimbess-agent (`--kube`, kernel driver) with nimbess-cni as
+//! the node's only CNI network ([`network`]), and imports the pause and echo images built here
+//! ([`images`]). No kube-proxy: Services are nimbess-agent's. Every file, socket, log and pid
+//! file is in the cluster's directory; `down` stops and removes everything `up` made
+//! ([`teardown`]).
+//!
+//! One concern per module: [`config`] (shared facts and paths), [`pki`], [`control_plane`],
+//! [`runtime`], [`kubelet`], [`network`], [`images`], [`process`] (detached processes and their
+//! pid files), [`up`] and [`teardown`].
+
+mod config;
+mod control_plane;
+mod images;
+mod kubelet;
+mod network;
+mod pki;
+mod process;
+mod runtime;
+mod teardown;
+mod up;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use nephrite_test_services::kube_apiserver::{KUBERNETES_VERSION, bin_dir, kube_root};
+
+/// The usage of `cargo xtask cluster`.
+pub const USAGE: &str = "usage: cargo xtask cluster up [--dir DIR]
+       cargo xtask cluster down [--dir DIR]";
+
+/// The file under `target/kube` naming the directory of the last `up` without `--dir`.
+const LAST_UP: &str = "cluster-last-up";
+
+/// Runs `cargo xtask cluster <args>`.
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let (command, rest) = args
+        .split_first()
+        .with_context(|| format!("no cluster command given\n\n{USAGE}"))?;
+    match command.as_str() {
+        "up" => up(dir_flag(rest)?),
+        "down" => down(dir_flag(rest)?),
+        other => bail!("unknown cluster command `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// `--dir DIR` (or `--dir=DIR`), if given.
+fn dir_flag(args: &[String]) -> anyhow::Result<Option<PathBuf>> {
+    match args {
+        [] => Ok(None),
+        [flag, dir] if flag == "--dir" => Ok(Some(PathBuf::from(dir))),
+        [flag] if flag.starts_with("--dir=") => Ok(Some(PathBuf::from(&flag["--dir=".len()..]))),
+        _ => bail!("unexpected arguments {args:?}\n\n{USAGE}"),
+    }
+}
+
+fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let (dir, remembered) = match dir {
+        Some(dir) => (absolute(&dir)?, false),
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("nephrite-cluster-")
+                .tempdir()
+                .context("creating a temporary directory")?
+                .keep();
+            (dir, true)
+        }
+    };
+    eprintln!("xtask: cluster state in {}", dir.display());
+    if remembered {
+        let last = kube_root().join(LAST_UP);
+        std::fs::create_dir_all(kube_root()).context("creating target/kube")?;
+        std::fs::write(&last, dir.to_string_lossy().as_bytes())
+            .with_context(|| format!("writing {}", last.display()))?;
+    }
+    let down = if remembered {
+        "cargo xtask cluster down".to_owned()
+    } else {
+        format!("cargo xtask cluster down --dir {}", dir.display())
+    };
+    let up = up::up(&dir).with_context(|| {
+        format!(
+            "the cluster did not come up; its logs are in {}/logs; remove what started with: {down}",
+            dir.display()
+        )
+    })?;
+    let kubeconfig = config::admin_kubeconfig(&dir);
+    eprintln!(
+        "xtask: Kubernetes {KUBERNETES_VERSION}, node {} Ready at {} in {:.1}s (API {})",
+        config::NODE_NAME,
+        up.node_ip,
+        up.started_in.as_secs_f64(),
+        up.server,
+    );
+    for started in &up.started {
+        eprintln!(
+            "xtask:   {} pid {} log {}",
+            started.name,
+            started.pid,
+            started.log.display()
+        );
+    }
+    eprintln!(
+        "xtask: pods get addresses from nimbess-agent on {} (network {}); Services are \
+         nimbess-agent's (no kube-proxy)\n\
+         xtask: images (use imagePullPolicy: Never): {}\n\
+         xtask: export KUBECONFIG={}\n\
+         xtask: kubectl of the same release: {}\n\
+         xtask: e.g. {} create deployment echo --image={} --replicas=3 --port=8080\n\
+         xtask: stop it and remove everything with: {down}",
+        config::POD_SUBNET,
+        config::POD_NETWORK,
+        up.images.join(", "),
+        kubeconfig.display(),
+        up.kubectl.display(),
+        up.kubectl.display(),
+        config::echo_image(),
+    );
+    Ok(())
+}
+
+fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let last = kube_root().join(LAST_UP);
+    let dir = match dir {
+        Some(dir) => absolute(&dir)?,
+        None => PathBuf::from(std::fs::read_to_string(&last).with_context(|| {
+            format!(
+                "no --dir given and no cluster remembered in {} (was `cargo xtask cluster up` \
+                 run without --dir?)",
+                last.display()
+            )
+        })?),
+    };
+    anyhow::ensure!(
+        dir.join("run").is_dir() || !dir.exists(),
+        "{} holds no cluster (no run/ directory of pid files); nothing removed",
+        dir.display()
+    );
+    let node = crate::kube::NodeBinaries::under(&bin_dir(&kube_root()));
+    let report = teardown::down(&dir, &node);
+    if std::fs::read_to_string(&last).is_ok_and(|remembered| Path::new(&remembered) == dir) {
+        let _ = std::fs::remove_file(&last);
+    }
+    for (name, pid) in &report.stopped {
+        eprintln!("xtask: stopped {name} (pid {pid})");
+    }
+    if !report.killed.is_empty() {
+        eprintln!("xtask: killed left-over processes {:?}", report.killed);
+    }
+    eprintln!(
+        "xtask: unmounted {} mount(s), removed {} cgroup(s){}",
+        report.unmounted.len(),
+        report.cgroups,
+        if report.network.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", report.network.join(", "))
+        }
+    );
+    for warning in &report.warnings {
+        eprintln!("xtask: WARNING: {warning}");
+    }
+    eprintln!("xtask: removed {}", dir.display());
+    if report.warnings.is_empty() {
+        Ok(())
+    } else {
+        bail!(
+            "{} thing(s) could not be removed (above)",
+            report.warnings.len()
+        )
+    }
+}
+
+/// `dir` made absolute against the current directory (the processes name it on their command
+/// lines, which `down` checks from anywhere).
+fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))
+}
