@@ -135,6 +135,33 @@ impl ApiError {
         .with_details(name, group_resource, Vec::new())
     }
 
+    /// 409 Conflict with field causes and no object details (what a server-side apply
+    /// conflict answers with): each cause is a message and a field.
+    pub(crate) fn conflict_with_causes(
+        message: String,
+        cause_reason: &str,
+        causes: Vec<(String, String)>,
+    ) -> Self {
+        let causes = causes
+            .into_iter()
+            .map(|(message, field)| StatusCause {
+                reason: cause_reason.into(),
+                message,
+                field,
+            })
+            .collect();
+        let mut err = Self::new(409, reason::CONFLICT, message);
+        err.0.details = Some(StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        });
+        err
+    }
+
     /// 422 Invalid: `<Kind> "<name>" is invalid: <field>: <problem>`.
     pub fn invalid(kind: &str, name: &str, field: &str, problem: &str) -> Self {
         Self::invalid_fields(kind, name, &[FieldProblem::new(field, problem)])
@@ -252,6 +279,8 @@ fn cause_reason(problem: &str) -> &'static str {
         "FieldValueTooLong"
     } else if problem.starts_with("Too many") {
         "FieldValueTooMany"
+    } else if problem.starts_with("Forbidden") {
+        "FieldValueForbidden"
     } else if problem.starts_with("Duplicate value") {
         "FieldValueDuplicate"
     } else {

@@ -14,6 +14,7 @@
 //! | `validation` | names, labels and annotations, as Kubernetes validates them |
 //! | `meta` | metadata normalisation and system fields |
 //! | `patch` | patch bodies, decoded before the lock is taken |
+//! | `managed` | server-side apply's field ownership, removals and conflicts |
 //!
 //! Objects are kept as `nephrite-krm` [`Object`]s; their metadata is read through its
 //! `ObjectMeta`.
@@ -24,6 +25,7 @@ mod decode;
 mod delete;
 mod gc;
 mod key;
+mod managed;
 mod meta;
 mod patch;
 mod read;
@@ -41,7 +43,7 @@ pub(crate) use delete::{DeleteOptions, Propagation};
 pub(crate) use key::{ObjectKey, StorageKey};
 pub(crate) use patch::{Patch, PatchKind};
 pub(crate) use watch::{Filter, WatchItem, WatchStart};
-pub(crate) use write::{Subresource, Written};
+pub(crate) use write::{Subresource, WriteOptions, Written};
 
 use crate::resources::{self, ResourceType};
 use watch::{EventType, HistoryEvent, Watcher};
@@ -62,6 +64,8 @@ pub(crate) struct Store {
     /// Every event with a resourceVersion above this is still in `history`.
     compacted: u64,
     watchers: Vec<Watcher>,
+    /// Field ownership (server-side apply) of each object, by uid.
+    managed: HashMap<String, managed::ManagedFields>,
 }
 
 impl Store {
@@ -76,6 +80,7 @@ impl Store {
             history_limit: history_limit.max(1),
             compacted: 0,
             watchers: Vec::new(),
+            managed: HashMap::new(),
         };
         if let Some(ns_type) = store.resolve("", "v1", "namespaces") {
             for ns in INITIAL_NAMESPACES {
@@ -159,6 +164,7 @@ impl Store {
         let old = self.objects.get_mut(storage)?.remove(key)?;
         if let Some(uid) = &old.metadata.details().uid {
             self.uids.remove(uid);
+            self.managed.remove(uid);
         }
         self.rv += 1;
         let mut last = last.unwrap_or_else(|| old.clone());

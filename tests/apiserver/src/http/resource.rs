@@ -17,7 +17,7 @@ use super::{Shared, served};
 use crate::error::{ApiError, json_response};
 use crate::resources::ResourceType;
 use crate::selector::FieldSelector;
-use crate::store::{FieldValidation, Patch, PatchKind, Store, Subresource, Written};
+use crate::store::{FieldValidation, Patch, PatchKind, Store, Subresource, WriteOptions, Written};
 
 pub(super) async fn resource(
     shared: &Arc<Shared>,
@@ -78,7 +78,14 @@ pub(super) async fn resource(
         let rt = served(&store, &rp, &path)?;
         Ok((store, rt))
     };
-    let validation = || FieldValidation::parse(params.get("fieldValidation").map(String::as_str));
+    let manager = field_manager(&params, &req);
+    let write_options = || -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            validation: FieldValidation::parse(params.get("fieldValidation").map(String::as_str))?,
+            manager: manager.clone(),
+            force: flag(&params, "force"),
+        })
+    };
     match verb {
         "get" => {
             let (store, rt) = locked()?;
@@ -109,23 +116,21 @@ pub(super) async fn resource(
             start_watch(shared, &rp, &path, filter, &params, decision.expire_watch)
         }
         "create" => {
-            let validation = validation()?;
+            let opts = write_options()?;
             let (ct, bytes) = read_body(req).await?;
             let body = parse_object_body(ct.as_deref(), &bytes)?;
             let (mut store, rt) = locked()?;
-            Ok(written(store.create_with(&rt, ns, body, validation)?))
+            Ok(written(store.create_with(&rt, ns, body, &opts)?))
         }
         "update" => {
-            let validation = validation()?;
+            let opts = write_options()?;
             let (ct, bytes) = read_body(req).await?;
             let body = parse_object_body(ct.as_deref(), &bytes)?;
             let (mut store, rt) = locked()?;
-            Ok(written(
-                store.replace(&rt, ns, name, body, sub, validation)?,
-            ))
+            Ok(written(store.replace(&rt, ns, name, body, sub, &opts)?))
         }
         "patch" => {
-            let validation = validation()?;
+            let opts = write_options()?;
             let (ct, bytes) = read_body(req).await?;
             let kind = patch_kind(ct.as_deref())?;
             if kind == PatchKind::Apply && params.get("fieldManager").is_none_or(|f| f.is_empty()) {
@@ -135,9 +140,7 @@ pub(super) async fn resource(
             }
             let patch = Patch::decode(kind, &bytes)?;
             let (mut store, rt) = locked()?;
-            Ok(written(
-                store.patch(&rt, ns, name, &patch, sub, validation)?,
-            ))
+            Ok(written(store.patch(&rt, ns, name, &patch, sub, &opts)?))
         }
         "delete" => {
             let (_, bytes) = read_body(req).await?;
@@ -160,6 +163,20 @@ pub(super) async fn resource(
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
+}
+
+/// The write's field manager: the `fieldManager` parameter, or else the User-Agent's product
+/// name (what precedes its first `/`), as Kubernetes picks it.
+fn field_manager(params: &super::request::Params, req: &Request) -> String {
+    if let Some(name) = params.get("fieldManager").filter(|m| !m.is_empty()) {
+        return name.clone();
+    }
+    let agent = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    agent.split('/').next().unwrap_or("").to_string()
 }
 
 /// 201 for a created object, 200 otherwise, with a `Warning` header per warning.

@@ -15,7 +15,7 @@ pub(crate) enum PatchKind {
     StrategicAsMerge,
     /// application/json-patch+json (RFC 6902).
     Json,
-    /// application/apply-patch+yaml: a merge patch that creates the object when absent.
+    /// application/apply-patch+yaml: a server-side apply, which creates the object when absent.
     Apply,
 }
 
@@ -26,8 +26,8 @@ pub(crate) enum Patch {
     Merge(Value),
     /// JSON patch operations (RFC 6902), in order.
     Json(Vec<JsonPatchOp>),
-    /// A server-side apply configuration (JSON or YAML), applied as a merge patch that creates
-    /// the object when it is absent.
+    /// A server-side apply configuration (JSON or YAML); the store applies it with its field
+    /// ownership (`managed`), creating the object when it is absent.
     Apply(Value),
 }
 
@@ -78,7 +78,8 @@ impl Patch {
         }
     }
 
-    /// Applies the patch to `doc`; on failure `doc` is left as it was.
+    /// Applies the patch to `doc`; on failure `doc` is left as it was. An apply configuration
+    /// is merged in here without field ownership (the store's writes go through `managed`).
     pub fn apply_to(&self, doc: &mut Value) -> Result<(), ApiError> {
         match self {
             Self::Merge(patch) | Self::Apply(patch) => {

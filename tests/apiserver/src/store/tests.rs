@@ -189,7 +189,7 @@ fn crd_scope_and_kind_are_immutable_and_rewrites_are_no_ops() -> Result<(), ApiE
                 "gadgets.example.com",
                 crd(scope, kind),
                 Subresource::Main,
-                FieldValidation::Strict,
+                &WriteOptions::new(FieldValidation::Strict),
             )
             .err();
         assert_eq!(err.as_ref().map(|e| e.code()), Some(422), "{err:?}");
@@ -219,7 +219,7 @@ fn crd_scope_and_kind_are_immutable_and_rewrites_are_no_ops() -> Result<(), ApiE
             "gadgets.example.com",
             crd("Namespaced", "Gadget"),
             Subresource::Main,
-            FieldValidation::Strict,
+            &WriteOptions::new(FieldValidation::Strict),
         )?
         .object;
     assert_eq!(s.current_rv(), rv, "no write");

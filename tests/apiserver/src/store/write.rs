@@ -10,6 +10,7 @@ use super::checks::{
     check_type, check_uid_precondition, creates_on_update,
 };
 use super::decode::{FieldValidation, decode};
+use super::managed::{ManagedFields, Manager, Operation, Scope, conflict_error};
 use super::meta::{keep_system_fields, now, random_suffix, same_content, spec_changed};
 use super::validation::{MAX_GENERATED_PREFIX, metadata_problems, name_problems, refuse};
 use super::{ObjectKey, Patch, StorageKey, Store};
@@ -24,6 +25,54 @@ pub(crate) enum Subresource {
     Main,
     /// `/status`.
     Status,
+}
+
+/// How a write is made: what happens to unknown fields, which field manager makes it, and
+/// whether an apply takes fields from other managers.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WriteOptions {
+    /// The request's `fieldValidation`.
+    pub validation: FieldValidation,
+    /// The `fieldManager` (or the User-Agent's product name).
+    pub manager: String,
+    /// The request's `force` (server-side apply only).
+    pub force: bool,
+}
+
+impl WriteOptions {
+    /// Options with `validation`, an unnamed manager and no force.
+    pub fn new(validation: FieldValidation) -> Self {
+        Self {
+            validation,
+            manager: String::new(),
+            force: false,
+        }
+    }
+
+    fn manager(&self, operation: Operation, sub: Subresource) -> Manager {
+        Manager {
+            name: self.manager.clone(),
+            operation,
+            status: sub == Subresource::Status,
+        }
+    }
+}
+
+/// What a write does to field ownership once it is stored.
+enum Ownership {
+    /// A non-apply write: its manager takes the fields it changed.
+    Update(Manager),
+    /// An apply: the ownership it computed.
+    Applied(ManagedFields),
+}
+
+/// Which fields a write to `sub` of `rt` can own.
+fn scope(rt: &ResourceType, sub: Subresource) -> Scope {
+    match sub {
+        Subresource::Status => Scope::StatusOnly,
+        Subresource::Main if rt.status_subresource => Scope::NoStatus,
+        Subresource::Main => Scope::All,
+    }
 }
 
 /// What a successful write answers with.
@@ -45,20 +94,34 @@ impl Store {
         ns: Option<&str>,
         body: Value,
     ) -> Result<Object, ApiError> {
-        self.create_with(rt, ns, body, FieldValidation::Ignore)
+        self.create_with(rt, ns, body, &WriteOptions::new(FieldValidation::Ignore))
             .map(|w| w.object)
     }
 
-    /// POST: create an object, handling unknown fields as `validation` says.
+    /// POST: create an object, handling unknown fields as `opts.validation` says; its manager
+    /// owns every field.
     pub fn create_with(
         &mut self,
         rt: &ResourceType,
         ns: Option<&str>,
         body: Value,
-        validation: FieldValidation,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.create_as(rt, ns, body, opts, Operation::Update)
+    }
+
+    /// A create by an update (POST, or PUT of a kind created on update) or by an apply.
+    fn create_as(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+        operation: Operation,
     ) -> Result<Written, ApiError> {
         check_type(rt, &body)?;
-        let (mut obj, warnings) = decode(rt, body, validation)?;
+        let config = body.clone();
+        let (mut obj, warnings) = decode(rt, body, opts.validation)?;
         if obj.metadata.details().resource_version.is_some() {
             // What a real apiserver answers (a 500 from its storage layer): the object was most
             // likely copied from a read, and Kubernetes refuses to create it.
@@ -119,6 +182,36 @@ impl Store {
         }
         let has_owners = obj.metadata.details().owner_references.is_some();
         let stored = self.commit_put(&storage, key, obj);
+        let stored_json = stored.to_json();
+        let manager = opts.manager(operation, Subresource::Main);
+        let mut managed = ManagedFields::default();
+        let scope = scope(rt, Subresource::Main);
+        match operation {
+            Operation::Update => {
+                managed.record_update(
+                    manager,
+                    &rt.api_version(),
+                    &Value::Null,
+                    &stored_json,
+                    scope,
+                );
+            }
+            Operation::Apply => {
+                // No other manager exists yet: nothing can conflict.
+                let _ = managed.apply(
+                    manager,
+                    &rt.api_version(),
+                    &stored_json,
+                    &config,
+                    scope,
+                    true,
+                );
+                managed.keep_existing(&stored_json);
+            }
+        }
+        if let Some(uid) = stored.metadata.details().uid.clone() {
+            self.managed.insert(uid, managed);
+        }
         if has_owners {
             self.collect_garbage();
         }
@@ -166,11 +259,11 @@ impl Store {
         name: &str,
         body: Value,
         sub: Subresource,
-        validation: FieldValidation,
+        opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let key = Self::key(rt, ns, name);
         check_type(rt, &body)?;
-        let (proposed, warnings) = decode(rt, body.clone(), validation)?;
+        let (proposed, warnings) = decode(rt, body.clone(), opts.validation)?;
         check_name(rt, &key, &proposed)?;
         let Some(old) = self.stored(&rt.storage(), &key).cloned() else {
             if creates_on_update(rt) && sub == Subresource::Main {
@@ -178,7 +271,7 @@ impl Store {
                 if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
                     m.remove("resourceVersion");
                 }
-                return self.create_with(rt, ns, body, validation);
+                return self.create_as(rt, ns, body, opts, Operation::Update);
             }
             return Err(ApiError::not_found(&rt.group_resource(), name));
         };
@@ -187,7 +280,8 @@ impl Store {
             check_uid_precondition(rt, &old, want)?;
         }
         check_rv_precondition(rt, &old, &proposed)?;
-        let object = self.write_existing(rt, key, old, proposed, sub)?;
+        let ownership = Ownership::Update(opts.manager(Operation::Update, sub));
+        let object = self.write_existing(rt, key, old, proposed, sub, ownership)?;
         Ok(Written {
             object,
             created: false,
@@ -203,7 +297,7 @@ impl Store {
         name: &str,
         patch: &Patch,
         sub: Subresource,
-        validation: FieldValidation,
+        opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let key = Self::key(rt, ns, name);
         if let Patch::Apply(applied) = patch {
@@ -225,12 +319,33 @@ impl Store {
                 } else if let Some(root) = body.as_object_mut() {
                     root.insert("metadata".into(), json!({"name": name}));
                 }
-                return self.create_with(rt, ns, body, validation);
+                return self.create_as(rt, ns, body, opts, Operation::Apply);
             }
             return Err(ApiError::not_found(&rt.group_resource(), name));
         };
-        let mut doc = old.to_json();
-        patch.apply_to(&mut doc)?;
+        let (doc, ownership) = match patch {
+            Patch::Apply(config) => {
+                let mut managed = self.managed_fields(&old);
+                let manager = opts.manager(Operation::Apply, sub);
+                let live = old.to_json();
+                let doc = managed
+                    .apply(
+                        manager,
+                        &rt.api_version(),
+                        &live,
+                        config,
+                        scope(rt, sub),
+                        opts.force,
+                    )
+                    .map_err(|c| conflict_error(&c))?;
+                (doc, Ownership::Applied(managed))
+            }
+            _ => {
+                let mut doc = old.to_json();
+                patch.apply_to(&mut doc)?;
+                (doc, Ownership::Update(opts.manager(Operation::Update, sub)))
+            }
+        };
         if !doc.is_object() {
             return Err(ApiError::new(
                 422,
@@ -239,10 +354,10 @@ impl Store {
             ));
         }
         check_patched_type(rt, &key, &doc)?;
-        let (proposed, warnings) = decode(rt, doc, validation)?;
+        let (proposed, warnings) = decode(rt, doc, opts.validation)?;
         check_patched(rt, &key, &old, &proposed)?;
         check_rv_precondition(rt, &old, &proposed)?;
-        let object = self.write_existing(rt, key, old, proposed, sub)?;
+        let object = self.write_existing(rt, key, old, proposed, sub, ownership)?;
         Ok(Written {
             object,
             created: false,
@@ -260,6 +375,7 @@ impl Store {
         old: Object,
         proposed: Object,
         sub: Subresource,
+        ownership: Ownership,
     ) -> Result<Object, ApiError> {
         let storage = rt.storage();
         let mut new = match sub {
@@ -300,6 +416,7 @@ impl Store {
             self.prepare_crd(&mut new, Some(&old))?;
         }
         if same_content(&new, &old) {
+            self.own(rt, sub, &old, &old, ownership);
             return Ok(Self::present(rt, &old));
         }
         if new.is_being_deleted() && new.metadata.details().finalizers.is_none() {
@@ -314,10 +431,50 @@ impl Store {
         let owners_changed =
             new.metadata.details().owner_references != old.metadata.details().owner_references;
         let stored = self.commit_put(&storage, key, new);
+        self.own(rt, sub, &old, &stored, ownership);
         if owners_changed {
             self.collect_garbage();
         }
         Ok(Self::present(rt, &stored))
+    }
+
+    /// The field ownership of a stored object (none for one the store made itself).
+    fn managed_fields(&self, obj: &Object) -> ManagedFields {
+        obj.metadata
+            .details()
+            .uid
+            .as_ref()
+            .and_then(|uid| self.managed.get(uid))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Records what a write from `old` to `new` did to field ownership.
+    fn own(
+        &mut self,
+        rt: &ResourceType,
+        sub: Subresource,
+        old: &Object,
+        new: &Object,
+        ownership: Ownership,
+    ) {
+        let Some(uid) = new.metadata.details().uid.clone() else {
+            return;
+        };
+        let new_json = new.to_json();
+        let managed = match ownership {
+            Ownership::Update(manager) => {
+                let mut managed = self.managed_fields(old);
+                let scope = scope(rt, sub);
+                managed.record_update(manager, &rt.api_version(), &old.to_json(), &new_json, scope);
+                managed
+            }
+            Ownership::Applied(mut managed) => {
+                managed.keep_existing(&new_json);
+                managed
+            }
+        };
+        self.managed.insert(uid, managed);
     }
 
     /// 422 naming every required field that is missing and every value that breaks the CRD
