@@ -86,4 +86,14 @@ impl DataService {
         self.shutdown = Some(shutdown);
         self
     }
+
+    /// The revision a listing reflects, read just before the listing's own read: revisions
+    /// become visible in commit order (the store's promise), so every change up to it is
+    /// committed and seen by the read that follows, whichever connection makes it. A change
+    /// committed in between shows in the listing and is sent again by a `Watch` from this
+    /// revision, which leaves the watcher's rows the same.
+    async fn listing_revision(&self) -> Result<u64, crate::errors::ApiError> {
+        let revision = self.store.current_revision().await?;
+        Ok(u64::try_from(revision).unwrap_or(0))
+    }
 }

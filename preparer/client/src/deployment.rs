@@ -102,6 +102,9 @@ pub struct DeploymentPage {
     pub deployments: Vec<DeploymentInfo>,
     /// Where the next page starts (its `window.after_id`); `None` on the last page.
     pub next_after_id: Option<String>,
+    /// The revision the page reflects: every change up to it is in the page (see
+    /// [`crate::Listing`]); 0 from a preparer that does not say.
+    pub revision: u64,
 }
 
 /// An exclusive lease on one deployment.

@@ -83,6 +83,14 @@ pub enum WireError {
         /// The number received.
         value: i32,
     },
+    /// A listing's revision header (`nephrite-revision`) held no decimal revision.
+    #[error("header {header} holds {value:?}, not a revision")]
+    BadRevisionHeader {
+        /// The header's name.
+        header: &'static str,
+        /// What it held (lossy when not text).
+        value: String,
+    },
 }
 
 /// Why a Data API call failed. Its text is what a person needs: the preparer's own message

@@ -14,8 +14,8 @@ use tonic::Streaming;
 use crate::wire::required_info;
 use crate::{
     CatalogQuery, Change, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Modification, Plugin,
-    PluginQuery, Site, SiteInfo, Template, TemplateInfo, WireError,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Listing, Modification, Plugin,
+    PluginQuery, REVISION_HEADER, Site, SiteInfo, Template, TemplateInfo, WireError,
 };
 
 /// The preparer's Data API over a gRPC channel (cheap to clone: clones share the channel).
@@ -48,18 +48,34 @@ fn invalid(call: &'static str) -> impl Fn(WireError) -> DataError {
     move |source| DataError::InvalidAnswer { call, source }
 }
 
-/// Every item of a listing's stream, converted.
+/// Every item of a listing's stream, converted, with the revision its header names (0 when
+/// it names none: a preparer from before list + watch).
 async fn collect<W, T>(
     call: &'static str,
     answer: Result<tonic::Response<Streaming<W>>, tonic::Status>,
     convert: fn(W) -> Result<T, WireError>,
-) -> Result<Vec<T>, DataError> {
-    let mut stream = answer.map_err(refused(call))?.into_inner();
+) -> Result<Listing<T>, DataError> {
+    let answer = answer.map_err(refused(call))?;
+    let revision = match answer.metadata().get(REVISION_HEADER) {
+        None => 0,
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .ok_or_else(|| DataError::InvalidAnswer {
+                call,
+                source: WireError::BadRevisionHeader {
+                    header: REVISION_HEADER,
+                    value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                },
+            })?,
+    };
+    let mut stream = answer.into_inner();
     let mut items = Vec::new();
     while let Some(item) = stream.message().await.map_err(refused(call))? {
         items.push(convert(item).map_err(invalid(call))?);
     }
-    Ok(items)
+    Ok(Listing { items, revision })
 }
 
 fn lease_ms(lease: Option<Duration>) -> u64 {
@@ -91,7 +107,10 @@ impl DataApi for PreparerClient {
         Template::try_from(answer.map_err(refused(call))?.into_inner()).map_err(invalid(call))
     }
 
-    async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, DataError> {
+    async fn list_templates(
+        &self,
+        query: CatalogQuery,
+    ) -> Result<Listing<TemplateInfo>, DataError> {
         let request = pb::ListTemplatesRequest::from(query);
         let answer = self.wire().list_templates(request).await;
         collect("ListTemplates", answer, |t| Ok(t.into())).await
@@ -120,7 +139,7 @@ impl DataApi for PreparerClient {
         Site::try_from(answer.map_err(refused(call))?.into_inner()).map_err(invalid(call))
     }
 
-    async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, DataError> {
+    async fn list_sites(&self, query: CatalogQuery) -> Result<Listing<SiteInfo>, DataError> {
         let request = pb::ListSitesRequest::from(query);
         let answer = self.wire().list_sites(request).await;
         collect("ListSites", answer, |s| Ok(s.into())).await
@@ -148,7 +167,7 @@ impl DataApi for PreparerClient {
         Plugin::try_from(answer.map_err(refused(call))?.into_inner()).map_err(invalid(call))
     }
 
-    async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, DataError> {
+    async fn list_plugins(&self, query: PluginQuery) -> Result<Listing<Plugin>, DataError> {
         let request = pb::ListPluginsRequest::from(query);
         let answer = self.wire().list_plugins(request).await;
         collect("ListPlugins", answer, Plugin::try_from).await

@@ -3,7 +3,9 @@
 //!
 //! - [`DataApi`]: every call of the API, taking and returning the values of [`catalog`],
 //!   [`deployment`] and [`change`] (`Watch` is a stream of [`Change`]s), failing with
-//!   [`DataError`]. Its provided methods read every page of a listing.
+//!   [`DataError`]. Its provided methods read every page of a listing. Listings answer the
+//!   revision they reflect ([`Listing`], [`DeploymentPage::revision`]): list, then watch from
+//!   it, and the watch starts right after the listing ([`listing`]).
 //! - [`PreparerClient`]: the implementation over gRPC, on a channel the caller dialled with its
 //!   credentials (`nephrite_runtime::ClientArgs::dial`). The preparer implements the same
 //!   trait over its own store, in process.
@@ -20,6 +22,7 @@ pub mod change;
 pub mod deployment;
 mod error;
 mod grpc;
+pub mod listing;
 mod window;
 pub mod wire;
 
@@ -33,6 +36,7 @@ pub use deployment::{
 };
 pub use error::{DataError, ErrorKind, WireError};
 pub use grpc::PreparerClient;
+pub use listing::{Listing, REVISION_HEADER};
 pub use window::{DEFAULT_PAGE, MAX_PAGE, Window};
 
 /// The changes of a `Watch`, in revision order, until the stream fails or the preparer ends it.
@@ -46,8 +50,9 @@ pub trait DataApi: Send + Sync {
     async fn register_template(&self, template: Template) -> Result<bool, DataError>;
     /// A template with its package.
     async fn get_template(&self, id: &str) -> Result<Template, DataError>;
-    /// One page of templates (without packages).
-    async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, DataError>;
+    /// One page of templates (without packages), with the revision it reflects.
+    async fn list_templates(&self, query: CatalogQuery)
+    -> Result<Listing<TemplateInfo>, DataError>;
     /// Deletes a template; whether it existed.
     async fn delete_template(&self, id: &str) -> Result<bool, DataError>;
 
@@ -55,8 +60,8 @@ pub trait DataApi: Send + Sync {
     async fn register_site(&self, site: Site) -> Result<bool, DataError>;
     /// A site with its package.
     async fn get_site(&self, id: &str) -> Result<Site, DataError>;
-    /// One page of sites (without packages).
-    async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, DataError>;
+    /// One page of sites (without packages), with the revision it reflects.
+    async fn list_sites(&self, query: CatalogQuery) -> Result<Listing<SiteInfo>, DataError>;
     /// Deletes a site; whether it existed.
     async fn delete_site(&self, id: &str) -> Result<bool, DataError>;
 
@@ -64,8 +69,8 @@ pub trait DataApi: Send + Sync {
     async fn register_plugin(&self, plugin: Plugin) -> Result<bool, DataError>;
     /// A plugin.
     async fn get_plugin(&self, name: &str) -> Result<Plugin, DataError>;
-    /// One page of plugins.
-    async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, DataError>;
+    /// One page of plugins, with the revision it reflects.
+    async fn list_plugins(&self, query: PluginQuery) -> Result<Listing<Plugin>, DataError>;
     /// Deletes a plugin; whether it existed.
     async fn delete_plugin(&self, name: &str) -> Result<bool, DataError>;
 
@@ -112,7 +117,8 @@ pub trait DataApi: Send + Sync {
     async fn cancel_modification(&self, id: &str, token: &str) -> Result<(), DataError>;
 
     /// Every change after `from_revision` (0: from the oldest kept) of the `kinds` given (empty:
-    /// all), then changes as they happen.
+    /// all), then changes as they happen. From a listing's revision: the changes after the
+    /// listing, none before ([`listing`]).
     async fn watch(
         &self,
         from_revision: u64,
@@ -121,6 +127,15 @@ pub trait DataApi: Send + Sync {
 
     /// Every template matching `query`'s patterns, reading page after page.
     async fn all_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, DataError> {
+        Ok(self.all_templates_listing(query).await?.items)
+    }
+
+    /// Every template matching `query`'s patterns, with the revision the listing reflects
+    /// (its first page's): watch from it for what changes after.
+    async fn all_templates_listing(
+        &self,
+        query: CatalogQuery,
+    ) -> Result<Listing<TemplateInfo>, DataError> {
         every_page(
             |window| {
                 self.list_templates(CatalogQuery {
@@ -135,6 +150,12 @@ pub trait DataApi: Send + Sync {
 
     /// Every site matching `query`'s patterns, reading page after page.
     async fn all_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, DataError> {
+        Ok(self.all_sites_listing(query).await?.items)
+    }
+
+    /// Every site matching `query`'s patterns, with the revision the listing reflects (its
+    /// first page's): watch from it for what changes after.
+    async fn all_sites_listing(&self, query: CatalogQuery) -> Result<Listing<SiteInfo>, DataError> {
         every_page(
             |window| {
                 self.list_sites(CatalogQuery {
@@ -149,6 +170,12 @@ pub trait DataApi: Send + Sync {
 
     /// Every plugin matching `query`, reading page after page.
     async fn all_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, DataError> {
+        Ok(self.all_plugins_listing(query).await?.items)
+    }
+
+    /// Every plugin matching `query`, with the revision the listing reflects (its first
+    /// page's): watch from it for what changes after.
+    async fn all_plugins_listing(&self, query: PluginQuery) -> Result<Listing<Plugin>, DataError> {
         every_page(
             |window| {
                 self.list_plugins(PluginQuery {
@@ -166,7 +193,17 @@ pub trait DataApi: Send + Sync {
         &self,
         query: DeploymentQuery,
     ) -> Result<Vec<DeploymentInfo>, DataError> {
-        let mut rows = Vec::new();
+        Ok(self.all_deployments_listing(query).await?.items)
+    }
+
+    /// Every deployment matching `query`, with the revision the listing reflects (its first
+    /// page's): watch from it for what changes after.
+    async fn all_deployments_listing(
+        &self,
+        query: DeploymentQuery,
+    ) -> Result<Listing<DeploymentInfo>, DataError> {
+        let mut listing = Listing::default();
+        let mut first = true;
         let mut after_id = String::new();
         loop {
             let window = Window::largest_after(after_id);
@@ -176,31 +213,39 @@ pub trait DataApi: Send + Sync {
                     ..query.clone()
                 })
                 .await?;
-            rows.extend(page.deployments);
+            if first {
+                listing.revision = page.revision;
+                first = false;
+            }
+            listing.items.extend(page.deployments);
             match page.next_after_id {
                 Some(next) => after_id = next,
-                None => return Ok(rows),
+                None => return Ok(listing),
             }
         }
     }
 }
 
 /// Reads every page of a keyset listing: largest pages, each after the last key of the one
-/// before, until a page is not full.
-async fn every_page<T, F, Fut>(mut page: F, key: fn(&T) -> &String) -> Result<Vec<T>, DataError>
+/// before, until a page is not full. The listing reflects its first page's revision (every
+/// later page was read after it).
+async fn every_page<T, F, Fut>(mut page: F, key: fn(&T) -> &String) -> Result<Listing<T>, DataError>
 where
     F: FnMut(Window) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<T>, DataError>>,
+    Fut: std::future::Future<Output = Result<Listing<T>, DataError>>,
 {
-    let mut rows = Vec::new();
+    let mut listing: Option<Listing<T>> = None;
     let mut after_id = String::new();
     loop {
         let next = page(Window::largest_after(after_id)).await?;
-        let full = next.len() == MAX_PAGE as usize;
-        after_id = next.last().map(key).cloned().unwrap_or_default();
-        rows.extend(next);
+        let full = next.items.len() == MAX_PAGE as usize;
+        after_id = next.items.last().map(key).cloned().unwrap_or_default();
+        match &mut listing {
+            None => listing = Some(next),
+            Some(listing) => listing.items.extend(next.items),
+        }
         if !full {
-            return Ok(rows);
+            return Ok(listing.unwrap_or_default());
         }
     }
 }

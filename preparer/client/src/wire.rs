@@ -410,6 +410,7 @@ impl From<DeploymentPage> for pb::ListDeploymentsResponse {
         pb::ListDeploymentsResponse {
             deployments: page.deployments.into_iter().map(Into::into).collect(),
             next_after_id: page.next_after_id.unwrap_or_default(),
+            revision: page.revision,
         }
     }
 }
@@ -419,6 +420,7 @@ impl From<pb::ListDeploymentsResponse> for DeploymentPage {
         DeploymentPage {
             deployments: response.deployments.into_iter().map(Into::into).collect(),
             next_after_id: (!response.next_after_id.is_empty()).then_some(response.next_after_id),
+            revision: response.revision,
         }
     }
 }

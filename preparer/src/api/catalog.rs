@@ -4,7 +4,7 @@
 use nephrite_merge::Metadata;
 use nephrite_merge::metadata::{extract_metadata, overlay};
 use nephrite_preparer_client::{
-    CatalogQuery, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+    CatalogQuery, Listing, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
 };
 
 use super::{DataService, convert};
@@ -66,17 +66,22 @@ impl DataService {
         })
     }
 
-    /// One page of templates.
-    pub async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, ApiError> {
+    /// One page of templates, with the revision it reflects.
+    pub async fn list_templates(
+        &self,
+        query: CatalogQuery,
+    ) -> Result<Listing<TemplateInfo>, ApiError> {
         let filter = convert::catalog_filter(&query.id_patterns, &query.metadata_patterns)?;
-        let rows = self
-            .store
-            .list_templates(&filter, &convert::window(query.window)?)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, metadata)| TemplateInfo { id, metadata })
-            .collect())
+        let window = convert::window(query.window)?;
+        let revision = self.listing_revision().await?;
+        let rows = self.store.list_templates(&filter, &window).await?;
+        Ok(Listing {
+            items: rows
+                .into_iter()
+                .map(|(id, metadata)| TemplateInfo { id, metadata })
+                .collect(),
+            revision,
+        })
     }
 
     /// Deletes a template; whether it existed.
@@ -117,14 +122,16 @@ impl DataService {
         })
     }
 
-    /// One page of sites.
-    pub async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, ApiError> {
+    /// One page of sites, with the revision it reflects.
+    pub async fn list_sites(&self, query: CatalogQuery) -> Result<Listing<SiteInfo>, ApiError> {
         let filter = convert::catalog_filter(&query.id_patterns, &query.metadata_patterns)?;
-        let rows = self
-            .store
-            .list_sites(&filter, &convert::window(query.window)?)
-            .await?;
-        Ok(rows.into_iter().map(site_info).collect())
+        let window = convert::window(query.window)?;
+        let revision = self.listing_revision().await?;
+        let rows = self.store.list_sites(&filter, &window).await?;
+        Ok(Listing {
+            items: rows.into_iter().map(site_info).collect(),
+            revision,
+        })
     }
 
     /// Deletes a site; whether it existed.
@@ -160,13 +167,14 @@ impl DataService {
         convert::plugin(self.store.get_plugin(name).await?)
     }
 
-    /// One page of plugins.
-    pub async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, ApiError> {
+    /// One page of plugins, with the revision it reflects.
+    pub async fn list_plugins(&self, query: PluginQuery) -> Result<Listing<Plugin>, ApiError> {
         let names = convert::patterns("name pattern", &query.name_patterns)?;
         let window = convert::window(query.window)?;
         let wanted_type = query.plugin_type.map(|t| t.as_str());
+        let revision = self.listing_revision().await?;
         let plugins = self.store.list_plugins().await?;
-        plugins
+        let items = plugins
             .into_iter()
             .filter(|p| p.name.as_str() > window.after_id.as_str())
             .filter(|p| wanted_type.is_none_or(|t| t == p.plugin_type))
@@ -181,7 +189,8 @@ impl DataService {
             .skip(window.offset as usize)
             .take(window.page_size())
             .map(convert::plugin)
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(Listing { items, revision })
     }
 
     /// Deletes a plugin; whether it existed.

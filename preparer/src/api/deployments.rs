@@ -132,6 +132,7 @@ impl DataService {
             approved: q.approved,
         };
         let window = convert::window(q.window)?;
+        let revision = self.listing_revision().await?;
         let (rows, more) = self.store.list_deployments(&filter, &window).await?;
         let next_after_id = if more {
             rows.last().map(|r| r.id.clone())
@@ -141,6 +142,7 @@ impl DataService {
         Ok(DeploymentPage {
             deployments: rows,
             next_after_id,
+            revision,
         })
     }
 

@@ -11,12 +11,13 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _};
 use nephrite_preparer_client::wire::entity_kind;
 use nephrite_preparer_client::{
-    CatalogQuery, DeploymentQuery, DeploymentRequest, Plugin, PluginQuery, Site, Template,
-    WireError,
+    CatalogQuery, DeploymentQuery, DeploymentRequest, Listing, Plugin, PluginQuery,
+    REVISION_HEADER, Site, Template, WireError,
 };
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_proto::nephrite::preparer::data::v1::data_server::{Data, DataServer};
 use nephrite_runtime::CallerIdentity;
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 
 use super::DataService;
@@ -34,11 +35,17 @@ fn respond<T, U: From<T>>(answer: std::result::Result<T, crate::errors::ApiError
     Ok(Response::new(U::from(answer?)))
 }
 
+/// A listing as a stream of its items, its revision in the `nephrite-revision` header.
 fn stream<T: Send + 'static, U: From<T> + Send + 'static>(
-    answer: std::result::Result<Vec<T>, crate::errors::ApiError>,
+    answer: std::result::Result<Listing<T>, crate::errors::ApiError>,
 ) -> Result<Stream_<U>> {
-    let items = answer?.into_iter().map(|item| Ok(U::from(item)));
-    Ok(Response::new(Box::pin(tokio_stream::iter(items))))
+    let listing = answer?;
+    let items = listing.items.into_iter().map(|item| Ok(U::from(item)));
+    let mut response = Response::new(Box::pin(tokio_stream::iter(items)) as Stream_<U>);
+    response
+        .metadata_mut()
+        .insert(REVISION_HEADER, MetadataValue::from(listing.revision));
+    Ok(response)
 }
 
 fn invalid(error: WireError) -> Status {

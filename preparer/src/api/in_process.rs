@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use nephrite_preparer_client::{
     CatalogQuery, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Modification, Plugin,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Listing, Modification, Plugin,
     PluginQuery, Site, SiteInfo, Template, TemplateInfo,
 };
 
@@ -37,7 +37,10 @@ impl DataApi for DataService {
             .map_err(refused(call))
     }
 
-    async fn list_templates(&self, query: CatalogQuery) -> Result<Vec<TemplateInfo>, DataError> {
+    async fn list_templates(
+        &self,
+        query: CatalogQuery,
+    ) -> Result<Listing<TemplateInfo>, DataError> {
         let call = "ListTemplates";
         DataService::list_templates(self, query)
             .await
@@ -63,7 +66,7 @@ impl DataApi for DataService {
         DataService::get_site(self, id).await.map_err(refused(call))
     }
 
-    async fn list_sites(&self, query: CatalogQuery) -> Result<Vec<SiteInfo>, DataError> {
+    async fn list_sites(&self, query: CatalogQuery) -> Result<Listing<SiteInfo>, DataError> {
         let call = "ListSites";
         DataService::list_sites(self, query)
             .await
@@ -91,7 +94,7 @@ impl DataApi for DataService {
             .map_err(refused(call))
     }
 
-    async fn list_plugins(&self, query: PluginQuery) -> Result<Vec<Plugin>, DataError> {
+    async fn list_plugins(&self, query: PluginQuery) -> Result<Listing<Plugin>, DataError> {
         let call = "ListPlugins";
         DataService::list_plugins(self, query)
             .await

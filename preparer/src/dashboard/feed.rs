@@ -1,11 +1,15 @@
-//! The feed: keeps a [`Board`](super::Board) live from the Data API. It opens `Watch` from
-//! revision 0 first, then lists every catalog and deployment (1,000 a page), then applies the
-//! watched changes; a change always carries the row as of its delivery and every later write
-//! has a later revision, so the board converges on the store's state whatever the listing and
-//! the replay overlap. The stream and the listing use two connections (two calls of the
-//! [`Connector`]), so that the unread stream cannot hold up the listing. When the stream fails it reports [`Connection::Lost`], waits (doubling
-//! from `retry_min` to `retry_max`) and starts over, keeping the old rows on screen until the
-//! new listing replaces them. Nothing is polled.
+//! The feed: keeps a [`Board`](super::Board) live from the Data API by list + watch. It lists
+//! every deployment (1,000 a page) and catalog, then opens `Watch` from the revision the
+//! listing reflects (its first page's), so the stream starts with the changes made since the
+//! listing began, not with a replay of the kept log. Every change up to that revision is in
+//! the listing; a later one may be too, and is then applied again: a change always carries the
+//! row as of its delivery and every later write has a later revision, so the board converges
+//! on the store's state whatever the overlap. (From a daemon that names no revision the watch
+//! starts at 0: a replay of every change kept, with the same result.) The stream and the
+//! other calls use two connections (two calls of the [`Connector`]), so that an unread stream
+//! cannot hold up the calls. When the stream fails it reports [`Connection::Lost`], waits
+//! (doubling from `retry_min` to `retry_max`) and starts over, keeping the old rows on screen
+//! until the new listing replaces them. Nothing is polled.
 //!
 //! The board receives the Data API's deployment rows as they come and [`CatalogEntry`]s made
 //! here from its catalog values.
@@ -18,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use nephrite_preparer_client::{
-    CatalogQuery, DataApi, DataError, DeploymentQuery, EntityKind, Plugin, PluginQuery, SiteInfo,
-    TemplateInfo, Window,
+    CatalogQuery, DataApi, DataError, DeploymentPage, DeploymentQuery, EntityKind, Plugin,
+    PluginQuery, SiteInfo, TemplateInfo, Window,
 };
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
@@ -98,18 +102,22 @@ impl Feed {
         updates: &mpsc::Sender<Update>,
         wait: &mut Duration,
     ) -> Result<(), String> {
-        // `Watch` gets a connection of its own: nothing reads the stream while the listing
-        // runs, and on a shared connection its unread changes (up to a stream window) would
-        // count against the receive window the listing's responses need too.
-        let watcher = (self.connect)().await?;
         let client = (self.connect)().await?;
-        let mut changes = watcher.watch(0, &[]).await.map_err(failed)?;
         async fn send_to(updates: &mpsc::Sender<Update>, update: Update) -> Result<(), ()> {
             updates.send(update).await.map_err(|_| ())
         }
         let send = |update: Update| send_to(updates, update);
         let closed = || Ok(());
         if send(Update::Relisting).await.is_err() {
+            return closed();
+        }
+        // The first page of deployments names the revision the whole listing reflects: every
+        // other read (the catalogs, the later pages) comes after it.
+        let mut window = Window::largest_after("");
+        let first = list_page(client.as_ref(), &window).await?;
+        let revision = first.revision;
+        let mut next_after_id = first.next_after_id;
+        if send(Update::Deployments(first.deployments)).await.is_err() {
             return closed();
         }
         for kind in [
@@ -123,23 +131,18 @@ impl Feed {
             }
         }
         // Page by page, so the board fills while the rest is read.
-        let mut window = Window::largest_after("");
-        loop {
-            let page = client
-                .list_deployments(DeploymentQuery {
-                    window: window.clone(),
-                    ..DeploymentQuery::default()
-                })
-                .await
-                .map_err(failed)?;
+        while let Some(after_id) = next_after_id {
+            window.after_id = after_id;
+            let page = list_page(client.as_ref(), &window).await?;
+            next_after_id = page.next_after_id;
             if send(Update::Deployments(page.deployments)).await.is_err() {
                 return closed();
             }
-            match page.next_after_id {
-                Some(next) => window.after_id = next,
-                None => break,
-            }
         }
+        // The changes after the listing, on a connection of their own (so that an unread
+        // stream never holds up the catalog fetches below).
+        let watcher = (self.connect)().await?;
+        let mut changes = watcher.watch(revision, &[]).await.map_err(failed)?;
         if send(Update::Listed).await.is_err()
             || send(Update::Connection(Connection::Live)).await.is_err()
         {
@@ -233,6 +236,17 @@ const FETCH_ONE_BY_ONE: usize = 32;
 
 /// The shortest time between two listings of one catalog for its changes.
 const RELIST_EVERY: Duration = Duration::from_secs(1);
+
+/// One page of every deployment.
+async fn list_page(client: &dyn DataApi, window: &Window) -> Result<DeploymentPage, String> {
+    client
+        .list_deployments(DeploymentQuery {
+            window: window.clone(),
+            ..DeploymentQuery::default()
+        })
+        .await
+        .map_err(failed)
+}
 
 /// A failed call as the banner shows it: the call, then why.
 fn failed(error: DataError) -> String {
