@@ -1,12 +1,12 @@
 //! The dashboards' feed against a real daemon over the network, on a store whose change log
 //! has been compacted.
 //!
-//! The feed opens `Watch` from revision 0 ("every change kept"), lists every deployment, then
-//! applies the watched changes. The daemon keeps the last 100,000 changes; once a store's
-//! history passed that (~25,000 deployments prepared through placements, a few changes each),
-//! `Watch(0)` answered OUT_OF_RANGE, and the feed retried forever behind a "daemon away"
-//! banner: the terminal dashboard froze. A store of a few thousand deployments compacted to
-//! its last 1,000 changes shows the same in a second.
+//! The feed lists every deployment, then watches from the listing's revision and applies the
+//! watched changes. The daemon keeps the last 100,000 changes; once a store's history passed
+//! that (~25,000 deployments prepared through placements, a few changes each), the feed of
+//! the time, which watched from revision 0, got OUT_OF_RANGE and retried forever behind a
+//! "daemon away" banner: the terminal dashboard froze. A store of a few thousand deployments
+//! compacted to its last 1,000 changes shows the same in a second.
 
 mod support;
 
