@@ -41,16 +41,7 @@ async fn a_bmm_success_does_not_forget_failed_kubernetes_writes() {
         ctx.backoff.failed(key);
     }
     // The next reconcile's BMM part succeeds before its write fails again.
-    let mut conditions = Vec::new();
-    let next = settle(
-        &ctx,
-        key,
-        &credentials(),
-        Ok(Wait::Steady),
-        Duration::from_secs(1),
-        &mut conditions,
-        "2026-12-07T00:00:00Z",
-    );
+    let next = settled(&ctx, key, Ok(Wait::Steady));
     assert!(matches!(next, Next::After(_)));
     // The fourth refused write waits 100 ms · 2³ (jittered into its upper half), not the base.
     let wait = ctx.backoff.failed(key);
@@ -60,58 +51,47 @@ async fn a_bmm_success_does_not_forget_failed_kubernetes_writes() {
     );
 }
 
+/// A BMM answer that survived the client's retries (503).
+fn unavailable(key: &str) -> ReconcileError {
+    ReconcileError::Api {
+        object: format!("machine {key}"),
+        source: crate::client::ApiError::Transient {
+            op: "GET instance".into(),
+            status: 503,
+            message: "unavailable".into(),
+        },
+    }
+}
+
+/// What `settle` asks for after `outcome`.
+fn settled(ctx: &Ctx, key: &str, outcome: Result<Wait, ReconcileError>) -> Next {
+    settle(
+        ctx,
+        key,
+        &credentials(),
+        outcome,
+        Duration::from_secs(1),
+        &mut Vec::new(),
+        "2026-12-07T00:00:00Z",
+    )
+}
+
 /// BMM failures back off on their own count, which a BMM success resets.
 #[tokio::test]
 async fn bmm_failures_back_off_and_a_bmm_success_resets_them() {
     let ctx = ctx();
     let key = "ns/machine-1";
-    let transient = || {
-        Err(ReconcileError::Api {
-            object: format!("machine {key}"),
-            source: crate::client::ApiError::Transient {
-                op: "GET instance".into(),
-                status: 503,
-                message: "unavailable".into(),
-            },
-        })
-    };
-    let waits: Vec<Duration> = (0..4)
-        .map(|_| {
-            match settle(
-                &ctx,
-                key,
-                &credentials(),
-                transient(),
-                Duration::from_secs(1),
-                &mut Vec::new(),
-                "2026-12-07T00:00:00Z",
-            ) {
-                Next::After(d) => d,
-                other => panic!("a transient BMM failure must retry, got {other:?}"),
-            }
-        })
+    let waits: Vec<Next> = (0..4)
+        .map(|_| settled(&ctx, key, Err(unavailable(key))))
         .collect();
-    assert!(waits[3] >= Duration::from_millis(400), "{waits:?}");
-    settle(
-        &ctx,
-        key,
-        &credentials(),
-        Ok(Wait::Steady),
-        Duration::from_secs(1),
-        &mut Vec::new(),
-        "2026-12-07T00:00:00Z",
+    assert!(
+        matches!(waits[3], Next::After(d) if d >= Duration::from_millis(400)),
+        "{waits:?}"
     );
-    let after = match settle(
-        &ctx,
-        key,
-        &credentials(),
-        transient(),
-        Duration::from_secs(1),
-        &mut Vec::new(),
-        "2026-12-07T00:00:00Z",
-    ) {
-        Next::After(d) => d,
-        other => panic!("{other:?}"),
-    };
-    assert!(after <= Duration::from_millis(100), "{after:?}");
+    settled(&ctx, key, Ok(Wait::Steady));
+    let after = settled(&ctx, key, Err(unavailable(key)));
+    assert!(
+        matches!(after, Next::After(d) if d <= Duration::from_millis(100)),
+        "{after:?}"
+    );
 }
