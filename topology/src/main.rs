@@ -5,11 +5,14 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nephrite_ntc::output::{Format, render};
+use nephrite_ntc::porch::election::{self, ElectionConfig};
 use nephrite_ntc::porch::{self, PorchConfig};
 use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_ntc::{crds, input};
+use nephrite_runtime::leader::LeaseLock;
 use nephrite_runtime::{ClientArgs, DaemonIdentity, GrpcServer, ServeArgs, init_tracing};
 use nephrite_topology::{RolloutPolicy, plan};
+use prometheus_client::metrics::gauge::Gauge;
 
 /// The NFTopology controller: network-function topology intent → per-cluster packages, rollout
 /// gates and the deployed topology.
@@ -146,6 +149,8 @@ struct ServeCommand {
     /// Server-side-apply field manager.
     #[arg(long, env = "NTC_FIELD_MANAGER", default_value = "ntc")]
     field_manager: String,
+    #[command(flatten, next_help_heading = "Porch: leader election")]
+    election: ElectionArgs,
     #[command(flatten)]
     policy: PolicyArgs,
     /// TKO: the credentials ntc presents to the preparer's Data API.
@@ -156,6 +161,83 @@ struct ServeCommand {
     data_credentials: ClientArgs,
     #[command(flatten)]
     serve: ServeArgs,
+}
+
+/// Porch: the Lease the replicas share (`coordination.k8s.io/v1`).
+#[derive(clap::Args)]
+struct ElectionArgs {
+    /// Run the controller without a Lease (one replica only; no `leases` access needed).
+    #[arg(long, env = "NTC_NO_LEADER_ELECTION")]
+    no_leader_election: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "NTC_LEASE_NAMESPACE", default_value = "nephrite-system")]
+    lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "NTC_LEASE_NAME", default_value = "ntc")]
+    lease_name: String,
+    /// This replica's identity in the Lease, unique among the replicas (default: the host
+    /// name, which is the pod's name in a pod, and the process id).
+    #[arg(long, env = "NTC_IDENTITY")]
+    identity: Option<String>,
+    /// Seconds a standby waits after the Lease last changed before taking it over.
+    #[arg(
+        long,
+        env = "NTC_LEASE_DURATION",
+        value_name = "SECONDS",
+        default_value_t = 15
+    )]
+    lease_duration: u64,
+    /// Seconds a leader keeps leading without renewing (less than the lease duration).
+    #[arg(
+        long,
+        env = "NTC_LEASE_RENEW_DEADLINE",
+        value_name = "SECONDS",
+        default_value_t = 10
+    )]
+    lease_renew_deadline: u64,
+    /// Seconds between two tries to acquire or renew (less than the renew deadline).
+    #[arg(
+        long,
+        env = "NTC_LEASE_RETRY_PERIOD",
+        value_name = "SECONDS",
+        default_value_t = 2
+    )]
+    lease_retry_period: u64,
+}
+
+impl ElectionArgs {
+    /// The election's configuration, `None` with `--no-leader-election`.
+    fn config(&self) -> anyhow::Result<Option<ElectionConfig>> {
+        if self.no_leader_election {
+            return Ok(None);
+        }
+        let identity = match &self.identity {
+            Some(identity) if !identity.is_empty() => identity.clone(),
+            _ => format!("{}-{}", host_name(), std::process::id()),
+        };
+        Ok(Some(ElectionConfig {
+            lock: LeaseLock::new(&self.lease_namespace, &self.lease_name, identity),
+            timing: election::timing(
+                self.lease_duration,
+                self.lease_renew_deadline,
+                self.lease_retry_period,
+            )?,
+        }))
+    }
+}
+
+/// `HOSTNAME` (a pod's name in Kubernetes), else the kernel's host name, else `ntc`.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|name| name.trim().to_owned())
+                .filter(|name| !name.is_empty())
+        })
+        .unwrap_or_else(|| "ntc".to_owned())
 }
 
 #[tokio::main]
@@ -227,7 +309,7 @@ async fn serve(args: ServeCommand) -> anyhow::Result<()> {
     // `Prepare` is for the `preparer` role (and `admin`); health stays open, GetInfo and
     // reflection need any credentials once authentication is on.
     let roles = tko::roles().map_err(anyhow::Error::msg)?;
-    let server = GrpcServer::from_args_with_roles(identity, &args.serve, roles)?;
+    let mut server = GrpcServer::from_args_with_roles(identity, &args.serve, roles)?;
     let shutdown = server.shutdown_handle();
     match args.backend {
         Backend::Tko => {
@@ -249,10 +331,26 @@ async fn serve(args: ServeCommand) -> anyhow::Result<()> {
                 policy,
                 field_manager: args.field_manager.clone(),
             };
-            let controller_shutdown = shutdown.clone();
-            let controller = tokio::spawn(porch::run(client, config, async move {
-                controller_shutdown.triggered().await;
-            }));
+            let controller = match args.election.config()? {
+                Some(election) => {
+                    let leading = Gauge::default();
+                    let (name, help) = election::LEADING_METRIC;
+                    server.register_metric(name, help, leading.clone())?;
+                    tokio::spawn(election::run_elected(
+                        client,
+                        config,
+                        election,
+                        shutdown.clone(),
+                        leading,
+                    ))
+                }
+                None => {
+                    let controller_shutdown = shutdown.clone();
+                    tokio::spawn(porch::run(client, config, async move {
+                        controller_shutdown.triggered().await;
+                    }))
+                }
+            };
             let report = server.serve(&args.serve.listen).await?;
             controller.await?;
             tracing::info!(reason = %report.reason, "stopped");

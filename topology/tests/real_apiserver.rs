@@ -11,18 +11,19 @@
 
 mod real_apiserver {
     pub mod cluster;
+    pub mod election;
     pub mod ntc;
 }
 
 use anyhow::{Context as _, bail, ensure};
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use nephrite_ntc::porch::resources;
-use nephrite_test_services::rbac;
+use nephrite_test_services::rbac::{self, Grant};
 use real_apiserver::cluster::{
     Porch, api, apply, crate_file, eventually, example_namespace, example_objects, install_crds,
     names, server,
 };
-use real_apiserver::ntc::{ACCOUNT, MANIFEST, Ntc};
+use real_apiserver::ntc::{ACCOUNT, LEASE_NAMESPACE, MANIFEST, Ntc};
 use serde_json::{Value, json};
 
 /// What ntc does to each resource, and so exactly what its ClusterRole grants:
@@ -64,14 +65,33 @@ const NTC_ACCESS: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
+/// Leader election, in the Lease's namespace only: read the Lease, create it, renew it and
+/// take it over (an update at the read `resourceVersion`).
+const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+
 #[test]
 fn the_cluster_role_grants_exactly_what_ntc_does_and_no_wildcard() -> anyhow::Result<()> {
     // Followed through the bindings whose subject is ntc's ServiceAccount, so a grant that
     // does not reach the account counts as missing.
     let granted = rbac::granted(&[(MANIFEST, &crate_file(MANIFEST)?)], ACCOUNT)?;
-    rbac::assert_exact(&granted, rbac::cluster_wide(NTC_ACCESS))
-        .with_context(|| format!("{MANIFEST} and {ACCOUNT}"))?;
+    let mut expected = rbac::cluster_wide(NTC_ACCESS);
+    expected.extend(
+        LEASE_VERBS.iter().map(|verb| {
+            Grant::in_namespace(LEASE_NAMESPACE, "coordination.k8s.io", "leases", verb)
+        }),
+    );
+    rbac::assert_exact(&granted, expected).with_context(|| format!("{MANIFEST} and {ACCOUNT}"))?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_only_the_lease_holder_writes_and_the_other_carries_the_rollout_on()
+-> anyhow::Result<()> {
+    let Some(kube) = server("two_replicas_only_the_lease_holder_writes") else {
+        return Ok(());
+    };
+    install_crds(&kube.endpoint().client()?).await?;
+    real_apiserver::election::two_replicas_one_writes_and_the_other_takes_over(kube).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

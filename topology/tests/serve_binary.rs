@@ -1,12 +1,14 @@
 //! `ntc serve --backend porch` as a user runs it: the real binary with a kubeconfig pointing at
-//! the in-memory API server; it creates the PackageVariantSets, stops cleanly on SIGTERM, and a
-//! second run rewrites nothing.
+//! the in-memory API server; it takes the leader-election Lease, creates the
+//! PackageVariantSets, stops cleanly on SIGTERM (releasing the Lease), and a second run takes
+//! the Lease at once and rewrites nothing.
 
 mod support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use nephrite_ntc::porch::resources;
 use support::*;
 
@@ -44,11 +46,16 @@ fn spawn(kubeconfig: &std::path::Path) -> Ntc {
             "porch",
             "--listen",
             "127.0.0.1:0",
+            // The Lease beside the example (the in-memory server has no nephrite-system): the
+            // second run takes it over from the first, which released it on SIGTERM.
+            "--lease-namespace",
+            NS,
             "--kubeconfig",
         ])
         .arg(kubeconfig)
         .env_remove("NTC_POLICY")
         .env_remove("NTC_BACKEND")
+        .env_remove("NTC_NO_LEADER_ELECTION")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,12 +92,23 @@ async fn the_binary_serves_stops_on_sigterm_and_restarts_without_writes() -> any
 
     let ntc = spawn(&config);
     let pvs = api(&client, &resources::package_variant_set());
-    eventually("four PackageVariantSets", || async {
+    if let Err(error) = eventually("four PackageVariantSets", || async {
         Ok((list(&pvs).await?.len() == 4).then_some(()))
     })
-    .await?;
+    .await
+    {
+        let log = terminate(ntc).await.unwrap_or_else(|e| e.to_string());
+        anyhow::bail!("{error}; ntc's log:\n{log}");
+    }
     let log = terminate(ntc).await?;
     assert!(log.contains("received SIGTERM"), "{log}");
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), NS);
+    let lease = leases.get("ntc").await?;
+    assert_eq!(
+        lease.spec.and_then(|spec| spec.holder_identity),
+        None,
+        "released on SIGTERM"
+    );
 
     server.requests().reset();
     let ntc = spawn(&config);

@@ -4,8 +4,10 @@
 //! changes (found by owner reference), when one of its PackageRevisions changes (found by the
 //! `nf-deployment-name` label Porch propagates from the PVS template), and when any NFClass or
 //! WorkloadCluster changes (every topology is looked at again). What one reconcile does is in
-//! [`reconcile()`]; the decisions themselves are in `nephrite_topology::porch`.
+//! [`reconcile()`]; the decisions themselves are in `nephrite_topology::porch`. With several
+//! replicas, [`election`] runs it on the one holding a Lease.
 
+pub mod election;
 pub mod reconcile;
 pub mod resources;
 

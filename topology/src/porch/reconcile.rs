@@ -32,8 +32,19 @@ pub struct Context {
     pub client: Client,
     /// The rollout policy.
     pub policy: RolloutPolicy,
-    /// The server-side-apply field manager.
+    /// The field manager of every write: server-side applies and merge patches alike, so
+    /// `managedFields` names ntc for each field it wrote.
     pub field_manager: String,
+}
+
+impl Context {
+    /// A merge patch's parameters, under ntc's field manager.
+    fn merge_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
 }
 
 /// A reconcile that failed; the controller retries it.
@@ -104,14 +115,14 @@ pub async fn reconcile(
                 children.sync(&resource, Vec::new()).await?;
             }
             let rest: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
-            write_finalizers(&topologies, &topology, &name, json!(rest)).await?;
+            write_finalizers(&ctx, &topologies, &topology, &name, json!(rest)).await?;
         }
         return Ok(Action::await_change());
     }
     if !held {
         let mut with = finalizers.to_vec();
         with.push(FINALIZER.to_owned());
-        write_finalizers(&topologies, &topology, &name, json!(with)).await?;
+        write_finalizers(&ctx, &topologies, &topology, &name, json!(with)).await?;
     }
     let previous: Option<NFTopologyStatus> = topology
         .data
@@ -134,7 +145,7 @@ pub async fn reconcile(
                     .with_message(e.to_string()),
                 &now(),
             );
-            write_status(&topologies, &name, previous.as_ref(), &status).await?;
+            write_status(&ctx, &topologies, &name, previous.as_ref(), &status).await?;
             return Ok(Action::await_change());
         }
     };
@@ -146,7 +157,7 @@ pub async fn reconcile(
         Err(error) => {
             tracing::warn!(topology = %name, %error, "not planned");
             let status = error_status(&error, &previous_conditions, &now());
-            write_status(&topologies, &name, previous.as_ref(), &status).await?;
+            write_status(&ctx, &topologies, &name, previous.as_ref(), &status).await?;
             return Ok(Action::await_change());
         }
     };
@@ -196,7 +207,7 @@ pub async fn reconcile(
         revisions
             .patch(
                 &update.name,
-                &PatchParams::default(),
+                &ctx.merge_params(),
                 &Patch::Merge(update.merge_patch()),
             )
             .await?;
@@ -217,7 +228,7 @@ pub async fn reconcile(
         .await?;
 
     let status = topology_status(&plan, &observation, &builder, &previous_conditions, &now());
-    write_status(&topologies, &name, previous.as_ref(), &status).await?;
+    write_status(&ctx, &topologies, &name, previous.as_ref(), &status).await?;
     Ok(Action::await_change())
 }
 
@@ -238,6 +249,7 @@ fn owner_of(topology: &DynamicObject, name: &str) -> OwnerReference {
 /// Writes the topology's finalizers, refused (409) if the topology changed since it was read:
 /// the controller then retries with the current one, so no other finalizer is lost.
 async fn write_finalizers(
+    ctx: &Context,
     api: &Api<DynamicObject>,
     topology: &DynamicObject,
     name: &str,
@@ -247,7 +259,7 @@ async fn write_finalizers(
         "resourceVersion": topology.resource_version(),
         "finalizers": finalizers,
     }});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch(name, &ctx.merge_params(), &Patch::Merge(patch))
         .await?;
     Ok(())
 }
@@ -288,6 +300,7 @@ async fn list_clusters(client: &Client, namespace: &str) -> Result<Vec<Cluster>,
 /// Writes `status` unless it equals `previous`. Every list is written, empty or not, so that a
 /// merge patch replaces what was there.
 async fn write_status(
+    ctx: &Context,
     api: &Api<DynamicObject>,
     name: &str,
     previous: Option<&NFTopologyStatus>,
@@ -302,7 +315,7 @@ async fn write_status(
         "nfInstances": status.nf_instances,
         "packages": status.packages,
     }});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch_status(name, &ctx.merge_params(), &Patch::Merge(patch))
         .await?;
     Ok(())
 }
@@ -413,7 +426,7 @@ impl Children<'_> {
                     // A merge-style apply would keep list entries only by replacing the list:
                     // the spec is written whole.
                     let patch = json!({"spec": desired.spec().cloned().unwrap_or(Value::Null)});
-                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    api.patch(&name, &self.ctx.merge_params(), &Patch::Merge(patch))
                         .await?;
                     Ok(())
                 }

@@ -18,6 +18,18 @@ pub const MANIFEST: &str = "deploy/kubernetes.yaml";
 /// ntc's ServiceAccount, as the manifest names it.
 pub const ACCOUNT: &str = "nephrite-system/ntc";
 
+/// The Namespace of ntc's leader-election Lease, where the manifest's Role grants Leases.
+pub const LEASE_NAMESPACE: &str = "nephrite-system";
+
+/// One replica: its identity in the Lease (also its field manager, so `managedFields` says
+/// which replica wrote what) and the Lease it campaigns for.
+pub struct Replica<'a> {
+    /// `--identity` and `--field-manager`.
+    pub identity: &'a str,
+    /// `--lease-name` (one per scenario: the server is shared).
+    pub lease: &'a str,
+}
+
 /// A running ntc; killed if the test fails before [`Ntc::stop`].
 pub struct Ntc {
     child: Child,
@@ -27,8 +39,23 @@ pub struct Ntc {
 
 impl Ntc {
     /// Applies ntc's access from its manifest, mints its token and starts the binary watching
-    /// namespace `ns` with only that token.
+    /// namespace `ns` with only that token, alone on the Lease `ntc-<ns>`.
     pub async fn start(kube: &KubeApiServer, ns: &str) -> anyhow::Result<Ntc> {
+        let lease = format!("ntc-{ns}");
+        let replica = Replica {
+            identity: "ntc",
+            lease: &lease,
+        };
+        Ntc::start_replica(kube, ns, &replica).await
+    }
+
+    /// As [`Ntc::start`], as `replica`, with a short lease (6 s, renewed every second, given
+    /// up after 4 s without renewal) so a takeover after a kill is quick.
+    pub async fn start_replica(
+        kube: &KubeApiServer,
+        ns: &str,
+        replica: &Replica<'_>,
+    ) -> anyhow::Result<Ntc> {
         let manifest = crate_file(MANIFEST)?;
         let credentials = kube
             .endpoint()
@@ -49,12 +76,27 @@ impl Ntc {
                 ns,
                 "--log-format",
                 "text",
+                "--identity",
+                replica.identity,
+                "--field-manager",
+                replica.identity,
+                "--lease-namespace",
+                LEASE_NAMESPACE,
+                "--lease-name",
+                replica.lease,
+                "--lease-duration",
+                "6",
+                "--lease-renew-deadline",
+                "4",
+                "--lease-retry-period",
+                "1",
                 "--kubeconfig",
             ])
             .arg(&kubeconfig)
             .env_remove("NTC_POLICY")
             .env_remove("NTC_NO_POLICY")
             .env_remove("NTC_BACKEND")
+            .env_remove("NTC_NO_LEADER_ELECTION")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
@@ -77,6 +119,13 @@ impl Ntc {
         let log = self.log();
         let all: Vec<&str> = log.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Kills ntc with SIGKILL (it releases nothing) and returns its log.
+    pub fn kill(mut self) -> anyhow::Result<String> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(self.log())
     }
 
     /// Stops ntc with SIGTERM and returns its log; fails if it did not exit 0 or if the API
