@@ -104,6 +104,9 @@ pub struct ControllerArgs {
     /// Our IngressClass.
     #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
     pub ingress_class: String,
+    /// The `controllerName` of the GatewayClasses we serve (Gateway API).
+    #[arg(long, env = "KURYR_L7_GATEWAY_CONTROLLER", default_value = nephrite_l7::gateway::build::DEFAULT_CONTROLLER_NAME)]
+    pub gateway_controller: String,
     /// --driver haproxy: HAProxy's plain HTTP address.
     #[arg(long, env = "KURYR_L7_HAPROXY_LISTEN")]
     pub haproxy_listen: Option<SocketAddr>,
@@ -183,6 +186,9 @@ impl ControllerArgs {
             openstack,
             options: Options {
                 ingress_class: self.ingress_class,
+                gateway: nephrite_l7::gateway::Settings {
+                    controller_name: self.gateway_controller,
+                },
             },
             haproxy: self.haproxy_listen.map(|listen| HaproxySettings {
                 binary: self.haproxy_bin,

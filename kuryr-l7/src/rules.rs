@@ -68,6 +68,9 @@ pub struct RulesArgs {
     /// Our IngressClass.
     #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
     pub ingress_class: String,
+    /// The `controllerName` of the GatewayClasses we serve (Gateway API).
+    #[arg(long, env = "KURYR_L7_GATEWAY_CONTROLLER", default_value = nephrite_l7::gateway::build::DEFAULT_CONTROLLER_NAME)]
+    pub gateway_controller: String,
     /// Output format.
     #[arg(
         short,
@@ -125,6 +128,9 @@ pub fn fingerprint(cert_pem: &str) -> String {
 pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
     let options = Options {
         ingress_class: args.ingress_class,
+        gateway: nephrite_l7::gateway::Settings {
+            controller_name: args.gateway_controller,
+        },
     };
     let fetched = match (args.source, args.rules) {
         (Some(SourceSpec::Dir(dir)), _) => Fetched::local(snapshot_dir(&dir, &options)?),

@@ -22,6 +22,8 @@
 //! - [`evaluate`]: the reference evaluation `route(request, pick) -> Decision`.
 //! - [`status`]: GatewayClass, Gateway and HTTPRoute status from a [`Model`].
 //! - [`capabilities`]: what each driver can express, and which rules it serves fully or partly.
+//! - [`lower`]: the compiled Gateways written into the Octavia-shaped model every driver takes,
+//!   what cannot be said reported per rule and field.
 //! - [`conformance`]: the conformance case format (objects, requests, expectations) every
 //!   driver runs.
 //!
@@ -79,6 +81,7 @@ pub mod conformance;
 pub mod evaluate;
 pub mod hostname;
 mod listeners;
+pub mod lower;
 pub mod outcome;
 pub mod refs;
 pub mod rules;

@@ -56,12 +56,15 @@ pub struct SourceObject {
 pub struct Options {
     /// Our IngressClass name.
     pub ingress_class: String,
+    /// Gateway API settings (our GatewayClasses' `controllerName`).
+    pub gateway: crate::gateway::Settings,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             ingress_class: DEFAULT_INGRESS_CLASS.to_owned(),
+            gateway: crate::gateway::Settings::default(),
         }
     }
 }
@@ -116,6 +119,13 @@ pub struct Translation {
     pub warnings: Vec<Warning>,
     /// Objects left out on purpose (another IngressClass, a kind not read), with why.
     pub ignored: Vec<Rejection>,
+    /// The Gateway API objects' model (for their status), its compiled Gateways lowered into
+    /// `config` ([`gateway::lower`](crate::gateway::lower)).
+    #[serde(skip)]
+    pub gateway: crate::gateway::Model,
+    /// How much of each HTTPRoute rule the lowering serves, per Gateway listener.
+    #[serde(skip)]
+    pub gateway_support: Vec<crate::gateway::lower::ListenerSupport>,
 }
 
 /// The host part of an entry.
@@ -451,9 +461,14 @@ pub fn translate(objects: &[SourceObject], options: &Options) -> Translation {
                 owner_of("Route"),
                 route::translate(object, owners.len(), &backends),
             )),
-            ("v1", "Service" | "Secret")
+            ("v1", "Service" | "Secret" | "Namespace")
             | ("discovery.k8s.io/v1", "EndpointSlice")
             | ("networking.k8s.io/v1", "IngressClass") => None,
+            (api_version, "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant")
+                if api_version.starts_with("gateway.networking.k8s.io/") =>
+            {
+                None
+            }
             (api_version, kind) => {
                 translation.ignored.push(Rejection {
                     object: describe(object),
@@ -500,6 +515,23 @@ pub fn translate(objects: &[SourceObject], options: &Options) -> Translation {
         }
     }
     assemble(&mut translation, owners, entries, defaults);
+    let objects: Vec<Object> = objects.iter().map(|s| s.object.clone()).collect();
+    let mut model = crate::gateway::build(&objects, &options.gateway);
+    for crate::gateway::GatewayError::Invalid {
+        object,
+        field,
+        message,
+    } in &model.errors
+    {
+        translation.rejections.push(Rejection {
+            object: object.clone(),
+            origin: crate::gateway::lower::ORIGIN.into(),
+            reason: format!("{field}: {message}"),
+        });
+    }
+    translation.gateway_support =
+        crate::gateway::lower::lower(&mut model, &objects, &mut translation);
+    translation.gateway = model;
     translation
 }
 

@@ -54,6 +54,9 @@ pub struct RouterArgs {
     /// Our IngressClass (--source).
     #[arg(long, env = "KURYR_L7_INGRESS_CLASS", default_value = nephrite_l7::translate::DEFAULT_INGRESS_CLASS)]
     pub ingress_class: String,
+    /// The `controllerName` of the GatewayClasses we serve (Gateway API).
+    #[arg(long, env = "KURYR_L7_GATEWAY_CONTROLLER", default_value = nephrite_l7::gateway::build::DEFAULT_CONTROLLER_NAME)]
+    pub gateway_controller: String,
     /// Worker threads (default: one per core).
     #[arg(long, env = "KURYR_L7_THREADS")]
     pub threads: Option<usize>,
@@ -216,6 +219,9 @@ fn from_directory(
 ) -> Result<Arc<Router>, RouterStartError> {
     let options = Options {
         ingress_class: args.ingress_class.clone(),
+        gateway: nephrite_l7::gateway::Settings {
+            controller_name: args.gateway_controller.clone(),
+        },
     };
     let snapshot = snapshot_dir(dir, &options)?;
     snapshot.log();

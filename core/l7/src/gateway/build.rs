@@ -339,6 +339,7 @@ pub fn build(objects: &[Object], settings: &Settings) -> Model {
                 accepted,
                 resolved_refs: resolved_refs.clone(),
                 partially_invalid: partially_invalid.clone(),
+                served: None,
             });
         }
         if !parents.is_empty() {

@@ -78,7 +78,8 @@ pub enum Feature {
     Mirror,
     /// Traffic split over several weighted backends.
     Weights,
-    /// 500 for the share of an invalid backend while valid ones serve the rest.
+    /// 500 for the share of an invalid backend while valid ones serve the rest, or for a rule
+    /// without a valid backend.
     InvalidBackendShare,
 }
 
@@ -153,7 +154,66 @@ const OCTAVIA: &[(Feature, Support)] = &[
     (Feature::InvalidBackendShare, Support::Unsupported),
 ];
 
+/// What the Octavia-shaped model the rules service carries ([`L7Config`](crate::L7Config))
+/// can say of a rule: host, path and header rules, redirects to a fixed URL or a prefix, pools
+/// of weighted members. [`lower`](super::lower) writes Gateways into it.
+const L7_MODEL: &[(Feature, Support)] = &[
+    (Feature::QueryParamExact, Support::Unsupported),
+    (Feature::QueryParamRegex, Support::Unsupported),
+    (Feature::Method, Support::Unsupported),
+    (Feature::RequestHeaderModifier, Support::Unsupported),
+    (Feature::ResponseHeaderModifier, Support::Unsupported),
+    (
+        Feature::RedirectFullPath,
+        Support::Approximate("REDIRECT_TO_URL drops the request's query"),
+    ),
+    (Feature::RedirectPrefixPath, Support::Unsupported),
+    (Feature::RedirectRequestHost, Support::Unsupported),
+    (Feature::RewriteHost, Support::Unsupported),
+    (Feature::RewriteFullPath, Support::Unsupported),
+    (Feature::RewritePrefixPath, Support::Unsupported),
+    (Feature::Mirror, Support::Unsupported),
+    (Feature::InvalidBackendShare, Support::Unsupported),
+];
+
+/// HAProxy fed through the L7 model: the model's limits, and its server weight scale.
+const HAPROXY_THROUGH_MODEL: &[(Feature, Support)] = &[
+    (Feature::QueryParamExact, Support::Unsupported),
+    (Feature::QueryParamRegex, Support::Unsupported),
+    (Feature::Method, Support::Unsupported),
+    (Feature::RequestHeaderModifier, Support::Unsupported),
+    (Feature::ResponseHeaderModifier, Support::Unsupported),
+    (
+        Feature::RedirectFullPath,
+        Support::Approximate("REDIRECT_TO_URL drops the request's query"),
+    ),
+    (Feature::RedirectPrefixPath, Support::Unsupported),
+    (Feature::RedirectRequestHost, Support::Unsupported),
+    (Feature::RewriteHost, Support::Unsupported),
+    (Feature::RewriteFullPath, Support::Unsupported),
+    (Feature::RewritePrefixPath, Support::Unsupported),
+    (Feature::Mirror, Support::Unsupported),
+    (Feature::InvalidBackendShare, Support::Unsupported),
+    (
+        Feature::Weights,
+        Support::Approximate("server weights are integers 0–256: weights are scaled"),
+    ),
+];
+
 impl DriverCapabilities {
+    /// What `driver` serves of a route as kuryr-l7 runs it: every driver is fed the
+    /// Octavia-shaped model of the rules service ([`lower`](super::lower)), so each has that
+    /// model's limits on top of its own. [`of`](Self::of) is what the driver itself could
+    /// express.
+    pub fn through_rules(driver: Driver) -> Self {
+        let exceptions = match driver {
+            Driver::Router => L7_MODEL,
+            Driver::Haproxy => HAPROXY_THROUGH_MODEL,
+            Driver::Octavia => OCTAVIA,
+        };
+        DriverCapabilities { driver, exceptions }
+    }
+
     /// The capabilities of `driver`.
     pub fn of(driver: Driver) -> Self {
         let exceptions = match driver {
@@ -323,6 +383,10 @@ fn features(listener: &CompiledListener, action: usize) -> Vec<(String, Feature)
         .iter()
         .any(|b| b.weight > 0 && matches!(b.target, BackendTarget::Service(_)));
     if !redirects && invalid && valid {
+        out.push((format!("{at}.backendRefs"), Feature::InvalidBackendShare));
+    }
+    if !redirects && !valid && (invalid || rule.backends.is_empty()) {
+        // Every share answers 500: a driver without that answer serves 503 instead.
         out.push((format!("{at}.backendRefs"), Feature::InvalidBackendShare));
     }
     out.sort();

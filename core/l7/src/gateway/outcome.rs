@@ -89,6 +89,10 @@ pub struct ParentOutcome {
     pub resolved_refs: Verdict,
     /// `PartiallyInvalid`, when some rules were refused and others are served.
     pub partially_invalid: Option<Verdict>,
+    /// `l7.kuryr.nephrite.io/Served` ([`SERVED_CONDITION`](super::lower::SERVED_CONDITION)):
+    /// set, not holding, when the data plane serves some rule only partly or not at all
+    /// (see [`lower`](super::lower)); `None` when every rule is served as written.
+    pub served: Option<Verdict>,
 }
 
 /// An HTTPRoute with at least one parentRef to a Gateway of ours.
@@ -101,7 +105,7 @@ pub struct RouteOutcome {
 }
 
 /// Everything the objects amount to.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Model {
     /// Our GatewayClasses.
     pub classes: Vec<ClassOutcome>,

@@ -6,7 +6,9 @@
 //!   `attachedRoutes` and `Accepted`, `ResolvedRefs`, `Conflicted`, `Programmed`.
 //! - HTTPRoute: one `status.parents[]` entry per parentRef to a Gateway of ours, with our
 //!   `controllerName` and `Accepted`, `ResolvedRefs` and, when some rules were refused,
-//!   `PartiallyInvalid`; entries written by other controllers are kept as they are.
+//!   `PartiallyInvalid`, and `l7.kuryr.nephrite.io/Served` (False) when the data plane serves
+//!   a rule only partly or not at all, naming the field; entries written by other controllers
+//!   are kept as they are.
 //!
 //! Conditions carry `observedGeneration` and keep their `lastTransitionTime` while their status
 //! does not change (`set_condition(…, now)`), so deciding twice from the same objects writes
@@ -263,6 +265,16 @@ pub fn http_route_status(
                 now,
             ),
             None => conditions.retain(|c| c.type_ != "PartiallyInvalid"),
+        }
+        match &parent.served {
+            Some(verdict) => apply(
+                &mut conditions,
+                super::lower::SERVED_CONDITION,
+                verdict,
+                generation,
+                now,
+            ),
+            None => conditions.retain(|c| c.type_ != super::lower::SERVED_CONDITION),
         }
         parents.push(json!({
             "parentRef": reference,

@@ -447,6 +447,7 @@ fn with_ingress_classes_ours_and_the_default_class_are_served() {
         &objects(&classed("mine", Some("mine"))),
         &Options {
             ingress_class: "mine".into(),
+            ..Options::default()
         },
     );
     assert_eq!(route(&custom, "mine.com", "/"), "ns/mine:80");
