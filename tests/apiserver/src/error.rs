@@ -186,12 +186,19 @@ impl ApiError {
                 field: p.field.clone(),
             })
             .collect();
-        Self::new(
+        // Details name the kind and group apart: `Ingress.networking.k8s.io` is kind
+        // `Ingress` of group `networking.k8s.io`.
+        let (bare_kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+        let mut err = Self::new(
             422,
             reason::INVALID,
             format!("{kind} \"{name}\" is invalid: {what}"),
         )
-        .with_details(name, kind, causes)
+        .with_details(name, bare_kind, causes);
+        if let Some(details) = err.0.details.as_mut() {
+            details.group = group.to_string();
+        }
+        err
     }
 
     /// 410 Gone with reason Expired (a resourceVersion older than the retained history).

@@ -12,6 +12,8 @@
 //! | `checks` | the preconditions and identity rules a write passes |
 //! | `decode` | request bodies into [`Object`]s, unknown fields and `fieldValidation` |
 //! | `validation` | names, labels and annotations, as Kubernetes validates them |
+//! | `qualified` | qualified names and label values, with Kubernetes' wording |
+//! | `builtin` | the spec rules of NetworkPolicy and Ingress (selectors, CIDRs, paths) |
 //! | `meta` | metadata normalisation and system fields |
 //! | `patch` | patch bodies, decoded before the lock is taken |
 //! | `managed` | server-side apply's field ownership, removals and conflicts |
@@ -19,6 +21,7 @@
 //! Objects are kept as `nephrite-krm` [`Object`]s; their metadata is read through its
 //! `ObjectMeta`.
 
+mod builtin;
 mod checks;
 mod crd;
 mod decode;
@@ -28,6 +31,7 @@ mod key;
 mod managed;
 mod meta;
 mod patch;
+mod qualified;
 mod read;
 mod validation;
 mod watch;

@@ -7,14 +7,14 @@
 //! | `metadata.name` of a Service | RFC 1035 label (starts with a letter), at most 63 characters |
 //! | `metadata.name` of an RBAC object | a path segment: not `.` or `..`, no `/` or `%` |
 //! | `metadata.name` of anything else | RFC 1123 subdomain, at most 253 characters |
-//! | `metadata.labels` | keys and values by `nephrite-krm`'s label rules |
+//! | `metadata.labels` | keys as qualified names, values as label values (`qualified`) |
 //! | `metadata.annotations` | keys as qualified names (case-insensitive), 256 KiB in all |
 //! | `metadata.finalizers` | qualified names |
 //! | `metadata.ownerReferences` | apiVersion, kind, name and uid not empty |
 
 use nephrite_krm::ObjectMeta;
-use nephrite_krm::label::{validate_label_key, validate_label_value};
 
+use super::qualified::{key_problems, value_problems};
 use crate::error::{ApiError, FieldProblem};
 use crate::resources::{self, ResourceType};
 
@@ -109,37 +109,29 @@ pub(super) fn name_problems(rt: &ResourceType, name: &str) -> Vec<FieldProblem> 
 /// The problems with an object's labels, annotations, finalizers and owner references.
 pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
     let mut out = Vec::new();
+    let mut invalid = |field: &str, value: &str, problems: Vec<String>| {
+        for problem in problems {
+            out.push(FieldProblem::new(
+                field,
+                format!("Invalid value: {value:?}: {problem}"),
+            ));
+        }
+    };
     for (key, value) in meta.labels.iter().flatten() {
-        if let Err(e) = validate_label_key(key) {
-            out.push(FieldProblem::new(
-                "metadata.labels",
-                format!("Invalid value: {key:?}: {}", reason_of(&e)),
-            ));
-        }
-        if let Err(e) = validate_label_value(key, value) {
-            out.push(FieldProblem::new(
-                "metadata.labels",
-                format!("Invalid value: {value:?}: {}", reason_of(&e)),
-            ));
-        }
+        invalid("metadata.labels", key, key_problems(key));
+        invalid("metadata.labels", value, value_problems(value));
     }
     let mut total = 0;
     for (key, value) in meta.annotations.iter().flatten() {
         total += key.len() + value.len();
-        if let Err(e) = validate_label_key(&key.to_ascii_lowercase()) {
-            out.push(FieldProblem::new(
-                "metadata.annotations",
-                format!("Invalid value: {key:?}: {}", reason_of(&e)),
-            ));
-        }
+        invalid(
+            "metadata.annotations",
+            key,
+            key_problems(&key.to_ascii_lowercase()),
+        );
     }
-    for (i, finalizer) in meta.details().finalizers.iter().flatten().enumerate() {
-        if let Err(e) = validate_label_key(finalizer) {
-            out.push(FieldProblem::new(
-                format!("metadata.finalizers[{i}]"),
-                format!("Invalid value: {finalizer:?}: {}", reason_of(&e)),
-            ));
-        }
+    for finalizer in meta.details().finalizers.iter().flatten() {
+        invalid("metadata.finalizers", finalizer, key_problems(finalizer));
     }
     for owner in meta.details().owner_references.iter().flatten() {
         for (field, value, what) in [
@@ -163,13 +155,6 @@ pub(super) fn metadata_problems(meta: &ObjectMeta) -> Vec<FieldProblem> {
         ));
     }
     out
-}
-
-fn reason_of(e: &nephrite_krm::LabelError) -> &'static str {
-    match e {
-        nephrite_krm::LabelError::InvalidKey { reason, .. }
-        | nephrite_krm::LabelError::InvalidValue { reason, .. } => reason,
-    }
 }
 
 /// 422 Invalid naming every problem, or nothing when there are none.

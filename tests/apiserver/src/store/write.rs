@@ -5,6 +5,7 @@
 use nephrite_krm::Object;
 use serde_json::{Value, json};
 
+use super::builtin;
 use super::checks::{
     check_apply_type, check_name, check_patched, check_patched_type, check_rv_precondition,
     check_type, check_uid_precondition, creates_on_update,
@@ -478,10 +479,12 @@ impl Store {
     }
 
     /// 422 naming every required field that is missing and every value that breaks the CRD
-    /// version's schema (type, enum, pattern, format, lengths, bounds).
+    /// version's schema (type, enum, pattern, format, lengths, bounds), or, for a built-in
+    /// kind, every problem with its spec (`builtin`).
     fn validate_schema(rt: &ResourceType, obj: &Object) -> Result<(), ApiError> {
         let Some(schema) = &rt.schema else {
-            return Ok(());
+            let problems = builtin::spec_problems(rt, &obj.to_json());
+            return refuse(rt, obj.name().unwrap_or(""), &problems);
         };
         let json = obj.to_json();
         let mut problems: Vec<FieldProblem> = schema::missing_required(schema, &json)

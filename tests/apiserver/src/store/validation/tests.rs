@@ -91,7 +91,7 @@ fn finalizers_and_owner_references_are_checked() {
     assert_eq!(
         fields,
         [
-            "metadata.finalizers[2]",
+            "metadata.finalizers",
             "metadata.ownerReferences.name",
             "metadata.ownerReferences.uid"
         ]
