@@ -23,6 +23,7 @@ use std::net::Ipv4Addr;
 use crate::egress::{Egress, EgressPolicy};
 use crate::policy::{PodAcl, acl_allows};
 use crate::service::Protocol;
+use crate::tiers::{PodTiers, tiers_admit, tiers_allow};
 
 #[cfg(test)]
 mod tests;
@@ -70,4 +71,26 @@ pub fn connection_allowed(
         Egress::Local | Egress::Service | Egress::Direct | Egress::Masqueraded => true,
     };
     crossing_opened && acl_allows(acls, src, dst, protocol, port)
+}
+
+/// [`connection_allowed`] under every tier of policy
+/// ([`crate::translate_tiers`]): directly into another pod network only
+/// what the destination's ingress tiers explicitly allow (an ANP or BANP
+/// `Allow`, a NetworkPolicy rule) crosses.
+#[allow(clippy::too_many_arguments)]
+pub fn tiered_connection_allowed(
+    egress: &EgressPolicy,
+    tiers: &BTreeMap<Ipv4Addr, PodTiers>,
+    network: &str,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: Protocol,
+    port: u16,
+    path: Path,
+) -> bool {
+    let crossing_opened = match egress.decide(network, dst) {
+        Egress::Isolated => path == Path::Service || tiers_admit(tiers, src, dst, protocol, port),
+        Egress::Local | Egress::Service | Egress::Direct | Egress::Masqueraded => true,
+    };
+    crossing_opened && tiers_allow(tiers, src, dst, protocol, port)
 }

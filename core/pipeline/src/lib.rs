@@ -14,6 +14,7 @@
 //! the pipelines (the `sim` driver and the kernel driver's oracle).
 
 mod addr;
+mod admin;
 mod build;
 mod connect;
 mod egress;
@@ -30,8 +31,14 @@ mod plan;
 mod policy;
 mod print;
 mod service;
+mod tiers;
+mod verdict;
 
 pub use addr::{Ipv4Cidr, Mac};
+pub use admin::{
+    AdminAction, AdminNetworkPolicy, AdminPort, AdminRule, BASELINE_NAME, BaselineAction,
+    BaselineAdminNetworkPolicy, MAX_ADMIN_PRIORITY, MAX_ADMIN_RULES, PodSet, ports_cover,
+};
 pub use build::{Rendered, egress_gate};
 pub use connect::{Outcome, connect};
 pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
@@ -41,7 +48,7 @@ pub use fabric::{
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};
-pub use isolation::{Path, connection_allowed, ingress_admits};
+pub use isolation::{Path, connection_allowed, ingress_admits, tiered_connection_allowed};
 pub use model::{Model, Network, PortRequest};
 pub use module::{
     Gate, Module, ModuleId, ModuleKind, Pipeline, PodName, Port, PortId, RemoteHost, RenderFacts,
@@ -62,6 +69,13 @@ pub use service::{
     Affinity, Backend, Endpoint, EndpointPort, LoadBalancer, LoadBalancerDiff, LoadBalancerKey,
     Protocol, Service, ServicePort, ServiceWarning, TargetPort, diff_load_balancers,
     load_balancers,
+};
+pub use tiers::{
+    PodTiers, TierEntry, TierOutcome, Tiers, tiers_admit, tiers_allow, translate_tiers,
+};
+pub use verdict::{
+    ConnectionVerdict, Decider, Direction, PolicySet, RuleRef, SideVerdict, decide_connection,
+    decide_side,
 };
 
 /// What went wrong in the model, naming the input.
@@ -119,6 +133,17 @@ pub enum Error {
     /// No free address left.
     #[error("no free address left on network {0:?}")]
     PoolExhausted(String),
+    /// An AdminNetworkPolicy or BaselineAdminNetworkPolicy the API would
+    /// refuse.
+    #[error("{kind} {policy}: {why}")]
+    InvalidAdminPolicy {
+        /// `AdminNetworkPolicy` or `BaselineAdminNetworkPolicy`.
+        kind: String,
+        /// The policy's name.
+        policy: String,
+        /// The problem, naming the field.
+        why: String,
+    },
     /// The Service CIDR overlaps a pod network.
     #[error(
         "service CIDR {service_cidr} overlaps network {network} ({subnet}): choose a Service CIDR outside every pod network"

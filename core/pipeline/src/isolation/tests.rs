@@ -122,3 +122,61 @@ fn without_a_policy_only_a_service_crosses() {
         Path::Direct
     ));
 }
+
+#[test]
+fn an_admin_allow_opens_the_crossing_and_a_deny_closes_even_a_service() {
+    use crate::admin::{AdminAction, AdminNetworkPolicy, AdminRule, PodSet};
+    use crate::policy::{PolicyNamespace, Selector};
+    use crate::tiers::translate_tiers;
+    use crate::verdict::PolicySet;
+
+    let egress = networks();
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 5));
+    let pod = |address: Ipv4Addr| PolicyPod {
+        namespace: "default".into(),
+        name: address.to_string(),
+        labels: BTreeMap::new(),
+        address,
+        ports: Vec::new(),
+    };
+    let pods = [pod(a), pod(b)];
+    let namespaces = [PolicyNamespace {
+        name: "default".into(),
+        labels: BTreeMap::new(),
+    }];
+    let everyone = || PodSet::Namespaces(Selector::default());
+    let anp = |action| AdminNetworkPolicy {
+        name: "p".into(),
+        priority: 1,
+        subject: everyone(),
+        ingress: vec![AdminRule {
+            name: None,
+            action,
+            peers: vec![everyone()],
+            ports: Vec::new(),
+        }],
+        egress: Vec::new(),
+    };
+    let allowed = |action: Option<AdminAction>, path| {
+        let policies = PolicySet {
+            admin: action.map(anp).into_iter().collect(),
+            ..PolicySet::default()
+        };
+        let tiers = translate_tiers(&policies, &pods, &namespaces);
+        tiered_connection_allowed(&egress, &tiers, "left", a, b, Protocol::Tcp, 80, path)
+    };
+    assert!(!allowed(None, Path::Direct), "no policy: isolated");
+    assert!(allowed(None, Path::Service));
+    assert!(
+        allowed(Some(AdminAction::Allow), Path::Direct),
+        "an explicit Allow crosses"
+    );
+    assert!(
+        !allowed(Some(AdminAction::Pass), Path::Direct),
+        "a Pass decides nothing"
+    );
+    assert!(
+        !allowed(Some(AdminAction::Deny), Path::Service),
+        "a Deny holds for a Service too"
+    );
+}

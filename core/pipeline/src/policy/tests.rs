@@ -8,12 +8,12 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn labels(role: Option<&str>) -> BTreeMap<String, String> {
+pub(crate) fn labels(role: Option<&str>) -> BTreeMap<String, String> {
     role.map(|r| BTreeMap::from([("role".to_string(), r.to_string())]))
         .unwrap_or_default()
 }
 
-fn selector() -> impl Strategy<Value = Selector> {
+pub(crate) fn selector() -> impl Strategy<Value = Selector> {
     let role = prop_oneof![Just("client"), Just("server"), Just("other")];
     prop_oneof![
         Just(Selector::default()),
@@ -41,7 +41,7 @@ fn selector() -> impl Strategy<Value = Selector> {
     ]
 }
 
-fn ns_selector() -> impl Strategy<Value = Selector> {
+pub(crate) fn ns_selector() -> impl Strategy<Value = Selector> {
     prop_oneof![
         Just(Selector::default()),
         prop_oneof![Just("x"), Just("y")].prop_map(|e| Selector {
