@@ -2,8 +2,9 @@
 //! the same rules from a file (the kernel's own floor), and connection setup
 //! through a Service VIP against straight to the pod.
 //!
-//! - full render: 1,000 Services × 10 endpoints, generated and loaded by the
-//!   agent's code (`nft -f -`), beside `nft -f FILE` of the same text;
+//! - full render: 1,000 Services × 10 endpoints, generated and sent by the
+//!   agent's code (one netlink batch), beside `nft -f FILE` of the same
+//!   table written as `nft` text (below, [`nft_text`]);
 //! - one endpoint change (an endpoint replaced; an endpoint removed, which
 //!   also rewrites the Service's DNAT rule): the agent's diff (over netlink)
 //!   beside `nft -f FILE` of the same change;
@@ -21,14 +22,13 @@ mod support;
 mod traffic;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nephrite_pipeline::{Affinity, Backend, LoadBalancer, LoadBalancerKey, Protocol};
-use nimbess_agent::driver::kernel::firewall::services::{
-    apply_diff, diff_script, full_script, load,
-};
+use nimbess_agent::driver::kernel::firewall::services::{apply_diff, chain_name, map_name, render};
 use support::{AgentProcess, Netns, first_ip, unique};
 use traffic::{in_netns, serve_on, setup_times};
 
@@ -97,6 +97,98 @@ fn cluster(
         .collect()
 }
 
+type Services = BTreeMap<LoadBalancerKey, LoadBalancer>;
+
+/// The backend map's elements of `lb` as `nft` writes them.
+fn slots_text(lb: &LoadBalancer) -> String {
+    let slots: Vec<String> = lb
+        .backends
+        .iter()
+        .flat_map(|b| std::iter::repeat_n(b, b.weight as usize))
+        .enumerate()
+        .map(|(i, b)| format!("{i} : {} . {}", b.address, b.port))
+        .collect();
+    slots.join(", ")
+}
+
+/// The DNAT rule of a Service port (TCP, no affinity: what [`cluster`] makes).
+fn rule_text(key: &LoadBalancerKey, lb: &LoadBalancer) -> String {
+    let n: u32 = lb.backends.iter().map(|b| b.weight).sum();
+    format!(
+        "add rule ip nimbess-svc {} meta l4proto tcp dnat ip to numgen random mod {n} map @{}\n",
+        chain_name(key),
+        map_name(key)
+    )
+}
+
+/// The table the agent renders for `services` (every Service with
+/// backends, TCP, no affinity, no NodePort), written as `nft` text: the
+/// yardstick `nft -f` loads.
+fn nft_text(services: &Services) -> String {
+    let mut out = String::from(
+        "add table ip nimbess-svc\ndelete table ip nimbess-svc\ntable ip nimbess-svc {\n\
+         map services { type ipv4_addr . inet_proto . inet_service : verdict; }\n\
+         map nodeports { type inet_proto . inet_service : verdict; }\n\
+         set noendpoints { type ipv4_addr . inet_proto . inet_service; }\n",
+    );
+    for (chain, hook) in [("prerouting", "prerouting"), ("output", "output")] {
+        let _ = writeln!(
+            out,
+            "chain {chain} {{ type nat hook {hook} priority -100; policy accept;\n\
+             ip daddr . meta l4proto . th dport vmap @services\n\
+             fib daddr type local meta l4proto . th dport vmap @nodeports\n}}"
+        );
+    }
+    for (chain, hook) in [("refuse", "prerouting"), ("local", "output")] {
+        let _ = writeln!(
+            out,
+            "chain {chain} {{ type filter hook {hook} priority -10; policy accept;\n\
+             ip daddr . meta l4proto . th dport @noendpoints reject\n}}"
+        );
+    }
+    out.push_str("}\n");
+    for (key, lb) in services {
+        let (chain, map) = (chain_name(key), map_name(key));
+        let _ = writeln!(
+            out,
+            "add map ip nimbess-svc {map} {{ typeof numgen random mod 1 : ip daddr . tcp dport ; }}\n\
+             add chain ip nimbess-svc {chain}\n\
+             add element ip nimbess-svc {map} {{ {} }}",
+            slots_text(lb)
+        );
+        out.push_str(&rule_text(key, lb));
+        let _ = writeln!(
+            out,
+            "add element ip nimbess-svc services {{ {} . tcp . {} : goto {chain} }}",
+            lb.vip, key.port
+        );
+    }
+    out
+}
+
+/// The same change as `nft` text: the changed Service ports' maps (and
+/// rules, when the slot count moved) rewritten.
+fn nft_change_text(old: &Services, new: &Services) -> String {
+    let mut out = String::new();
+    for (key, lb) in new {
+        let Some(was) = old.get(key).filter(|was| *was != lb) else {
+            continue;
+        };
+        let map = map_name(key);
+        let _ = writeln!(out, "flush map ip nimbess-svc {map}");
+        if was.backends.len() != lb.backends.len() {
+            let _ = writeln!(out, "flush chain ip nimbess-svc {}", chain_name(key));
+            out.push_str(&rule_text(key, lb));
+        }
+        let _ = writeln!(
+            out,
+            "add element ip nimbess-svc {map} {{ {} }}",
+            slots_text(lb)
+        );
+    }
+    out
+}
+
 fn nft_file(path: &std::path::Path) {
     let ok = Command::new("nft")
         .arg("-f")
@@ -116,7 +208,7 @@ fn timed_nft(text: &str, file: &std::path::Path) -> Duration {
 
 fn render_figures(runs: usize) {
     let full = cluster(1000, 10, 0, false);
-    let text = full_script(&full);
+    let text = nft_text(&full);
     let file = std::env::temp_dir().join(format!("nimbess-bench-{}.nft", std::process::id()));
     let mut ours = Vec::new();
     let mut floor = Vec::new();
@@ -124,24 +216,24 @@ fn render_figures(runs: usize) {
     let mut changes = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     for run in 0..runs {
         let started = Instant::now();
-        load(&full_script(&full), "bench").expect("full render");
+        render(&full).expect("full render");
         ours.push(started.elapsed());
         floor.push(timed_nft(&text, &file));
         for (i, drop) in [false, true].into_iter().enumerate() {
             // from the table as the agent leaves it, one endpoint changes
             let changed = cluster(1000, 10, 1 + run as u32, drop);
-            load(&full_script(&full), "bench").expect("full render");
+            render(&full).expect("full render");
             let started = Instant::now();
             apply_diff(&full, &changed).expect("one change");
             changes[i].0.push(started.elapsed());
-            load(&full_script(&full), "bench").expect("full render");
+            render(&full).expect("full render");
             changes[i]
                 .1
-                .push(timed_nft(&diff_script(&full, &changed), &file));
+                .push(timed_nft(&nft_change_text(&full, &changed), &file));
         }
     }
     let _ = std::fs::remove_file(&file);
-    load(&full_script(&BTreeMap::new()), "bench").expect("clean up");
+    render(&BTreeMap::new()).expect("clean up");
     let (o, f) = (median(&ours), median(&floor));
     println!(
         "full render, 1000 services x 10 endpoints ({} lines): agent {:.1} ms, nft -f file {:.1} ms, ratio {:.2} (goal <= 1.5)",

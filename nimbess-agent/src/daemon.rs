@@ -105,9 +105,7 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
     let joined = join_fabric(&command.fabric).await?;
     let driver = match kind {
         DriverKind::Kernel => {
-            // Services and policies need `nft`: refuse to start without it
-            let firewall = NftFirewall::new(std::env::var_os("PATH").as_deref())?;
-            let mut kernel = KernelDriver::new(firewall)?;
+            let mut kernel = KernelDriver::new(NftFirewall::new())?;
             kernel.set_egress(command.service_cidr, config.masquerade.clone());
             if let Some(f) = &joined {
                 kernel.set_underlay(f.underlay());

@@ -304,8 +304,8 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
             // the kernel driver's rendering of the modules, in the host
             let (lbs, acls) = (derived.load_balancers.clone(), derived.acls.clone());
             traffic::in_netns(&host.path(), move || {
-                services::load(&services::full_script(&lbs), "services").expect("services");
-                services::load(&policy::script(&acls), "policies").expect("policies");
+                services::render(&lbs).expect("services");
+                policy::render(&acls).expect("policies");
             });
             let mut sim = Driver::Sim(SimDriver::new());
             sim.firewall_mut()

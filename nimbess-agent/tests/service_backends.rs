@@ -1,9 +1,12 @@
-//! An endpoint change written over netlink leaves the kernel exactly where
-//! `nft -f` of the whole table would: for a sequence of Service changes
-//! (a backend replaced, slots added and removed, weights, ClientIP
-//! affinity, a new Service beside a backend change), the table the agent's
-//! diff leaves in one namespace lists the same (handles aside, elements in
-//! any order) as the full render loaded by `nft` in another. Needs root.
+//! A diff leaves the kernel exactly where a full render would: for a
+//! sequence of Service changes (a backend replaced, slots added and
+//! removed, weights, ClientIP affinity, a new Service beside a backend
+//! change, a Service losing its last endpoint, one removed), the table the
+//! agent's diff leaves in one namespace lists the same (handles aside,
+//! elements in any order) as the full render of the same Services in
+//! another, and the agent's own drift check finds both clean. `nft -j
+//! list`, run by the test, is the independent observer of both tables.
+//! Needs root.
 
 mod support;
 mod traffic;
@@ -13,7 +16,7 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 
 use nephrite_pipeline::{Affinity, Backend, LoadBalancer, LoadBalancerKey, Protocol};
-use nimbess_agent::driver::kernel::firewall::services::{apply_diff, full_script, load};
+use nimbess_agent::driver::kernel::firewall::services::{apply_diff, render, verify};
 use serde_json::Value;
 use support::Netns;
 use traffic::in_netns;
@@ -93,9 +96,9 @@ fn listing(netns: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_diff_over_netlink_leaves_the_table_nft_would() {
+fn a_diff_leaves_the_table_a_full_render_would() {
     if !support::root(
-        "a_diff_over_netlink_leaves_the_table_nft_would",
+        "a_diff_leaves_the_table_a_full_render_would",
         "creates network namespaces and nftables tables",
     ) {
         return;
@@ -141,19 +144,33 @@ fn a_diff_over_netlink_leaves_the_table_nft_would() {
         "a Service without endpoints beside a backend change",
         s.clone(),
     ));
+    s.remove(&sticky);
+    let mut np = lb(18, Affinity::None, &[(19, 1)]);
+    np.node_port = Some(30080);
+    s.insert(key("np", Protocol::Tcp), np);
+    steps.push(("a Service removed, a NodePort Service added", s.clone()));
+    s.insert(web.clone(), lb(10, Affinity::None, &[(2, 1)]));
+    steps.push(("endpoints again for a Service that had none", s.clone()));
 
-    let script = full_script(&start);
-    in_netns(&ours.path(), move || load(&script, "start").expect("start"));
+    let first = start.clone();
+    in_netns(&ours.path(), move || render(&first).expect("start"));
     let mut was = start;
     for (what, now) in steps {
         let (old, new) = (was.clone(), now.clone());
-        in_netns(&ours.path(), move || {
+        let drift = in_netns(&ours.path(), move || {
             apply_diff(&old, &new).expect("diff over netlink");
+            verify(&new)
         });
-        let script = full_script(&now);
-        in_netns(&reference.path(), move || {
-            load(&script, "reference").expect("full render");
+        assert!(drift.is_empty(), "{what}: drift after the diff {drift:#?}");
+        let full = now.clone();
+        let drift = in_netns(&reference.path(), move || {
+            render(&full).expect("full render");
+            verify(&full)
         });
+        assert!(
+            drift.is_empty(),
+            "{what}: drift after the full render {drift:#?}"
+        );
         let (have, want) = (listing(&ours.path()), listing(&reference.path()));
         let only = |a: &[String], b: &[String]| -> Vec<String> {
             a.iter().filter(|i| !b.contains(i)).cloned().collect()

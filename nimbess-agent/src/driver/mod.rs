@@ -53,21 +53,6 @@ pub enum DriverError {
     /// The data plane is not as required.
     #[error("{0}")]
     State(String),
-    /// A program the driver runs is not installed.
-    #[error(
-        "the kernel driver needs the `{program}` program for {needed_for}, and it is not on \
-         PATH ({path}): install the package {package} (Debian, Ubuntu: apt-get install {package})"
-    )]
-    MissingProgram {
-        /// The program.
-        program: &'static str,
-        /// The package that installs it.
-        package: &'static str,
-        /// What the driver needs it for.
-        needed_for: &'static str,
-        /// The directories searched.
-        path: String,
-    },
 }
 
 /// One module instance as the data plane holds it: its object and counters.

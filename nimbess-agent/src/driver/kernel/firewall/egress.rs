@@ -22,16 +22,14 @@
 use nephrite_pipeline::{EgressPolicy, Ipv4Cidr};
 
 use super::expr::{self, Hook};
-use super::netlink::{Attrs, Batch, send_batch};
-use super::nft_program::listed_rules;
+use super::netlink::{Attrs, Batch, chain_names, send_batch};
 use super::nftables::{
     BRIDGE_PREFIX, CROSSING_MARK, CT_ESTABLISHED_RELATED, EGRESS_FORWARD_PRIORITY, EGRESS_TABLE,
     IPS_DST_NAT, IPV4_DADDR_OFFSET, IPV4_SADDR_OFFSET, NF_ACCEPT, NF_DROP, NF_INET_FORWARD,
     NF_INET_POST_ROUTING, NF_IP_PRI_NAT_SRC, NFPROTO_IPV4, NFT_CMP_EQ, NFT_CMP_NEQ, NFT_CT_STATE,
     NFT_CT_STATUS, NFT_FIB_RESULT_OIF, NFT_META_IIFNAME, NFT_META_MARK, NFT_META_OIFNAME,
-    NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE, NFT_MSG_NEWTABLE, NFT_REG_1,
-    NFTA_FIB_DREG, NFTA_FIB_F_IIF, NFTA_FIB_F_SADDR, NFTA_FIB_FLAGS, NFTA_FIB_RESULT, NLM_F_APPEND,
-    NLM_F_CREATE, VETH_PREFIX,
+    NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE, NFT_MSG_NEWTABLE, NFTA_FIB_F_IIF,
+    NFTA_FIB_F_SADDR, NLM_F_APPEND, NLM_F_CREATE, VETH_PREFIX,
 };
 use crate::driver::DriverError;
 
@@ -108,11 +106,11 @@ pub fn render(
         let mut e = Attrs::default();
         expr::meta(&mut e, NFT_META_IIFNAME);
         expr::cmp(&mut e, NFT_CMP_EQ, &source);
-        expr::expr(&mut e, "fib", |d| {
-            d.be32(NFTA_FIB_DREG, NFT_REG_1)
-                .be32(NFTA_FIB_RESULT, NFT_FIB_RESULT_OIF)
-                .be32(NFTA_FIB_FLAGS, NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF);
-        });
+        expr::fib(
+            &mut e,
+            NFT_FIB_RESULT_OIF,
+            NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF,
+        );
         expr::cmp(&mut e, NFT_CMP_EQ, &0u32.to_ne_bytes());
         expr::verdict(&mut e, NF_DROP);
         rule(&mut batch, FORWARD, &e);
@@ -196,12 +194,19 @@ pub fn render(
 }
 
 /// Differences between what [`render`] makes of `policy` and the kernel's
-/// table, one line each: a missing table or chain. Rules are not counted:
-/// the table is one per network namespace, and agents sharing one (the
-/// tests run several in the host's) each replace it whole.
+/// table (its chains dumped over netlink), one line each: a missing table
+/// or chain. Rules are not counted: the table is one per network
+/// namespace, and agents sharing one (the tests run several in the
+/// host's) each replace it whole.
 pub fn verify(policy: &EgressPolicy) -> Vec<String> {
-    let Some(have) = listed_rules(EGRESS_TABLE) else {
-        return vec![format!("egress: table ip {EGRESS_TABLE} is missing")];
+    let have = match chain_names(NFPROTO_IPV4, EGRESS_TABLE) {
+        Ok(Some(have)) => have,
+        Ok(None) => return vec![format!("egress: table ip {EGRESS_TABLE} is missing")],
+        Err(e) => {
+            return vec![format!(
+                "egress: table ip {EGRESS_TABLE} cannot be read: {e}"
+            )];
+        }
     };
     let mut wanted = vec![FORWARD];
     if policy.masquerades() {
@@ -209,7 +214,7 @@ pub fn verify(policy: &EgressPolicy) -> Vec<String> {
     }
     wanted
         .into_iter()
-        .filter(|chain| !have.contains_key(*chain))
+        .filter(|chain| !have.contains(*chain))
         .map(|chain| format!("egress: chain {chain} of table ip {EGRESS_TABLE} is missing"))
         .collect()
 }

@@ -6,14 +6,14 @@
 //! |---|---|---|
 //! | [`acl`] | `netdev` per host veth | netlink batch (`netlink`) |
 //! | [`egress`] | `ip nimbess` | netlink batch |
-//! | [`services`] | `ip nimbess-svc` | `nft -f -` text; an endpoint change alone as a netlink batch ([`services::backends`]) |
-//! | [`policy`] | `ip nimbess-policy` | `nft -f -` text |
+//! | [`services`] | `ip nimbess-svc` | netlink batch (a full render, or the Service ports that changed) |
+//! | [`policy`] | `ip nimbess-policy` | netlink batch |
 //!
 //! Shared: [`nftables`] (every name and number, once), `netlink` (the
-//! nf_tables netlink codec), `expr` (tables, chains, rules and the
-//! expressions of the netlink renderings), [`nft_program`] (running `nft`,
-//! and the start-up check that it is there). Drift of the `ip` tables is
-//! read with `nft -j list`, of the ACLs with a netlink dump.
+//! nf_tables netlink codec: batches out, dumps back), `expr` (tables,
+//! chains, sets, elements, rules and their expressions). One encoding for
+//! every table: the agent runs no `nft` process, and drift is read with
+//! netlink dumps too.
 
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkKind, NetworkSpec, PortId};
 
@@ -25,14 +25,12 @@ pub mod acl;
 pub mod egress;
 mod expr;
 mod netlink;
-pub mod nft_program;
 pub mod nftables;
 pub mod policy;
 pub mod services;
 
-/// nftables as the kernel driver's firewall; made by [`NftFirewall::new`]
-/// only, which checks `nft` is there.
-#[derive(Debug)]
+/// nftables as the kernel driver's firewall.
+#[derive(Debug, Default)]
 pub struct NftFirewall {
     /// The Services rendered (`None`: not since start, or a render failed
     /// or drifted: the next render replaces the table).
@@ -40,14 +38,9 @@ pub struct NftFirewall {
 }
 
 impl NftFirewall {
-    /// The firewall, once `nft` is found on the agent's `PATH` (`path`).
-    ///
-    /// # Errors
-    /// [`DriverError::MissingProgram`]: no `nft` there.
-    pub fn new(path: Option<&std::ffi::OsStr>) -> Result<Self, DriverError> {
-        let nft = nft_program::require(path)?;
-        tracing::debug!(nft = %nft.display(), "the Services' and policies' tables are loaded by nft");
-        Ok(NftFirewall { services: None })
+    /// The firewall, with nothing rendered yet.
+    pub fn new() -> Self {
+        NftFirewall::default()
     }
 }
 
@@ -62,10 +55,7 @@ impl Firewall for NftFirewall {
         let applied = match &self.services {
             Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs),
             Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
-            _ => services::load(
-                &services::full_script(lbs),
-                &format!("{} service ports", lbs.len()),
-            ),
+            _ => services::render(lbs),
         };
         if let Err(e) = applied {
             // part of a diff may have landed: the next render replaces the table
@@ -86,10 +76,7 @@ impl Firewall for NftFirewall {
 
     /// The table is replaced whole.
     fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
-        nft_program::load(
-            &policy::script(acls),
-            &format!("policies of {} pods", acls.len()),
-        )
+        policy::render(acls)
     }
 
     fn verify_policies(&self, acls: &PodAcls) -> Vec<String> {
@@ -150,12 +137,13 @@ fn egress_sources(networks: &[NetworkSpec]) -> (Vec<String>, Vec<nephrite_pipeli
 #[cfg(test)]
 mod tests {
     /// Each table's module, with its source.
-    const TABLES: [(&str, &str); 5] = [
+    const TABLES: [(&str, &str); 6] = [
         ("acl", include_str!("acl.rs")),
         ("egress", include_str!("egress.rs")),
         ("policy", include_str!("policy.rs")),
         ("services", include_str!("services.rs")),
         ("backends", include_str!("services/backends.rs")),
+        ("drift", include_str!("services/drift.rs")),
     ];
 
     #[test]
@@ -163,8 +151,8 @@ mod tests {
         let siblings = ["acl", "egress", "policy", "services"];
         for (module, source) in TABLES {
             for sibling in siblings.iter().filter(|s| **s != module) {
-                // `services/backends.rs` is part of `services`
-                if module == "backends" && *sibling == "services" {
+                // `services/backends.rs` and `services/drift.rs` are part of `services`
+                if matches!(module, "backends" | "drift") && *sibling == "services" {
                     continue;
                 }
                 for path in [
@@ -175,7 +163,7 @@ mod tests {
                     assert!(
                         !source.contains(&path),
                         "{module} names its sibling {sibling} ({path}): what they share belongs \
-                         in nftables.rs, netlink.rs, expr.rs or nft_program.rs"
+                         in nftables.rs, netlink.rs or expr.rs"
                     );
                 }
             }

@@ -88,14 +88,28 @@ pub const NFPROTO_NETDEV: u8 = 5;
 pub const NFT_MSG_NEWTABLE: u16 = 0;
 /// `NFT_MSG_DELTABLE`.
 pub const NFT_MSG_DELTABLE: u16 = 2;
+/// `NFT_MSG_GETTABLE`.
+pub const NFT_MSG_GETTABLE: u16 = 1;
 /// `NFT_MSG_NEWCHAIN`.
 pub const NFT_MSG_NEWCHAIN: u16 = 3;
+/// `NFT_MSG_GETCHAIN`.
+pub const NFT_MSG_GETCHAIN: u16 = 4;
+/// `NFT_MSG_DELCHAIN`.
+pub const NFT_MSG_DELCHAIN: u16 = 5;
 /// `NFT_MSG_NEWRULE`.
 pub const NFT_MSG_NEWRULE: u16 = 6;
 /// `NFT_MSG_GETRULE`.
 pub const NFT_MSG_GETRULE: u16 = 7;
 /// `NFT_MSG_DELRULE`.
 pub const NFT_MSG_DELRULE: u16 = 8;
+/// `NFT_MSG_NEWSET`.
+pub const NFT_MSG_NEWSET: u16 = 9;
+/// `NFT_MSG_GETSET`.
+pub const NFT_MSG_GETSET: u16 = 10;
+/// `NFT_MSG_DELSET`.
+pub const NFT_MSG_DELSET: u16 = 11;
+/// `NFT_MSG_GETSETELEM`.
+pub const NFT_MSG_GETSETELEM: u16 = 13;
 /// `NFT_MSG_NEWSETELEM`.
 pub const NFT_MSG_NEWSETELEM: u16 = 12;
 /// `NFT_MSG_DELSETELEM`.
@@ -104,6 +118,10 @@ pub const NFT_MSG_DELSETELEM: u16 = 14;
 // hooks
 /// `NF_NETDEV_INGRESS`.
 pub const NF_NETDEV_INGRESS: u32 = 0;
+/// `NF_INET_PRE_ROUTING`.
+pub const NF_INET_PRE_ROUTING: u32 = 0;
+/// `NF_INET_LOCAL_OUT`.
+pub const NF_INET_LOCAL_OUT: u32 = 3;
 /// `NF_INET_FORWARD`.
 pub const NF_INET_FORWARD: u32 = 2;
 /// `NF_INET_POST_ROUTING`.
@@ -114,6 +132,12 @@ pub const NF_INET_POST_ROUTING: u32 = 4;
 pub const NF_DROP: u32 = 0;
 /// `NF_ACCEPT`.
 pub const NF_ACCEPT: u32 = 1;
+/// `NFT_JUMP` (-3): to a chain, coming back after it.
+pub const NFT_JUMP: u32 = -3i32 as u32;
+/// `NFT_GOTO` (-4): to a chain, not coming back.
+pub const NFT_GOTO: u32 = -4i32 as u32;
+/// `NFT_RETURN` (-5): back to the chain that jumped.
+pub const NFT_RETURN: u32 = -5i32 as u32;
 
 // registers
 /// `NFT_REG_VERDICT`.
@@ -122,8 +146,13 @@ pub const NFT_REG_VERDICT: u32 = 0;
 pub const NFT_REG_1: u32 = 1;
 /// `NFT_REG_2` (128 bits).
 pub const NFT_REG_2: u32 = 2;
+/// `NFT_REG32_00`: [`NFT_REG_1`]'s first 32-bit word (a concatenation's
+/// first field).
+pub const NFT_REG32_00: u32 = 8;
 /// `NFT_REG32_01`: the 32-bit register after [`NFT_REG_1`]'s first word.
 pub const NFT_REG32_01: u32 = 9;
+/// `NFT_REG32_02`: the one after it.
+pub const NFT_REG32_02: u32 = 10;
 
 /// `NFTA_TABLE_NAME`.
 pub const NFTA_TABLE_NAME: u16 = 1;
@@ -152,6 +181,48 @@ pub const NFTA_RULE_CHAIN: u16 = 2;
 /// `NFTA_RULE_EXPRESSIONS`.
 pub const NFTA_RULE_EXPRESSIONS: u16 = 4;
 
+/// `NFTA_SET_TABLE`.
+pub const NFTA_SET_TABLE: u16 = 1;
+/// `NFTA_SET_NAME`.
+pub const NFTA_SET_NAME: u16 = 2;
+/// `NFTA_SET_FLAGS`.
+pub const NFTA_SET_FLAGS: u16 = 3;
+/// `NFTA_SET_KEY_TYPE`.
+pub const NFTA_SET_KEY_TYPE: u16 = 4;
+/// `NFTA_SET_KEY_LEN`.
+pub const NFTA_SET_KEY_LEN: u16 = 5;
+/// `NFTA_SET_DATA_TYPE`.
+pub const NFTA_SET_DATA_TYPE: u16 = 6;
+/// `NFTA_SET_DATA_LEN`.
+pub const NFTA_SET_DATA_LEN: u16 = 7;
+/// `NFTA_SET_ID`.
+pub const NFTA_SET_ID: u16 = 10;
+/// `NFTA_SET_USERDATA`.
+pub const NFTA_SET_USERDATA: u16 = 13;
+/// `NFT_SET_MAP`: the set maps its keys to data.
+pub const NFT_SET_MAP: u32 = 0x8;
+/// `NFT_DATA_VERDICT`: a map's data are verdicts.
+pub const NFT_DATA_VERDICT: u32 = 0xffff_ff00;
+/// `NFTNL_UDATA_SET_KEYBYTEORDER` (libnftnl's user data, which only `nft`
+/// reads, to print a set's keys).
+pub const NFTNL_UDATA_SET_KEYBYTEORDER: u8 = 0;
+/// `BYTEORDER_HOST_ENDIAN` (`nft`'s byte order of an integer key).
+pub const BYTEORDER_HOST_ENDIAN: u32 = 1;
+
+// `nft`'s data types, which it reads back from a set's key and data type
+// to print the set (`concat` types: each field's type shifted left by 6
+// bits, first field highest)
+/// `TYPE_INTEGER`.
+pub const TYPE_INTEGER: u32 = 4;
+/// `TYPE_IPADDR`.
+pub const TYPE_IPADDR: u32 = 7;
+/// `TYPE_INET_PROTOCOL`.
+pub const TYPE_INET_PROTOCOL: u32 = 12;
+/// `TYPE_INET_SERVICE`.
+pub const TYPE_INET_SERVICE: u32 = 13;
+/// How far each field of a concatenated type is shifted (`TYPE_BITS`).
+pub const TYPE_BITS: u32 = 6;
+
 /// `NFTA_SET_ELEM_LIST_TABLE`.
 pub const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
 /// `NFTA_SET_ELEM_LIST_SET`.
@@ -175,6 +246,8 @@ pub const NFTA_DATA_VALUE: u16 = 1;
 pub const NFTA_DATA_VERDICT: u16 = 2;
 /// `NFTA_VERDICT_CODE`.
 pub const NFTA_VERDICT_CODE: u16 = 1;
+/// `NFTA_VERDICT_CHAIN`.
+pub const NFTA_VERDICT_CHAIN: u16 = 2;
 
 // expression attributes
 /// `NFTA_PAYLOAD_DREG`.
@@ -224,6 +297,8 @@ pub const NFTA_BITWISE_XOR: u16 = 5;
 pub const NFTA_META_DREG: u16 = 1;
 /// `NFTA_META_KEY`.
 pub const NFTA_META_KEY: u16 = 2;
+/// `NFTA_META_SREG`.
+pub const NFTA_META_SREG: u16 = 3;
 /// `NFT_META_PROTOCOL`: the link layer's protocol (ethertype).
 pub const NFT_META_PROTOCOL: u32 = 1;
 /// `NFT_META_MARK`.
@@ -258,10 +333,36 @@ pub const NFTA_FIB_RESULT: u16 = 2;
 pub const NFTA_FIB_FLAGS: u16 = 3;
 /// `NFT_FIB_RESULT_OIF`.
 pub const NFT_FIB_RESULT_OIF: u32 = 1;
+/// `NFT_FIB_RESULT_ADDRTYPE`.
+pub const NFT_FIB_RESULT_ADDRTYPE: u32 = 3;
+/// `RTN_LOCAL`: an address of the host (`fib … type local`).
+pub const RTN_LOCAL: u32 = 2;
 /// `NFTA_FIB_F_SADDR`.
 pub const NFTA_FIB_F_SADDR: u32 = 1;
+/// `NFTA_FIB_F_DADDR`.
+pub const NFTA_FIB_F_DADDR: u32 = 2;
 /// `NFTA_FIB_F_IIF`.
 pub const NFTA_FIB_F_IIF: u32 = 8;
+
+/// `NFTA_REJECT_TYPE`.
+pub const NFTA_REJECT_TYPE: u16 = 1;
+/// `NFTA_REJECT_ICMP_CODE`.
+pub const NFTA_REJECT_ICMP_CODE: u16 = 2;
+/// `NFT_REJECT_ICMP_UNREACH`.
+pub const NFT_REJECT_ICMP_UNREACH: u32 = 0;
+/// `ICMP_PORT_UNREACH`: what `nft`'s plain `reject` answers in the `ip` family.
+pub const ICMP_PORT_UNREACH: u8 = 3;
+
+/// `NFTA_RANGE_SREG`.
+pub const NFTA_RANGE_SREG: u16 = 1;
+/// `NFTA_RANGE_OP`.
+pub const NFTA_RANGE_OP: u16 = 2;
+/// `NFTA_RANGE_FROM_DATA`.
+pub const NFTA_RANGE_FROM_DATA: u16 = 3;
+/// `NFTA_RANGE_TO_DATA`.
+pub const NFTA_RANGE_TO_DATA: u16 = 4;
+/// `NFT_RANGE_EQ`.
+pub const NFT_RANGE_EQ: u32 = 0;
 
 /// `NFTA_IMMEDIATE_DREG`.
 pub const NFTA_IMMEDIATE_DREG: u16 = 1;

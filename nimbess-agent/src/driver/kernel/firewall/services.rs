@@ -3,13 +3,13 @@
 //! - `services`: a verdict map `VIP . protocol . port → goto <svc chain>`,
 //!   looked up from the `prerouting` (pods, other hosts) and `output` (the
 //!   host itself) NAT chains; `nodeports`: `protocol . port → goto` for
-//!   NodePorts on the host's own addresses;
+//!   NodePorts on the host's own addresses (`fib daddr type local`);
 //! - per Service port, a map `be.<ns>.<name>.<proto>.<port>` of slot →
 //!   `backend . port` (a backend of weight w holds w slots) and a chain
 //!   `svc.<ns>.<name>.<proto>.<port>` with one rule, `dnat ip to numgen
 //!   random mod N map @be…` (`jhash ip saddr` for `sessionAffinity:
 //!   ClientIP`). An endpoint change rewrites that map's elements (and the
-//!   one rule when the slot count changes), nothing else;
+//!   one rule when the slot count changes), nothing else ([`backends`]);
 //! - `noendpoints`: Service ports without a ready backend, rejected in the
 //!   `filter` chains on `prerouting` and `output` (before routing, which
 //!   may have no route for the Service CIDR) so a client hears "refused"
@@ -22,30 +22,44 @@
 //! (the kernel's bridge-family conntrack, `nf_conntrack_bridge`, cannot
 //! DNAT and is often not built).
 //!
-//! The rules are written as `nft` input and loaded by `nft -f -`
-//! ([`load`], one
-//! transaction each: a full render replaces the table atomically, a diff
-//! touches only the Services it names). A change of backends alone (the
-//! common endpoint change) skips `nft`: [`backends`] rewrites the map (and
-//! the rule when the slot count moves) over netlink in one batch.
+//! Every change is one nf_tables netlink batch, so one transaction: a full
+//! render ([`render`]) deletes and re-creates the table, a diff
+//! ([`apply_diff`]) touches only the Service ports it names. Drift is read
+//! back with netlink dumps ([`verify`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey};
+use nephrite_pipeline::{LoadBalancer, LoadBalancerKey};
 
-use super::nft_program::list_table;
-pub use super::nft_program::load;
+use super::expr::{self, Element, Hook, SetSpec};
+use super::netlink::{Attrs, Batch, send_batch};
 use super::nftables::{
-    JHASH_SEED, SERVICES_DNAT_PRIORITY, SERVICES_REFUSE_PRIORITY, SERVICES_TABLE as TABLE,
-    protocol_keyword as proto, protocol_number as proto_number,
+    IPV4_DADDR_OFFSET, NF_INET_LOCAL_OUT, NF_INET_PRE_ROUTING, NFPROTO_IPV4, NFT_CMP_EQ,
+    NFT_DATA_VERDICT, NFT_FIB_RESULT_ADDRTYPE, NFT_GOTO, NFT_META_L4PROTO, NFT_MSG_DELCHAIN,
+    NFT_MSG_DELRULE, NFT_MSG_DELSET, NFT_MSG_DELSETELEM, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN,
+    NFT_MSG_NEWRULE, NFT_MSG_NEWSET, NFT_MSG_NEWSETELEM, NFT_MSG_NEWTABLE,
+    NFT_PAYLOAD_NETWORK_HEADER, NFT_PAYLOAD_TRANSPORT_HEADER, NFT_REG_1, NFT_REG_VERDICT,
+    NFT_REG32_01, NFT_REG32_02, NFTA_FIB_F_DADDR, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NLM_F_APPEND,
+    NLM_F_CREATE, RTN_LOCAL, SERVICES_DNAT_PRIORITY, SERVICES_REFUSE_PRIORITY,
+    SERVICES_TABLE as TABLE, TRANSPORT_DPORT_OFFSET, TYPE_BITS, TYPE_INET_PROTOCOL,
+    TYPE_INET_SERVICE, TYPE_IPADDR, protocol_keyword as proto, protocol_number as proto_number,
 };
 use crate::driver::DriverError;
 
-pub mod backends;
+mod backends;
+mod drift;
+
+pub use drift::verify;
+
+/// The verdict map dispatching a VIP's port to its Service port's chain.
+const SERVICES_MAP: &str = "services";
+/// The verdict map dispatching a NodePort to its Service port's chain.
+const NODEPORTS_MAP: &str = "nodeports";
+/// The Service ports without a ready backend.
+const NOENDPOINTS_SET: &str = "noendpoints";
 
 /// The chain of a Service port (names are DNS labels, checked when the
-/// Service was read, so they are valid nft identifiers).
+/// Service was read, so they are valid nftables names).
 pub fn chain_name(key: &LoadBalancerKey) -> String {
     format!(
         "svc.{}.{}.{}.{}",
@@ -75,14 +89,6 @@ fn slot_backends(lb: &LoadBalancer) -> Vec<(std::net::Ipv4Addr, u16)> {
         .collect()
 }
 
-/// The slots of the backend map as `nft` writes them.
-fn slots(lb: &LoadBalancer) -> Vec<String> {
-    slot_backends(lb)
-        .into_iter()
-        .map(|(address, port)| format!("{address} . {port}"))
-        .collect()
-}
-
 /// True when `was` and `lb` differ in their backends only (same VIP,
 /// NodePort, affinity and reachability).
 fn backends_only(was: &LoadBalancer, lb: &LoadBalancer) -> bool {
@@ -90,313 +96,306 @@ fn backends_only(was: &LoadBalancer, lb: &LoadBalancer) -> bool {
         && was.vip == lb.vip
         && was.node_port == lb.node_port
         && was.affinity == lb.affinity
-        && was.backends.is_empty() == lb.backends.is_empty()
+        && slot_backends(was).is_empty() == slot_backends(lb).is_empty()
 }
 
+/// `nft`'s data type of a concatenation of `fields`.
+fn concat_type(fields: &[u32]) -> u32 {
+    fields.iter().fold(0, |t, f| (t << TYPE_BITS) | f)
+}
+
+/// A protocol number and a port as a concatenation holds them (each
+/// field padded to 4 bytes).
+fn proto_port(protocol: nephrite_pipeline::Protocol, port: u16) -> Vec<u8> {
+    let mut k = vec![proto_number(protocol), 0, 0, 0];
+    k.extend_from_slice(&port.to_be_bytes());
+    k.extend_from_slice(&[0, 0]);
+    k
+}
+
+/// The key of a Service port in `services` and `noendpoints`:
+/// `VIP . protocol . port`.
+fn service_key(key: &LoadBalancerKey, lb: &LoadBalancer) -> Vec<u8> {
+    let mut k = lb.vip.octets().to_vec();
+    k.extend_from_slice(&proto_port(key.protocol, key.port));
+    k
+}
+
+/// The key of a Service port, as `nft` writes it (drift messages).
 fn service_element(key: &LoadBalancerKey, lb: &LoadBalancer) -> String {
     format!("{} . {} . {}", lb.vip, proto(key.protocol), key.port)
 }
 
-/// The one rule of a Service port's chain (`None`: no backend).
-fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer) -> Option<String> {
-    let n = slots(lb).len();
-    if n == 0 {
-        return None;
-    }
-    let pick = match lb.affinity {
-        Affinity::None => format!("numgen random mod {n}"),
-        Affinity::ClientIp => format!("jhash ip saddr mod {n} seed {:#x}", JHASH_SEED),
-    };
-    Some(format!(
-        "meta l4proto {p} dnat ip to {pick} map @{map}",
-        p = proto(key.protocol),
-        map = map_name(key)
-    ))
+fn add(batch: &mut Batch, msg: u16, attrs: &Attrs) {
+    batch.nft(NFPROTO_IPV4, msg, NLM_F_CREATE, attrs);
 }
 
-/// Statements creating one Service port's objects (the table exists).
-fn add_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
-    let (chain, map, p) = (chain_name(key), map_name(key), proto(key.protocol));
-    let _ = writeln!(
-        out,
-        "add map ip {TABLE} {map} {{ typeof numgen random mod 1 : ip daddr . {p} dport ; }}"
+fn delete(batch: &mut Batch, msg: u16, attrs: &Attrs) {
+    batch.nft(NFPROTO_IPV4, msg, 0, attrs);
+}
+
+fn add_rule(batch: &mut Batch, chain: &str, exprs: &Attrs) {
+    let rule = expr::rule(TABLE, chain, exprs);
+    batch.nft(
+        NFPROTO_IPV4,
+        NFT_MSG_NEWRULE,
+        NLM_F_CREATE | NLM_F_APPEND,
+        &rule,
     );
-    let _ = writeln!(out, "add chain ip {TABLE} {chain}");
-    fill_service(out, key, lb);
-    match dnat_rule(key, lb) {
-        Some(_) => {
-            let _ = writeln!(
-                out,
-                "add element ip {TABLE} services {{ {} : goto {chain} }}",
-                service_element(key, lb)
-            );
-            if let Some(node_port) = lb.node_port {
-                let _ = writeln!(
-                    out,
-                    "add element ip {TABLE} nodeports {{ {p} . {node_port} : goto {chain} }}"
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "add element ip {TABLE} noendpoints {{ {} }}",
-                service_element(key, lb)
-            );
-        }
+}
+
+/// Every rule of `chain` goes (a delete without a handle).
+fn flush_chain(batch: &mut Batch, chain: &str) {
+    let mut c = Attrs::default();
+    c.str(NFTA_RULE_TABLE, TABLE).str(NFTA_RULE_CHAIN, chain);
+    delete(batch, NFT_MSG_DELRULE, &c);
+}
+
+/// `ip daddr . meta l4proto . th dport` into registers 1, 9 and 10, then
+/// looked up in `set` (its verdict taken when `verdict`).
+fn lookup_service_port(set: &str, verdict: bool) -> Attrs {
+    let mut e = Attrs::default();
+    expr::payload(
+        &mut e,
+        NFT_REG_1,
+        NFT_PAYLOAD_NETWORK_HEADER,
+        IPV4_DADDR_OFFSET,
+        4,
+    );
+    expr::meta_into(&mut e, NFT_META_L4PROTO, NFT_REG32_01);
+    expr::payload(
+        &mut e,
+        NFT_REG32_02,
+        NFT_PAYLOAD_TRANSPORT_HEADER,
+        TRANSPORT_DPORT_OFFSET,
+        2,
+    );
+    expr::lookup(&mut e, set, NFT_REG_1, verdict.then_some(NFT_REG_VERDICT));
+    e
+}
+
+/// The table's skeleton: the dispatch maps, the hooked chains and their
+/// rules.
+fn skeleton(batch: &mut Batch) {
+    let address_port = concat_type(&[TYPE_IPADDR, TYPE_INET_PROTOCOL, TYPE_INET_SERVICE]);
+    let sets = [
+        (SERVICES_MAP, address_port, 12, Some((NFT_DATA_VERDICT, 0))),
+        (
+            NODEPORTS_MAP,
+            concat_type(&[TYPE_INET_PROTOCOL, TYPE_INET_SERVICE]),
+            8,
+            Some((NFT_DATA_VERDICT, 0)),
+        ),
+        (NOENDPOINTS_SET, address_port, 12, None),
+    ];
+    for (name, key_type, key_len, data) in sets {
+        let spec = SetSpec {
+            name,
+            id: batch.next_id(),
+            key_type,
+            key_len,
+            data,
+            userdata: &[],
+        };
+        add(batch, NFT_MSG_NEWSET, &expr::set(TABLE, &spec));
+    }
+    for (chain, hook) in [
+        ("prerouting", NF_INET_PRE_ROUTING),
+        ("output", NF_INET_LOCAL_OUT),
+    ] {
+        let hook = Hook {
+            number: hook,
+            priority: SERVICES_DNAT_PRIORITY,
+            device: None,
+        };
+        add(
+            batch,
+            NFT_MSG_NEWCHAIN,
+            &expr::base_chain(TABLE, chain, "nat", &hook),
+        );
+        // ip daddr . meta l4proto . th dport vmap @services
+        add_rule(batch, chain, &lookup_service_port(SERVICES_MAP, true));
+        // fib daddr type local meta l4proto . th dport vmap @nodeports
+        let mut e = Attrs::default();
+        expr::fib(&mut e, NFT_FIB_RESULT_ADDRTYPE, NFTA_FIB_F_DADDR);
+        expr::cmp(&mut e, NFT_CMP_EQ, &RTN_LOCAL.to_ne_bytes());
+        expr::meta(&mut e, NFT_META_L4PROTO);
+        expr::payload(
+            &mut e,
+            NFT_REG32_01,
+            NFT_PAYLOAD_TRANSPORT_HEADER,
+            TRANSPORT_DPORT_OFFSET,
+            2,
+        );
+        expr::lookup(&mut e, NODEPORTS_MAP, NFT_REG_1, Some(NFT_REG_VERDICT));
+        add_rule(batch, chain, &e);
+    }
+    for (chain, hook) in [
+        ("refuse", NF_INET_PRE_ROUTING),
+        ("local", NF_INET_LOCAL_OUT),
+    ] {
+        let hook = Hook {
+            number: hook,
+            priority: SERVICES_REFUSE_PRIORITY,
+            device: None,
+        };
+        add(
+            batch,
+            NFT_MSG_NEWCHAIN,
+            &expr::base_chain(TABLE, chain, "filter", &hook),
+        );
+        // ip daddr . meta l4proto . th dport @noendpoints reject
+        let mut e = lookup_service_port(NOENDPOINTS_SET, false);
+        expr::reject(&mut e);
+        add_rule(batch, chain, &e);
     }
 }
 
-/// The backend map's elements and the chain's rule (both empty before).
-fn fill_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
-    let slots = slots(lb);
-    if !slots.is_empty() {
-        let elements: Vec<String> = slots
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{i} : {s}"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "add element ip {TABLE} {} {{ {} }}",
-            map_name(key),
-            elements.join(", ")
+/// One Service port's objects (the table exists).
+fn add_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let (chain, map) = (chain_name(key), map_name(key));
+    let id = batch.next_id();
+    add(batch, NFT_MSG_NEWSET, &backends::map(&map, id));
+    add(batch, NFT_MSG_NEWCHAIN, &expr::chain(TABLE, &chain));
+    backends::fill(batch, key, lb);
+    let dispatch = service_key(key, lb);
+    if slot_backends(lb).is_empty() {
+        let refused = [Element::Key(dispatch)];
+        add(
+            batch,
+            NFT_MSG_NEWSETELEM,
+            &expr::elements(TABLE, NOENDPOINTS_SET, &refused),
+        );
+        return;
+    }
+    let to_chain = [Element::Verdict(dispatch, NFT_GOTO, &chain)];
+    add(
+        batch,
+        NFT_MSG_NEWSETELEM,
+        &expr::elements(TABLE, SERVICES_MAP, &to_chain),
+    );
+    if let Some(node_port) = lb.node_port {
+        let to_chain = [Element::Verdict(
+            proto_port(key.protocol, node_port),
+            NFT_GOTO,
+            &chain,
+        )];
+        add(
+            batch,
+            NFT_MSG_NEWSETELEM,
+            &expr::elements(TABLE, NODEPORTS_MAP, &to_chain),
         );
     }
-    if let Some(rule) = dnat_rule(key, lb) {
-        let _ = writeln!(out, "add rule ip {TABLE} {} {rule}", chain_name(key));
-    }
 }
 
-/// Statements removing one rendered Service port's objects.
-fn remove_service(out: &mut String, key: &LoadBalancerKey, lb: &LoadBalancer) {
-    let p = proto(key.protocol);
-    if dnat_rule(key, lb).is_some() {
-        let _ = writeln!(
-            out,
-            "delete element ip {TABLE} services {{ {} }}",
-            service_element(key, lb)
+/// Remove one rendered Service port's objects: its dispatch first (which
+/// holds the chain), then the rule (which holds the map).
+fn remove_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let dispatch = vec![Element::Key(service_key(key, lb))];
+    if slot_backends(lb).is_empty() {
+        delete(
+            batch,
+            NFT_MSG_DELSETELEM,
+            &expr::elements(TABLE, NOENDPOINTS_SET, &dispatch),
+        );
+    } else {
+        delete(
+            batch,
+            NFT_MSG_DELSETELEM,
+            &expr::elements(TABLE, SERVICES_MAP, &dispatch),
         );
         if let Some(node_port) = lb.node_port {
-            let _ = writeln!(
-                out,
-                "delete element ip {TABLE} nodeports {{ {p} . {node_port} }}"
+            let node = [Element::Key(proto_port(key.protocol, node_port))];
+            delete(
+                batch,
+                NFT_MSG_DELSETELEM,
+                &expr::elements(TABLE, NODEPORTS_MAP, &node),
             );
         }
-    } else {
-        let _ = writeln!(
-            out,
-            "delete element ip {TABLE} noendpoints {{ {} }}",
-            service_element(key, lb)
-        );
     }
-    let _ = writeln!(out, "delete chain ip {TABLE} {}", chain_name(key));
-    let _ = writeln!(out, "delete map ip {TABLE} {}", map_name(key));
+    let chain = chain_name(key);
+    flush_chain(batch, &chain);
+    delete(batch, NFT_MSG_DELCHAIN, &expr::chain(TABLE, &chain));
+    delete(
+        batch,
+        NFT_MSG_DELSET,
+        &expr::named_set(TABLE, &map_name(key)),
+    );
 }
 
-/// The table's skeleton: the dispatch maps and the hooked chains.
-fn skeleton(out: &mut String) {
-    let dispatch = "ip daddr . meta l4proto . th dport vmap @services";
-    let nodeports = "fib daddr type local meta l4proto . th dport vmap @nodeports";
-    let reject = "ip daddr . meta l4proto . th dport @noendpoints reject";
-    let _ = writeln!(out, "table ip {TABLE} {{");
-    out.push_str(concat!(
-        "  map services {\n    type ipv4_addr . inet_proto . inet_service : verdict\n  }\n",
-        "  map nodeports {\n    type inet_proto . inet_service : verdict\n  }\n",
-        "  set noendpoints {\n    type ipv4_addr . inet_proto . inet_service\n  }\n",
-    ));
-    for (chain, hook) in [("prerouting", "prerouting"), ("output", "output")] {
-        let _ = writeln!(
-            out,
-            "  chain {chain} {{\n    type nat hook {hook} priority {SERVICES_DNAT_PRIORITY}; policy accept;\n    {dispatch}\n    {nodeports}\n  }}"
-        );
-    }
-    for (chain, hook) in [("refuse", "prerouting"), ("local", "output")] {
-        let _ = writeln!(
-            out,
-            "  chain {chain} {{\n    type filter hook {hook} priority {SERVICES_REFUSE_PRIORITY}; policy accept;\n    {reject}\n  }}"
-        );
-    }
-    out.push_str("}\n");
-}
-
-/// The `nft` input replacing the table with `services` (empty: the table
-/// goes away).
-pub fn full_script(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> String {
-    let mut out = format!("add table ip {TABLE}\ndelete table ip {TABLE}\n");
+/// The batch replacing the table with `services` (empty: the table goes
+/// away).
+fn full_batch(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Batch {
+    let mut batch = Batch::new();
+    let table = expr::table(TABLE);
+    add(&mut batch, NFT_MSG_NEWTABLE, &table);
+    delete(&mut batch, NFT_MSG_DELTABLE, &table);
     if services.is_empty() {
-        return out;
+        return batch;
     }
-    skeleton(&mut out);
+    add(&mut batch, NFT_MSG_NEWTABLE, &table);
+    skeleton(&mut batch);
     for (key, lb) in services {
-        add_service(&mut out, key, lb);
+        add_service(&mut batch, key, lb);
     }
-    out
+    batch
 }
 
-/// The `nft` input taking the table from `old` to `new` (both non-empty
-/// or the caller renders in full): only the Service ports that differ.
-pub fn diff_script(
+/// The batch taking the table from `old` to `new` (both non-empty, or the
+/// caller renders in full): only the Service ports that differ; those
+/// whose backends alone changed get their map (and rule) rewritten.
+fn diff_batch(
     old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
     new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-) -> String {
-    let mut out = String::new();
+) -> Batch {
+    let mut batch = Batch::new();
     for (key, was) in old {
         if !new.contains_key(key) {
-            remove_service(&mut out, key, was);
+            remove_service(&mut batch, key, was);
         }
     }
     for (key, lb) in new {
         match old.get(key) {
             Some(was) if was == lb => {}
-            // same VIP, NodePort and reachability: only the backends change
             Some(was) if backends_only(was, lb) => {
-                let _ = writeln!(out, "flush map ip {TABLE} {}", map_name(key));
-                if slots(was).len() != slots(lb).len() {
-                    let _ = writeln!(out, "flush chain ip {TABLE} {}", chain_name(key));
-                    fill_service(&mut out, key, lb);
-                } else {
-                    // the rule stays: only the map's elements are rewritten
-                    let elements: Vec<String> = slots(lb)
-                        .iter()
-                        .enumerate()
-                        .map(|(i, s)| format!("{i} : {s}"))
-                        .collect();
-                    let _ = writeln!(
-                        out,
-                        "add element ip {TABLE} {} {{ {} }}",
-                        map_name(key),
-                        elements.join(", ")
-                    );
-                }
+                let rule = slot_backends(was).len() != slot_backends(lb).len();
+                backends::rewrite(&mut batch, key, lb, rule);
             }
             Some(was) => {
-                remove_service(&mut out, key, was);
-                add_service(&mut out, key, lb);
+                remove_service(&mut batch, key, was);
+                add_service(&mut batch, key, lb);
             }
-            None => add_service(&mut out, key, lb),
+            None => add_service(&mut batch, key, lb),
         }
     }
-    out
+    batch
+}
+
+/// Replace the table with `services` in one transaction (none: the table
+/// goes away).
+///
+/// # Errors
+/// The kernel refused the batch (the table stays as it was).
+pub fn render(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Result<(), DriverError> {
+    send_batch(
+        full_batch(services),
+        &format!("the table of {} service ports", services.len()),
+    )
 }
 
 /// Take the table from `old` to `new` (both non-empty, or the caller
-/// renders in full): Service ports whose backends alone changed over
-/// netlink ([`backends`]), the rest with `nft -f -` ([`diff_script`] of
-/// them). Two transactions at most, the `nft` one first.
+/// renders in full) in one transaction: only the Service ports that
+/// differ.
 ///
 /// # Errors
-/// `nft` or the kernel refused (what was applied before stays).
+/// The kernel refused the batch (the table stays as it was).
 pub fn apply_diff(
     old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
     new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
 ) -> Result<(), DriverError> {
-    let mut updates = Vec::new();
-    let (mut old_rest, mut new_rest) = (old.clone(), new.clone());
-    for (key, lb) in new {
-        if let Some(was) = old.get(key)
-            && backends_only(was, lb)
-        {
-            updates.push(backends::BackendUpdate {
-                key: key.clone(),
-                lb: lb.clone(),
-                rule: slots(was).len() != slots(lb).len(),
-            });
-            old_rest.remove(key);
-            new_rest.remove(key);
-        }
-    }
-    load(
-        &diff_script(&old_rest, &new_rest),
-        &format!("{} service ports", new.len()),
-    )?;
-    backends::apply(&updates)
-}
-
-/// Differences between `services` and the kernel's table, one line each
-/// (a missing chain or map, a backend map whose elements differ).
-pub fn verify(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Vec<String> {
-    let listed = list_table(TABLE);
-    if services.is_empty() {
-        return match listed {
-            Some(_) => vec![format!("services: table ip {TABLE} exists with no Service")],
-            None => Vec::new(),
-        };
-    }
-    let items = listed.unwrap_or_default();
-    let mut chains = std::collections::BTreeSet::new();
-    let mut maps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut dispatch: Vec<String> = Vec::new();
-    for item in &items {
-        if let Some(name) = item["chain"]["name"].as_str() {
-            chains.insert(name.to_string());
-        }
-        if let Some(name) = item["map"]["name"].as_str() {
-            let elems = item["map"]["elem"].as_array().cloned().unwrap_or_default();
-            let rendered: Vec<String> = elems
-                .iter()
-                .map(|e| match &e[1]["concat"] {
-                    serde_json::Value::Array(parts) => {
-                        let s: Vec<String> = parts
-                            .iter()
-                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
-                            .collect();
-                        s.join(" . ")
-                    }
-                    other => other.to_string(),
-                })
-                .collect();
-            if name == "services" {
-                dispatch = rendered_keys(&elems);
-            }
-            maps.insert(name.to_string(), rendered);
-        }
-    }
-    let mut drift = Vec::new();
-    for (key, lb) in services {
-        let (chain, map) = (chain_name(key), map_name(key));
-        if !chains.contains(&chain) {
-            drift.push(format!("service {chain}: chain is missing"));
-        }
-        let mut want = slots(lb);
-        want.sort();
-        match maps.get(&map) {
-            None => drift.push(format!("service {map}: backend map is missing")),
-            Some(have) => {
-                let mut have = have.clone();
-                have.sort();
-                if have != want {
-                    drift.push(format!(
-                        "service {map}: backends are [{}], the model has [{}]",
-                        have.join(", "),
-                        want.join(", ")
-                    ));
-                }
-            }
-        }
-        if !want.is_empty() && !dispatch.contains(&service_element(key, lb)) {
-            drift.push(format!(
-                "service {chain}: {} is not dispatched",
-                service_element(key, lb)
-            ));
-        }
-    }
-    drift
-}
-
-/// The keys of the `services` map's elements as `VIP . proto . port`.
-fn rendered_keys(elems: &[serde_json::Value]) -> Vec<String> {
-    elems
-        .iter()
-        .filter_map(|e| e[0]["concat"].as_array())
-        .map(|parts| {
-            parts
-                .iter()
-                .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
-                .collect::<Vec<_>>()
-                .join(" . ")
-        })
-        .collect()
+    let batch = diff_batch(old, new);
+    let what = format!("{} messages for {} service ports", batch.len(), new.len());
+    send_batch(batch, &what)
 }
 
 #[cfg(test)]

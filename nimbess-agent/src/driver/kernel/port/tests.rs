@@ -68,10 +68,8 @@ async fn the_pod_interface_carries_the_requested_mac_and_check_holds_it_to_it() 
     let spec = NetworkSpec::l2(&network, "10.249.7.0/24".parse().expect("cidr"));
     let specs = BTreeMap::from([(network.clone(), spec.clone())]);
     let mut model = Model::new();
-    let mut driver = KernelDriver::new(
-        super::super::firewall::NftFirewall::new(std::env::var_os("PATH").as_deref()).expect("nft"),
-    )
-    .expect("netlink");
+    let mut driver =
+        KernelDriver::new(super::super::firewall::NftFirewall::new()).expect("netlink");
     let plan = model.apply_networks(&[spec]).expect("network");
     driver.apply(&plan, &specs).await.expect("bridge");
 

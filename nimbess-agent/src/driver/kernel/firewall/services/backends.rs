@@ -1,9 +1,7 @@
-//! A Service port's backends rewritten over nf_tables netlink, without
-//! `nft`: one batch flushes the port's backend map and adds its slots (and,
-//! when the slot count changes, replaces the chain's one DNAT rule). `nft
-//! -f` would first read the whole ruleset back (every map's elements) to
-//! build its cache, which with a thousand Services costs far more than
-//! the change itself.
+//! A Service port's backends: its map of slot → `backend . port`, and its
+//! chain's one DNAT rule picking a slot. An endpoint change flushes the map
+//! and adds its slots again (and, when the slot count changes, replaces
+//! the rule), in the diff's batch.
 //!
 //! The messages are those `nft --debug=netlink` shows for the same
 //! statements: the map's key is the `numgen`/`jhash` result (a host-order
@@ -14,46 +12,56 @@
 
 use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey};
 
-use super::super::expr::{self, expr, value};
-use super::super::netlink::{Attrs, Batch, send_batch};
+use super::super::expr::{self, Element, SetSpec, expr};
+use super::super::netlink::{Attrs, Batch};
 use super::super::nftables::{
-    IPV4_SADDR_OFFSET, JHASH_SEED, NFPROTO_IPV4, NFT_CMP_EQ, NFT_HASH_JENKINS, NFT_META_L4PROTO,
-    NFT_MSG_DELRULE, NFT_MSG_DELSETELEM, NFT_MSG_NEWRULE, NFT_MSG_NEWSETELEM, NFT_NAT_DNAT,
+    BYTEORDER_HOST_ENDIAN, IPV4_SADDR_OFFSET, JHASH_SEED, NFPROTO_IPV4, NFT_CMP_EQ,
+    NFT_HASH_JENKINS, NFT_META_L4PROTO, NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NFT_NAT_DNAT,
     NFT_NG_RANDOM, NFT_PAYLOAD_NETWORK_HEADER, NFT_REG_1, NFT_REG_2, NFT_REG32_01, NFTA_HASH_DREG,
     NFTA_HASH_LEN, NFTA_HASH_MODULUS, NFTA_HASH_OFFSET, NFTA_HASH_SEED, NFTA_HASH_SREG,
-    NFTA_HASH_TYPE, NFTA_LIST_ELEM, NFTA_LOOKUP_DREG, NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG,
-    NFTA_NAT_FAMILY, NFTA_NAT_REG_ADDR_MIN, NFTA_NAT_REG_PROTO_MIN, NFTA_NAT_TYPE, NFTA_NG_DREG,
-    NFTA_NG_MODULUS, NFTA_NG_OFFSET, NFTA_NG_TYPE, NFTA_RULE_CHAIN, NFTA_RULE_TABLE,
-    NFTA_SET_ELEM_DATA, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_LIST_ELEMENTS, NFTA_SET_ELEM_LIST_SET,
-    NFTA_SET_ELEM_LIST_TABLE, NLM_F_APPEND, NLM_F_CREATE,
+    NFTA_HASH_TYPE, NFTA_LOOKUP_DREG, NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG, NFTA_NAT_FAMILY,
+    NFTA_NAT_REG_ADDR_MIN, NFTA_NAT_REG_PROTO_MIN, NFTA_NAT_TYPE, NFTA_NG_DREG, NFTA_NG_MODULUS,
+    NFTA_NG_OFFSET, NFTA_NG_TYPE, NFTNL_UDATA_SET_KEYBYTEORDER, NLM_F_CREATE, TYPE_BITS,
+    TYPE_INET_SERVICE, TYPE_INTEGER, TYPE_IPADDR,
 };
-use super::{TABLE, chain_name, map_name, proto_number, slot_backends};
-use crate::driver::DriverError;
+use super::{TABLE, add_rule, chain_name, flush_chain, map_name, proto_number, slot_backends};
 
-/// One Service port whose backends change and nothing else.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BackendUpdate {
-    /// The Service port.
-    pub key: LoadBalancerKey,
-    /// Its module as it is now.
-    pub lb: LoadBalancer,
-    /// True when the slot count changes (the DNAT rule is replaced too).
-    pub rule: bool,
+/// The backend map `name` (created with the number `id` in its batch).
+pub(super) fn map(name: &str, id: u32) -> Attrs {
+    // tells `nft` the slot numbers are host-order integers
+    let mut userdata = vec![NFTNL_UDATA_SET_KEYBYTEORDER, 4];
+    userdata.extend_from_slice(&BYTEORDER_HOST_ENDIAN.to_ne_bytes());
+    let spec = SetSpec {
+        name,
+        id,
+        key_type: TYPE_INTEGER,
+        key_len: 4,
+        data: Some(((TYPE_IPADDR << TYPE_BITS) | TYPE_INET_SERVICE, 8)),
+        userdata: &userdata,
+    };
+    expr::set(TABLE, &spec)
 }
 
 /// The map's elements: slot number → backend address and port.
-fn elements(lb: &LoadBalancer) -> Attrs {
-    let mut list = Attrs::default();
-    for (slot, (address, port)) in slot_backends(lb).into_iter().enumerate() {
-        list.nest(NFTA_LIST_ELEM, |e| {
-            value(e, NFTA_SET_ELEM_KEY, &(slot as u32).to_ne_bytes());
+fn elements(lb: &LoadBalancer) -> Vec<Element<'static>> {
+    slot_backends(lb)
+        .into_iter()
+        .enumerate()
+        .map(|(slot, (address, port))| {
             let mut data = address.octets().to_vec();
             data.extend_from_slice(&port.to_be_bytes());
             data.extend_from_slice(&[0, 0]);
-            value(e, NFTA_SET_ELEM_DATA, &data);
-        });
-    }
-    list
+            Element::Value((slot as u32).to_ne_bytes().to_vec(), data)
+        })
+        .collect()
+}
+
+/// The backend `address . port` an element's data holds (`None`: not a
+/// backend's data).
+pub(super) fn backend_of(data: &[u8]) -> Option<(std::net::Ipv4Addr, u16)> {
+    let address: [u8; 4] = data.get(..4)?.try_into().ok()?;
+    let port: [u8; 2] = data.get(4..6)?.try_into().ok()?;
+    Some((address.into(), u16::from_be_bytes(port)))
 }
 
 /// The chain's one rule: `meta l4proto P dnat ip to <pick> mod N map @be…`.
@@ -101,47 +109,34 @@ fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer, slots: u32) -> Attrs {
     list
 }
 
-/// Rewrite the backends of `updates` in one nf_tables transaction.
-///
-/// # Errors
-/// The kernel refused the batch (nothing of it applied).
-pub fn apply(updates: &[BackendUpdate]) -> Result<(), DriverError> {
-    if updates.is_empty() {
-        return Ok(());
+/// The map's elements and the chain's rule of a Service port whose map
+/// and chain are empty (no backend: neither).
+pub(super) fn fill(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+    let slots = elements(lb);
+    if slots.is_empty() {
+        return;
     }
-    let mut batch = Batch::new();
-    for u in updates {
-        let slots = slot_backends(&u.lb).len() as u32;
-        let mut map = Attrs::default();
-        map.str(NFTA_SET_ELEM_LIST_TABLE, TABLE)
-            .str(NFTA_SET_ELEM_LIST_SET, &map_name(&u.key));
-        // no element list: the whole map is flushed
-        batch.nft(NFPROTO_IPV4, NFT_MSG_DELSETELEM, 0, &map);
-        let mut add = Attrs::default();
-        add.str(NFTA_SET_ELEM_LIST_TABLE, TABLE)
-            .str(NFTA_SET_ELEM_LIST_SET, &map_name(&u.key))
-            .nest(NFTA_SET_ELEM_LIST_ELEMENTS, |e| {
-                e.0.extend_from_slice(&elements(&u.lb).0);
-            });
-        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
-        if u.rule {
-            let mut chain = Attrs::default();
-            chain
-                .str(NFTA_RULE_TABLE, TABLE)
-                .str(NFTA_RULE_CHAIN, &chain_name(&u.key));
-            // no handle: every rule of the chain goes
-            batch.nft(NFPROTO_IPV4, NFT_MSG_DELRULE, 0, &chain);
-            let rule = expr::rule(TABLE, &chain_name(&u.key), &dnat_rule(&u.key, &u.lb, slots));
-            batch.nft(
-                NFPROTO_IPV4,
-                NFT_MSG_NEWRULE,
-                NLM_F_CREATE | NLM_F_APPEND,
-                &rule,
-            );
-        }
-    }
-    send_batch(
+    let add = expr::elements(TABLE, &map_name(key), &slots);
+    batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
+    add_rule(
         batch,
-        &format!("backends of {} service ports", updates.len()),
-    )
+        &chain_name(key),
+        &dnat_rule(key, lb, slots.len() as u32),
+    );
+}
+
+/// Rewrite the backends of a Service port whose backends alone changed:
+/// the map flushed and filled again, and the rule replaced too when `rule`
+/// (the slot count changed).
+pub(super) fn rewrite(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer, rule: bool) {
+    // no element list: the whole map is flushed
+    let flush = expr::elements(TABLE, &map_name(key), &[]);
+    batch.nft(NFPROTO_IPV4, NFT_MSG_DELSETELEM, 0, &flush);
+    if rule {
+        flush_chain(batch, &chain_name(key));
+        fill(batch, key, lb);
+    } else {
+        let add = expr::elements(TABLE, &map_name(key), &elements(lb));
+        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
+    }
 }

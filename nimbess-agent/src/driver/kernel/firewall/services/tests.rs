@@ -3,7 +3,8 @@ use std::net::Ipv4Addr;
 
 use nephrite_pipeline::{Affinity, Backend, LoadBalancer, LoadBalancerKey, Protocol};
 
-use super::{diff_script, full_script};
+use super::super::netlink::Batch;
+use super::{diff_batch, full_batch};
 
 fn key(name: &str) -> LoadBalancerKey {
     LoadBalancerKey {
@@ -30,31 +31,40 @@ fn lb(vip: u8, backends: &[u8], affinity: Affinity) -> LoadBalancer {
     }
 }
 
+/// The batch's bytes as text, to find the names it carries.
+fn text(batch: Batch) -> String {
+    let (bytes, _) = batch.finish();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 #[test]
-fn a_full_render_replaces_the_table_and_dispatches_every_service() {
+fn a_full_render_replaces_the_table_and_creates_every_service_port() {
     let services = BTreeMap::from([
         (key("web"), lb(10, &[2, 3], Affinity::None)),
         (key("sticky"), lb(11, &[4], Affinity::ClientIp)),
         (key("empty"), lb(12, &[], Affinity::None)),
     ]);
-    let s = full_script(&services);
-    assert!(s.starts_with("add table ip nimbess-svc\ndelete table ip nimbess-svc\n"));
-    assert!(s.contains("add element ip nimbess-svc be.default.web.tcp.80 { 0 : 10.1.0.2 . 8080, 1 : 10.1.0.3 . 8080 }"), "{s}");
-    assert!(
-        s.contains("dnat ip to numgen random mod 2 map @be.default.web.tcp.80"),
-        "{s}"
-    );
-    assert!(s.contains("dnat ip to jhash ip saddr mod 1"), "{s}");
-    assert!(s.contains("services { 10.96.0.10 . tcp . 80 : goto svc.default.web.tcp.80 }"));
-    assert!(s.contains("noendpoints { 10.96.0.12 . tcp . 80 }"), "{s}");
-    assert!(
-        !s.contains("10.96.0.12 . tcp . 80 : goto"),
-        "no backend, no dispatch"
-    );
-    assert_eq!(
-        full_script(&BTreeMap::new()),
-        "add table ip nimbess-svc\ndelete table ip nimbess-svc\n"
-    );
+    let batch = full_batch(&services);
+    // table add, delete, add; 3 sets, 4 base chains, 6 rules; per port a
+    // map and a chain; web: elements, rule, dispatch; sticky: the same;
+    // empty: the noendpoints element only
+    assert_eq!(batch.len(), 3 + 3 + 4 + 6 + 3 * 2 + 3 + 3 + 1);
+    let s = text(batch);
+    for name in [
+        "be.default.web.tcp.80",
+        "svc.default.sticky.tcp.80",
+        "be.default.empty.tcp.80",
+        "noendpoints",
+        "nodeports",
+        "numgen",
+        "hash",
+        "reject",
+        "fib",
+    ] {
+        assert!(s.contains(name), "{name} is in the batch");
+    }
+    // an empty model: only the table's add and delete
+    assert_eq!(full_batch(&BTreeMap::new()).len(), 2);
 }
 
 #[test]
@@ -65,31 +75,25 @@ fn an_endpoint_change_rewrites_only_that_services_map() {
     ]);
     let mut new = old.clone();
     new.insert(key("web"), lb(10, &[2, 5], Affinity::None));
-    let s = diff_script(&old, &new);
-    assert_eq!(
-        s,
-        "flush map ip nimbess-svc be.default.web.tcp.80\n\
-         add element ip nimbess-svc be.default.web.tcp.80 { 0 : 10.1.0.2 . 8080, 1 : 10.1.0.5 . 8080 }\n"
+    // same slot count: the map flushed and filled
+    let batch = diff_batch(&old, &new);
+    assert_eq!(batch.len(), 2);
+    let s = text(batch);
+    assert!(
+        s.contains("be.default.web.tcp.80") && !s.contains("other"),
+        "{s}"
     );
-    // one backend fewer: the rule's modulus changes too
+    // one backend fewer: the rule's modulus changes, so the chain is
+    // flushed and its rule added again
     new.insert(key("web"), lb(10, &[2], Affinity::None));
-    let s = diff_script(&old, &new);
-    assert!(
-        s.contains("flush chain ip nimbess-svc svc.default.web.tcp.80\n"),
-        "{s}"
-    );
-    assert!(s.contains("numgen random mod 1 map"), "{s}");
-    assert!(!s.contains("other"), "{s}");
-    // the last backend gone: dispatch removed, rejected instead
+    let batch = diff_batch(&old, &new);
+    assert_eq!(batch.len(), 4);
+    assert!(text(batch).contains("numgen"));
+    // the last backend gone: the port is removed (dispatch, rule, chain,
+    // map) and added again as refused (map, chain, noendpoints)
     new.insert(key("web"), lb(10, &[], Affinity::None));
-    let s = diff_script(&old, &new);
-    assert!(
-        s.contains("delete element ip nimbess-svc services { 10.96.0.10 . tcp . 80 }"),
-        "{s}"
-    );
-    assert!(
-        s.contains("add element ip nimbess-svc noendpoints { 10.96.0.10 . tcp . 80 }"),
-        "{s}"
-    );
-    assert_eq!(diff_script(&old, &old), "");
+    let batch = diff_batch(&old, &new);
+    assert_eq!(batch.len(), 4 + 3);
+    assert!(text(batch).contains("noendpoints"));
+    assert_eq!(diff_batch(&old, &old).len(), 0);
 }
