@@ -6,43 +6,22 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nephrite_test_services::cni::exec_plugin;
 use serde_json::{Value, json};
 
 const PLUGIN: &str = env!("CARGO_BIN_EXE_nimbess-cni");
 
 /// Execute the plugin with exactly `env` and `stdin`; returns (exit code, stdout JSON).
 fn run_plugin(env: &BTreeMap<&str, String>, stdin: &str) -> (i32, Value) {
-    let mut child = Command::new(PLUGIN)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn plugin");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read");
-    let status = child.wait().expect("wait");
-    let value = if out.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"))
-    };
-    (status.code().unwrap_or(-1), value)
+    exec_plugin(
+        Path::new(PLUGIN),
+        env.iter().map(|(k, v)| (*k, v.as_str())),
+        stdin,
+    )
 }
 
 #[test]

@@ -30,6 +30,7 @@
 //! so tests run in parallel. They stop on drop, when start-up fails half way, and (through a
 //! watchdog) when the test process is killed.
 
+pub mod cni;
 mod etcd;
 mod http;
 pub mod kube_apiserver;
