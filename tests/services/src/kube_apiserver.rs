@@ -23,6 +23,8 @@
 mod binaries;
 #[cfg(feature = "kube-client")]
 mod client;
+#[cfg(feature = "kube-client")]
+mod crds;
 mod detached;
 mod flags;
 mod https;
@@ -47,6 +49,8 @@ pub use binaries::{
 };
 #[cfg(feature = "kube-client")]
 pub use client::KubeClientError;
+#[cfg(feature = "kube-client")]
+pub use crds::{CrdError, apply_crds, wait_crds_established};
 pub use detached::{ClusterError, DetachedKube, Stopped, down, up};
 use launch::{Spawner, launch};
 #[cfg(feature = "kube-client")]

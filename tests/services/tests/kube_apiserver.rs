@@ -18,7 +18,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
     PostParams,
 };
-use nephrite_test_services::KubeApiServer;
+use nephrite_test_services::{KubeApiServer, kube_apiserver};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -74,38 +74,7 @@ async fn apply_crds(
     client: &kube::Client,
     crds: &[CustomResourceDefinition],
 ) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds {
-        let name = crd_name(crd);
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for crd in crds {
-        let name = crd_name(crd);
-        loop {
-            let served = api.get(&name).await?;
-            let established = served
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "CRD {name} not Established after 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    kube_apiserver::apply_crds(client, crds, MANAGER, Duration::from_secs(60)).await?;
     Ok(())
 }
 
