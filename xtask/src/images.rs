@@ -1,8 +1,7 @@
 //! `cargo xtask images`: an OCI image per daemon, built with podman and no registry.
 //!
 //! Each image starts `FROM scratch`: the build assembles a root file system under
-//! `target/images/<image>/rootfs` holding the daemon's binaries in `/usr/local/bin` (and any
-//! program of this machine it runs, such as `nft`), the shared
+//! `target/images/<image>/rootfs` holding the daemon's binaries in `/usr/local/bin`, the shared
 //! libraries they load (as `ldd` resolves them on this machine), the CA bundle and a `nobody`
 //! user, then runs `podman build` with the daemon's `deploy/Containerfile` on that context. The
 //! images are named `nephrite/<daemon>:<version>` in podman's default storage, which is what
@@ -25,9 +24,6 @@ struct Image {
     /// Shell tools (busybox from Debian's `busybox-static`: `sh`, `cp`, `test`) for images
     /// whose manifests run commands besides the daemon (nimbess-agent's CNI install step).
     shell: bool,
-    /// Programs of this machine the daemon runs (copied to the same path, with their shared
-    /// libraries): nimbess-agent loads its Service and policy rules with `nft -f -`.
-    host_programs: &'static [&'static str],
 }
 
 /// The shell tools of an image with `shell`, as links to busybox.
@@ -39,7 +35,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-preparer"],
         binaries: &["preparer"],
         containerfile: "preparer/deploy/Containerfile",
-        host_programs: &[],
         shell: false,
     },
     Image {
@@ -47,7 +42,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-ntc"],
         binaries: &["ntc"],
         containerfile: "topology/deploy/Containerfile",
-        host_programs: &[],
         shell: false,
     },
     Image {
@@ -55,7 +49,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-nimbess-agent", "nephrite-nimbess-cni"],
         binaries: &["nimbess-agent", "nimbess-cni"],
         containerfile: "nimbess-agent/deploy/Containerfile",
-        host_programs: &["/usr/sbin/nft"],
         shell: true,
     },
     Image {
@@ -63,7 +56,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-kuryr-l7"],
         binaries: &["kuryr-l7"],
         containerfile: "kuryr-l7/deploy/Containerfile",
-        host_programs: &[],
         shell: false,
     },
     Image {
@@ -71,7 +63,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-bmm-provider"],
         binaries: &["bmm-provider"],
         containerfile: "bmm-provider/deploy/Containerfile",
-        host_programs: &[],
         shell: false,
     },
     Image {
@@ -79,7 +70,6 @@ const IMAGES: &[Image] = &[
         packages: &["nephrite-bmm-sim"],
         binaries: &["bmm-sim"],
         containerfile: "bmm-provider/sim/deploy/Containerfile",
-        host_programs: &[],
         shell: false,
     },
 ];
@@ -230,22 +220,6 @@ fn assemble(image: &Image, binary_dir: &Path, context: &Path) -> anyhow::Result<
         }
         copy(&source, &bin.join(binary))?;
         for library in shared_libraries(&source)? {
-            let inside = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
-            if !inside.exists() {
-                copy(&library, &inside)?;
-            }
-        }
-    }
-    for program in image.host_programs {
-        let program = Path::new(program);
-        if !program.is_file() {
-            bail!(
-                "{} is missing on this machine (the image needs it)",
-                program.display()
-            );
-        }
-        copy(program, &rootfs.join(program.strip_prefix("/")?))?;
-        for library in shared_libraries(program)? {
             let inside = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
             if !inside.exists() {
                 copy(&library, &inside)?;
