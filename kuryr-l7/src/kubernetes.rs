@@ -1,11 +1,13 @@
 //! The Kubernetes source (`--source kube`): kube-runtime watches on Ingress, IngressClass,
-//! Route (`route.openshift.io/v1`, as a dynamic resource), Service, EndpointSlice and TLS
-//! Secrets feed `nephrite-l7`'s translation unchanged; every change publishes a new snapshot
+//! Route (`route.openshift.io/v1`, as a dynamic resource), Service, EndpointSlice, TLS
+//! Secrets, Namespaces and the Gateway API's GatewayClass, Gateway, HTTPRoute and
+//! ReferenceGrant feed `nephrite-l7`'s translation unchanged; every change publishes a new snapshot
 //! (when its content changed). The controller finds the API server as kube-rs does
 //! (`KUBECONFIG`, then in-cluster).
 //!
 //! Several controllers run: all serve the rules; the one holding the Lease (leader election,
-//! [`nephrite_runtime::leader`]) also writes Ingress and Route status and Warning Events
+//! [`nephrite_runtime::leader`]) also writes Ingress, Route, GatewayClass, Gateway and HTTPRoute
+//! status and Warning Events
 //! ([`status`]).
 
 use std::sync::Arc;
@@ -132,6 +134,29 @@ pub fn snapshot_of(store: &Store, options: &Options) -> Snapshot {
     Snapshot::build(&objects, Vec::new(), options)
 }
 
+/// The GatewayClass, Gateway and HTTPRoute statuses that differ from the stored ones; every
+/// Gateway of ours gets the `--status-address` addresses (none: `AddressNotAssigned`).
+pub fn gateway_statuses(
+    objects: &[nephrite_krm::Object],
+    model: &nephrite_l7::gateway::Model,
+    options: &Options,
+    settings: &StatusSettings,
+    now: &str,
+) -> Vec<status::StatusUpdate> {
+    use nephrite_l7::gateway::status::{GatewayAddress, decide};
+    let addresses: Vec<GatewayAddress> = settings
+        .addresses
+        .iter()
+        .map(|a| GatewayAddress::new(a))
+        .collect();
+    let by_gateway = model
+        .gateways
+        .iter()
+        .map(|g| (g.gateway.clone(), addresses.clone()))
+        .collect();
+    decide(objects, model, &options.gateway, &by_gateway, now)
+}
+
 /// A running Kubernetes source.
 pub struct KubeSource {
     store: Arc<Store>,
@@ -217,7 +242,15 @@ impl KubeSource {
                 let objects = self.store.objects();
                 let now = jiff::Timestamp::now().to_string();
                 let settings = self.status.borrow_and_update().clone();
-                let decisions = status::decide(&objects, &snapshot.translation, &settings, &now);
+                let mut decisions =
+                    status::decide(&objects, &snapshot.translation, &settings, &now);
+                decisions.statuses.extend(gateway_statuses(
+                    &objects,
+                    &snapshot.translation.gateway,
+                    &self.options,
+                    &settings,
+                    &now,
+                ));
                 retry = if self.writer.write(decisions, &self.store).await {
                     None
                 } else {

@@ -1,6 +1,7 @@
 //! `kuryr-l7 rules`: the compiled policies, rules and pools of a snapshot, and what was
 //! rejected, conflicting or wrong, as a table or as JSON; from a directory, or from a
-//! controller's rules service with the version each router serves.
+//! controller's rules service with the version each router serves; with `--explain`, how
+//! much of each HTTPRoute rule each driver serves ([`explain`]).
 
 use std::fmt::Write as _;
 
@@ -11,6 +12,8 @@ use kuryr_l7_client::{RouterAck, fetch};
 
 use crate::kubernetes::{self, KubeSourceError};
 use crate::source::{Snapshot, SourceError, SourceSpec, snapshot_dir};
+
+pub mod explain;
 
 /// What `rules` shows: a snapshot and, from a controller, its version and the routers.
 #[derive(Debug)]
@@ -80,6 +83,10 @@ pub struct RulesArgs {
         default_value = "table"
     )]
     pub output: Output,
+    /// For each HTTPRoute rule on each Gateway listener, which drivers serve it fully, partly
+    /// or not, and why (needs --source: a controller's rules carry no Gateway objects).
+    #[arg(long, requires = "source")]
+    pub explain: bool,
     /// Log line format.
     #[arg(long, env = "NEPHRITE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -151,6 +158,13 @@ pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
         }
         (None, None) => return Err(RulesError::NothingToShow),
     };
+    if args.explain {
+        let model = &fetched.snapshot.translation.gateway;
+        return Ok(match args.output {
+            Output::Table => explain::table(model),
+            Output::Json => format!("{}\n", serde_json::to_string_pretty(&explain::json(model))?),
+        });
+    }
     Ok(match args.output {
         Output::Table => render_fetched_table(&fetched),
         Output::Json => format!(

@@ -19,6 +19,9 @@ use nephrite_krm::{Gvk, Object};
 use nephrite_runtime::{KubeWatch, Unavailable, WatchEvent};
 use tokio::sync::Notify;
 
+/// The Gateway API's group.
+const GATEWAY_GROUP: &str = nephrite_l7::gateway::api::GROUP;
+
 /// A kind the controller reads.
 #[derive(Debug, Clone)]
 pub struct Kind {
@@ -35,9 +38,21 @@ fn kind(group: &str, version: &str, kind: &str, plural: &str) -> Kind {
     }
 }
 
-/// Ingress, IngressClass, Route, Service, EndpointSlice and (TLS) Secret.
+/// Ingress, IngressClass, Route, Service, EndpointSlice, (TLS) Secret, and the Gateway API's
+/// GatewayClass, Gateway, HTTPRoute (`v1`) and ReferenceGrant (`v1beta1`), with Namespaces (for
+/// a listener's `allowedRoutes` namespace selector).
 pub fn kinds() -> Vec<Kind> {
     vec![
+        kind(GATEWAY_GROUP, "v1", "GatewayClass", "gatewayclasses"),
+        kind(GATEWAY_GROUP, "v1", "Gateway", "gateways"),
+        kind(GATEWAY_GROUP, "v1", "HTTPRoute", "httproutes"),
+        kind(
+            GATEWAY_GROUP,
+            "v1beta1",
+            "ReferenceGrant",
+            "referencegrants",
+        ),
+        kind("", "v1", "Namespace", "namespaces"),
         kind("networking.k8s.io", "v1", "Ingress", "ingresses"),
         kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses"),
         kind("route.openshift.io", "v1", "Route", "routes"),

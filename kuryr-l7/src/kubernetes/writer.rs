@@ -49,8 +49,12 @@ impl StatusWriter {
             let Some(resource) = resource(&update.kind) else {
                 continue;
             };
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &update.namespace, &resource);
+            // GatewayClasses are cluster-scoped.
+            let api: Api<DynamicObject> = if update.namespace.is_empty() {
+                Api::all_with(self.client.clone(), &resource)
+            } else {
+                Api::namespaced_with(self.client.clone(), &update.namespace, &resource)
+            };
             let patch = json!({"status": update.status});
             match api
                 .patch_status(&update.name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -11,6 +11,9 @@ use nephrite_test_services::rbac::{self, Grant};
 
 use super::cluster::deploy;
 
+/// The Gateway API's group.
+const GATEWAY: &str = "gateway.networking.k8s.io";
+
 /// The manifests that hold access objects.
 const FILES: &[&str] = &[
     "kuryr-l7.yaml",
@@ -67,6 +70,28 @@ const EXPECTED: &[(&str, &str, &str, &str, &str)] = &[
         "routes",
         "watch",
     ),
+    // The Gateway API kinds.
+    (CONTROLLER, "cluster", GATEWAY, "gatewayclasses", "list"),
+    (CONTROLLER, "cluster", GATEWAY, "gatewayclasses", "watch"),
+    (CONTROLLER, "cluster", GATEWAY, "gateways", "list"),
+    (CONTROLLER, "cluster", GATEWAY, "gateways", "watch"),
+    (CONTROLLER, "cluster", GATEWAY, "httproutes", "list"),
+    (CONTROLLER, "cluster", GATEWAY, "httproutes", "watch"),
+    (CONTROLLER, "cluster", GATEWAY, "referencegrants", "list"),
+    (CONTROLLER, "cluster", GATEWAY, "referencegrants", "watch"),
+    // Namespaces, for a Gateway listener's allowedRoutes namespace selector.
+    (CONTROLLER, "cluster", "", "namespaces", "list"),
+    (CONTROLLER, "cluster", "", "namespaces", "watch"),
+    // Gateway API status (merge patches of the status subresource).
+    (
+        CONTROLLER,
+        "cluster",
+        GATEWAY,
+        "gatewayclasses/status",
+        "patch",
+    ),
+    (CONTROLLER, "cluster", GATEWAY, "gateways/status", "patch"),
+    (CONTROLLER, "cluster", GATEWAY, "httproutes/status", "patch"),
     (CONTROLLER, "cluster", "", "services", "list"),
     (CONTROLLER, "cluster", "", "services", "watch"),
     (CONTROLLER, "cluster", "", "secrets", "list"),
