@@ -26,7 +26,7 @@ use crate::policy::{PolicyPod, Selector};
 use crate::service::Protocol;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// The highest (least important) ANP priority the API accepts.
 pub const MAX_ADMIN_PRIORITY: u16 = 1000;

@@ -157,6 +157,14 @@ impl EgressPolicy {
         out
     }
 
+    /// The first pod network whose subnet holds `address`.
+    pub fn network_of(&self, address: Ipv4Addr) -> Option<&str> {
+        self.networks
+            .iter()
+            .find(|(_, s)| s.contains(address))
+            .map(|(n, _)| n.as_str())
+    }
+
     /// The subnets of the pod networks (what masquerade applies to as
     /// sources).
     pub fn pod_subnets(&self) -> Vec<Ipv4Cidr> {

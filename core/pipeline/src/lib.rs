@@ -18,6 +18,7 @@ mod admin;
 mod build;
 mod connect;
 mod egress;
+mod explain;
 mod fabric;
 mod forward;
 mod invariant;
@@ -42,6 +43,10 @@ pub use admin::{
 pub use build::{Rendered, egress_gate};
 pub use connect::{Outcome, connect};
 pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
+pub use explain::{
+    ClusterView, ConnectionEnd, ExplainQuery, Explanation, PathVerdict, PodAt, Reason, Route,
+    ServiceHop, Verdict, explain,
+};
 pub use fabric::{
     EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,
 };
@@ -144,6 +149,16 @@ pub enum Error {
         /// The problem, naming the field.
         why: String,
     },
+    /// A source or destination that is neither an address nor
+    /// `namespace/name`.
+    #[error("invalid endpoint {0:?}: expected an IPv4 address, namespace/name or name")]
+    InvalidEndpoint(String),
+    /// No pod by that name or address.
+    #[error("no pod {0}")]
+    UnknownPod(String),
+    /// A pod whose network is not known.
+    #[error("pod {0}: its network is not known")]
+    UnknownPodNetwork(String),
     /// The Service CIDR overlaps a pod network.
     #[error(
         "service CIDR {service_cidr} overlaps network {network} ({subnet}): choose a Service CIDR outside every pod network"

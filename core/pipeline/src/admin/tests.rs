@@ -77,7 +77,8 @@ fn baseline_action() -> impl Strategy<Value = BaselineAction> + Clone {
 
 /// The reference world plus ANPs (priorities that tie, to exercise the
 /// order by name) and maybe a BANP.
-fn full_world() -> impl Strategy<Value = (PolicySet, Vec<PolicyPod>, Vec<PolicyNamespace>)> {
+pub(crate) fn full_world()
+-> impl Strategy<Value = (PolicySet, Vec<PolicyPod>, Vec<PolicyNamespace>)> {
     let anps = proptest::collection::vec(
         (
             prop_oneof![Just(0u16), Just(10), Just(10), Just(1000)],
