@@ -206,3 +206,57 @@ pub(super) fn creates_on_update(rt: &ResourceType) -> bool {
                 | ("coordination.k8s.io", "leases")
         )
 }
+
+/// A PUT of a custom resource must carry the resourceVersion it was read at: custom
+/// resources, unlike most built-in kinds, allow no unconditional update (422, as Kubernetes
+/// words it, naming the resource).
+pub(super) fn check_rv_given_for_custom_update(
+    rt: &ResourceType,
+    proposed: &Object,
+) -> Result<(), ApiError> {
+    if rt.crd.is_none() || proposed.metadata.details().resource_version.is_some() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &rt.group_resource(),
+        proposed.name().unwrap_or(""),
+        "metadata.resourceVersion",
+        "Invalid value: 0: must be specified for an update",
+    ))
+}
+
+/// An object being deleted may lose finalizers but gain none (422, as Kubernetes words it:
+/// `found new finalizers []string{"b"}`).
+pub(super) fn check_no_new_finalizers(
+    rt: &ResourceType,
+    old: &Object,
+    new: &Object,
+) -> Result<(), ApiError> {
+    let had = old
+        .metadata
+        .details()
+        .finalizers
+        .clone()
+        .unwrap_or_default();
+    let added: Vec<String> = new
+        .metadata
+        .details()
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| !had.contains(f))
+        .map(|f| format!("{f:?}"))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &rt.qualified_kind(),
+        new.name().unwrap_or(""),
+        "metadata.finalizers",
+        &format!(
+            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+            added.join(", ")
+        ),
+    ))
+}

@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use super::builtin;
 use super::checks::{
-    check_apply_type, check_name, check_patched, check_patched_type, check_rv_precondition,
-    check_type, check_uid_precondition, creates_on_update,
+    check_apply_type, check_name, check_no_new_finalizers, check_patched, check_patched_type,
+    check_rv_given_for_custom_update, check_rv_precondition, check_type, check_uid_precondition,
+    creates_on_update,
 };
 use super::decode::{FieldValidation, decode};
 use super::managed::{ManagedFields, Manager, Operation, Scope, conflict_error};
@@ -281,6 +282,7 @@ impl Store {
             check_uid_precondition(rt, &old, want)?;
         }
         check_rv_precondition(rt, &old, &proposed)?;
+        check_rv_given_for_custom_update(rt, &proposed)?;
         let ownership = Ownership::Update(opts.manager(Operation::Update, sub));
         let object = self.write_existing(rt, key, old, proposed, sub, ownership)?;
         Ok(Written {
@@ -406,6 +408,9 @@ impl Store {
         new.api_version = rt.api_version();
         new.kind.clone_from(&rt.kind);
         keep_system_fields(&old.metadata, &mut new.metadata);
+        if old.is_being_deleted() {
+            check_no_new_finalizers(rt, &old, &new)?;
+        }
         let with_status = rt.crd.is_some() && !rt.status_subresource;
         if spec_changed(&old, &new, with_status) {
             new.metadata.details_mut().generation =
