@@ -12,6 +12,12 @@
 //! The crate knows nothing of netlink, gRPC or files; [`Ipam`] is a pure
 //! allocator the agent persists; [`forward`] runs synthetic frames through
 //! the pipelines (the `sim` driver and the kernel driver's oracle).
+//!
+//! The northbound functions sit beside it: Services' load balancers,
+//! NetworkPolicy ACLs, AdminNetworkPolicy and BaselineAdminNetworkPolicy
+//! tiers ([`decide_connection`], [`translate_tiers`]), the isolation between
+//! pod networks, and [`explain`], which says why a connection is allowed,
+//! denied, refused or unrouted and which rule decides.
 
 mod addr;
 mod admin;
