@@ -161,6 +161,15 @@ pub enum CatalogCommand {
     },
 }
 
+/// What a registered plugin does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PluginKind {
+    /// Prepares resources of its trigger types.
+    Prepare,
+    /// Validates prepared packages holding its trigger types, before approval.
+    Validate,
+}
+
 /// Plugin subcommands.
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -171,6 +180,10 @@ pub enum PluginCommand {
         /// Its gRPC endpoint (http://HOST:PORT or unix:///PATH).
         #[arg(long)]
         endpoint: String,
+        /// What it does: `prepare` (serves `Preparer`: prepares its trigger resources) or
+        /// `validate` (serves `Validator`: refuses or accepts prepared packages holding them).
+        #[arg(long = "type", value_enum, default_value = "prepare")]
+        plugin_type: PluginKind,
         /// Trigger group/version/Kind (repeatable; `v1/ConfigMap` for the core group).
         #[arg(long = "trigger", value_name = "GROUP/VERSION/KIND", required = true)]
         triggers: Vec<String>,

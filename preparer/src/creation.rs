@@ -1,7 +1,8 @@
 //! Creating deployments: the template's package copied, the merge package merged in, the
 //! Deployment resource added, metadata computed — and, when nothing in the package needs
-//! preparing, marked prepared (and approved by the approve rules) right away, exactly as the
-//! loop's first pass would. Used by the Data API and by the built-in preparers.
+//! preparing or validating, marked prepared (and approved by the approve rules) right away,
+//! exactly as the loop's first pass would. Used by the Data API and by the built-in
+//! preparers.
 
 use std::collections::{HashMap, HashSet};
 
@@ -41,6 +42,9 @@ pub struct CreationContext<'a> {
     pub auto_approve: bool,
     /// Whether a GVK has a preparer (built-in or plugin trigger).
     pub has_preparer: &'a (dyn Fn(&Gvk) -> bool + Sync),
+    /// Whether a GVK has a validation plugin: a package holding one is left to the loop,
+    /// which validates it before marking it prepared.
+    pub has_validator: &'a (dyn Fn(&Gvk) -> bool + Sync),
     /// Now, RFC 3339.
     pub now: &'a str,
     /// Skip checking that sites exist (the caller just listed them).
@@ -105,7 +109,8 @@ impl Shape {
         let deployment_at = package.iter().position(DeploymentResource::is);
         let nothing_preparable = preparable_resources(&package, context.has_preparer)
             .iter()
-            .all(|&at| Some(at) == deployment_at);
+            .all(|&at| Some(at) == deployment_at)
+            && !package.iter().any(|o| (context.has_validator)(&o.gvk()));
         Ok(Shape {
             template_id: template_id.to_owned(),
             merge: merge.clone(),

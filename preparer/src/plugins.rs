@@ -1,5 +1,7 @@
 //! The set of preparers known at one moment: the built-in topology kinds plus every registered
-//! plugin's triggers. Registering a plugin makes its trigger GVKs preparable.
+//! `prepare` plugin's triggers (registering one makes its trigger GVKs preparable), and the
+//! registered `validate` plugins by trigger (which make nothing preparable: they are asked
+//! about a package once it is prepared).
 
 use std::collections::HashMap;
 
@@ -12,23 +14,43 @@ use crate::store::{PluginRecord, Store, StoreError};
 #[derive(Debug, Clone, Default)]
 pub struct PreparerSet {
     by_trigger: HashMap<Gvk, PluginRecord>,
+    validators: HashMap<Gvk, Vec<PluginRecord>>,
 }
 
 impl PreparerSet {
-    /// Loads the registered `prepare` plugins.
+    /// Loads the registered `prepare` and `validate` plugins.
     pub async fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let mut by_trigger = HashMap::new();
+        let mut validators: HashMap<Gvk, Vec<PluginRecord>> = HashMap::new();
         for plugin in store.list_plugins().await? {
-            if plugin.plugin_type != "prepare" {
-                continue;
-            }
             for trigger in &plugin.triggers {
-                by_trigger
-                    .entry(Gvk::new(&trigger.group, &trigger.version, &trigger.kind))
-                    .or_insert_with(|| plugin.clone());
+                let gvk = Gvk::new(&trigger.group, &trigger.version, &trigger.kind);
+                match plugin.plugin_type.as_str() {
+                    "prepare" => {
+                        by_trigger.entry(gvk).or_insert_with(|| plugin.clone());
+                    }
+                    "validate" => validators.entry(gvk).or_default().push(plugin.clone()),
+                    _ => {}
+                }
             }
         }
-        Ok(PreparerSet { by_trigger })
+        Ok(PreparerSet {
+            by_trigger,
+            validators,
+        })
+    }
+
+    /// The validators triggered by `gvk`, by name.
+    pub fn validators_for(&self, gvk: &Gvk) -> &[PluginRecord] {
+        self.validators
+            .get(gvk)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// Whether a validator is triggered by `gvk`.
+    pub fn has_validator(&self, gvk: &Gvk) -> bool {
+        self.validators.contains_key(gvk)
     }
 
     /// Whether `gvk` has a preparer.

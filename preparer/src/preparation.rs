@@ -3,9 +3,10 @@
 //! (renewed while preparers run, so it never expires under a live preparer), prepares its
 //! preparable resources in package order — built-in topology preparers in-process, plugins
 //! over gRPC with a timeout — and marks the package prepared (and approved, by the approve
-//! rules) when nothing preparable is left. A failure is recorded on the deployment (`error`
-//! in list rows, `Prepared=False` on the Deployment resource) and retried with exponential
-//! backoff; other deployments carry on.
+//! rules) when nothing preparable is left and its validation plugins accept it. A failure or
+//! a validator's refusal is recorded on the deployment (`error` in list rows,
+//! `Prepared=False` on the Deployment resource) and retried with exponential backoff; other
+//! deployments carry on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use crate::store::{DeploymentRecord, DeploymentUpdate, Store, StoreError};
 
 mod builtin;
 mod plugin;
+mod validation;
 
 /// How the loop behaves.
 #[derive(Debug, Clone)]
@@ -76,6 +78,7 @@ pub(crate) struct PassContext<'a> {
     store: &'a dyn Store,
     preparers: &'a PreparerSet,
     has_preparer: &'a (dyn Fn(&Gvk) -> bool + Sync),
+    has_validator: &'a (dyn Fn(&Gvk) -> bool + Sync),
     auto_approve: bool,
     now: &'a str,
     lookups: &'a builtin::Lookups,
@@ -202,7 +205,10 @@ impl PreparationLoop {
                 }
             })
         };
-        let result = self.prepare_package(&record, &token, preparers).await;
+        let result = match self.prepare_package(&record, &token, preparers).await {
+            Ok(package) => self.validated(id, package, preparers).await,
+            Err(failure) => Err(failure),
+        };
         renewer.abort();
         let written = match result {
             Ok(package) => self.finish(&record, &token, package).await,
@@ -236,6 +242,7 @@ impl PreparationLoop {
             )
         })?;
         let has_preparer = |gvk: &Gvk| preparers.has_preparer(gvk);
+        let has_validator = |gvk: &Gvk| preparers.has_validator(gvk);
         let lookups = builtin::Lookups::default();
         for _ in 0..MAX_ROUNDS {
             let pending = preparable_resources(&package, has_preparer);
@@ -251,6 +258,7 @@ impl PreparationLoop {
                     store: self.store.as_ref(),
                     preparers,
                     has_preparer: &has_preparer,
+                    has_validator: &has_validator,
                     auto_approve: self.config.auto_approve,
                     now: &now,
                     lookups: &lookups,
@@ -303,6 +311,25 @@ impl PreparationLoop {
         ))
     }
 
+    /// `package`, prepared, if its validators accept it; else the package (to record the
+    /// refusal on) and the refusal's message.
+    async fn validated(
+        &self,
+        id: &str,
+        package: Package,
+        preparers: &PreparerSet,
+    ) -> Result<Package, (Option<Package>, String)> {
+        let call = validation::ValidatorCall {
+            deployment_id: id,
+            timeout: self.config.plugin_timeout,
+            credentials: &self.config.plugin_credentials,
+        };
+        match validation::validate(preparers, &call, &package).await {
+            Ok(()) => Ok(package),
+            Err(refusal) => Err((Some(package), refusal.message())),
+        }
+    }
+
     async fn finish(
         &self,
         record: &DeploymentRecord,
@@ -344,6 +371,8 @@ impl PreparationLoop {
             let now = now_text();
             let reason = if message.starts_with("not ready") {
                 "NotReady"
+            } else if message.starts_with(validation::MESSAGE_PREFIX) {
+                validation::VALIDATION_FAILED
             } else {
                 "PreparerFailed"
             };

@@ -341,7 +341,9 @@ pub trait Store: Send + Sync + 'static {
         now_ms: i64,
         expires_ms: i64,
     ) -> Result<(), StoreError>;
-    /// Writes `update` (when given) under the lease; `release` also ends the lease.
+    /// Writes `update` (when given) under the lease; `release` also ends the lease. A written
+    /// update that is prepared, or released, clears the deployment's failures and retry time
+    /// (it is due at once when unprepared).
     async fn write_modification(
         &self,
         id: &str,

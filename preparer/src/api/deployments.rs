@@ -75,10 +75,12 @@ impl DataService {
         .await?;
         let preparers = PreparerSet::load(self.store.as_ref()).await?;
         let has_preparer = |gvk: &nephrite_krm::Gvk| preparers.has_preparer(gvk);
+        let has_validator = |gvk: &nephrite_krm::Gvk| preparers.has_validator(gvk);
         let now = now_text();
         let context = CreationContext {
             auto_approve: self.auto_approve,
             has_preparer: &has_preparer,
+            has_validator: &has_validator,
             now: &now,
             sites_verified: false,
         };

@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use nephrite_runtime::table::Table;
 
 use super::output::{deployment_json, instance, listing, pairs, render};
-use super::{CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, Listing, PluginCommand};
+use super::{
+    CatalogCommand, Cli, Command, DeploymentCommand, GetFormat, Listing, PluginCommand, PluginKind,
+};
 
 /// Runs a client subcommand (not `serve`), printing to stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -231,12 +233,16 @@ async fn plugin(client: &dyn DataApi, command: PluginCommand) -> anyhow::Result<
         PluginCommand::Register {
             name,
             endpoint,
+            plugin_type,
             triggers,
             arguments,
             properties,
         } => {
             let plugin = Plugin {
-                plugin_type: PluginType::Prepare,
+                plugin_type: match plugin_type {
+                    PluginKind::Prepare => PluginType::Prepare,
+                    PluginKind::Validate => PluginType::Validate,
+                },
                 name: name.clone(),
                 endpoint,
                 arguments,

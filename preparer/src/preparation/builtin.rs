@@ -367,6 +367,7 @@ impl PassContext<'_> {
         CreationContext {
             auto_approve: self.auto_approve,
             has_preparer: self.has_preparer,
+            has_validator: self.has_validator,
             now: self.now,
             sites_verified,
         }

@@ -393,7 +393,10 @@ pub(super) fn write_modification(
             } else {
                 ""
             };
-            let reset = if u.prepared {
+            // A prepared package ends the retries; so does a package written and released
+            // (a person's or a plugin's new input, which may fix what failed): it is due at
+            // once. The loop's failure record writes without releasing, then backs off.
+            let reset = if u.prepared || release {
                 ", failures = 0, retry_at = 0"
             } else {
                 ""
