@@ -2,14 +2,14 @@
 //! namespaces, a manifest's Secrets with its `${VARIABLES}` substituted, and the Deployment
 //! whose arguments and environment the daemon is run with.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use nephrite_test_services::KubeApiServer;
+use nephrite_test_services::{KubeApiServer, kube_apiserver};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -75,35 +75,7 @@ pub async fn apply_crds(
     client: &kube::Client,
     crds: &[CustomResourceDefinition],
 ) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &apply(), &Patch::Apply(crd))
-            .await
-            .with_context(|| format!("applying CRD {name}"))?;
-    }
-    let deadline = Instant::now() + ESTABLISHED_WITHIN;
-    for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        loop {
-            let established = api
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "CRD {name} not Established within {ESTABLISHED_WITHIN:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    kube_apiserver::apply_crds(client, crds, MANAGER, ESTABLISHED_WITHIN).await?;
     Ok(())
 }
 
