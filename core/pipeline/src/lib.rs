@@ -26,6 +26,7 @@ mod connect;
 mod egress;
 mod explain;
 mod fabric;
+mod family;
 mod forward;
 mod invariant;
 mod ipam;
@@ -56,6 +57,7 @@ pub use explain::{
 pub use fabric::{
     EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,
 };
+pub use family::{AddressFamily, IpCidr, Ipv6Cidr, dual_stack, lowest_free_v6};
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool};
@@ -98,6 +100,9 @@ pub enum Error {
     /// A prefix that does not parse.
     #[error("invalid IPv4 prefix {0:?}: expected A.B.C.D/N with N ≤ 32")]
     InvalidCidr(String),
+    /// An IPv6 prefix that does not parse.
+    #[error("invalid IPv6 prefix {0:?}: expected an IPv6 address /N with N ≤ 128")]
+    InvalidIpv6Cidr(String),
     /// A network declaration that is not acceptable.
     #[error("network {network}: {why}")]
     InvalidNetwork {
