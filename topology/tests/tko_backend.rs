@@ -377,12 +377,23 @@ async fn children_gates_and_deployed_topology_through_the_preparer() -> anyhow::
     for object in package.iter_mut() {
         object.remove_annotation(keys::PREPARED);
     }
-    data.update_deployment(pb::UpdateDeploymentRequest {
-        deployment_id: parent.clone(),
-        package_yaml: package.to_yaml(),
-        modification_token: String::new(),
-    })
-    .await?;
+    // The tracker, started again, reconciles the parent under its lease: retried while busy.
+    let mut attempts = 0;
+    while let Err(status) = data
+        .update_deployment(pb::UpdateDeploymentRequest {
+            deployment_id: parent.clone(),
+            package_yaml: package.to_yaml(),
+            modification_token: String::new(),
+        })
+        .await
+    {
+        attempts += 1;
+        anyhow::ensure!(
+            status.code() == tonic::Code::Aborted && attempts < 100,
+            "updating the parent: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let again = eventually("five children again", || {
         let mut data = data.clone();
         let parent = parent.clone();

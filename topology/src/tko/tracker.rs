@@ -27,8 +27,13 @@ use super::data::{self, DataEndpoint};
 use super::follow::{self, Fingerprints, Followed};
 use super::{TkoError, topology_of};
 
-/// How many times a parent update that collides with another writer is tried.
+/// How many times the tracker tries to take a parent's lease that another writer holds.
 const UPDATE_ATTEMPTS: usize = 20;
+/// The pause between two such tries.
+const BUSY_PAUSE: Duration = Duration::from_millis(100);
+/// How long the tracker holds a parent's lease for one reconcile at most: an ntc killed
+/// mid-reconcile leaves the parent to other writers after that.
+const RECONCILE_LEASE: Duration = Duration::from_secs(15);
 
 /// What the tracker shares with the plugin: the deployments followed and the children's
 /// fingerprints as last read.
@@ -40,7 +45,8 @@ pub struct Following {
     pub fingerprints: Fingerprints,
 }
 
-/// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors.
+/// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors. A reconcile under
+/// way when shutdown comes is finished first, so no parent's lease is left held.
 pub async fn run(
     endpoint: DataEndpoint,
     policy: RolloutPolicy,
@@ -49,13 +55,16 @@ pub async fn run(
 ) {
     let mut from_revision = 0;
     while !shutdown.is_triggered() {
-        tokio::select! {
-            result = watch(&endpoint, &policy, &following, &mut from_revision) => {
-                if let Err(error) = result {
-                    tracing::warn!(%error, "tracker: watch ended, reconnecting");
-                }
-            }
-            _ = shutdown.triggered() => break,
+        if let Err(error) = watch(
+            &endpoint,
+            &policy,
+            &following,
+            &mut from_revision,
+            &shutdown,
+        )
+        .await
+        {
+            tracing::warn!(%error, "tracker: watch ended, reconnecting");
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
@@ -69,8 +78,12 @@ async fn watch(
     policy: &RolloutPolicy,
     following: &Following,
     from_revision: &mut u64,
+    shutdown: &ShutdownHandle,
 ) -> Result<(), TkoError> {
-    let data = data::connect(endpoint).await?;
+    let data = tokio::select! {
+        connected = data::connect(endpoint) => connected?,
+        _ = shutdown.triggered() => return Ok(()),
+    };
     let mut stream = data
         .watch(*from_revision, &[EntityKind::Deployment, EntityKind::Site])
         .await?;
@@ -78,10 +91,20 @@ async fn watch(
         following.followed.insert(&parent);
     }
     for parent in following.followed.parents() {
+        if shutdown.is_triggered() {
+            return Ok(());
+        }
         reconcile_logged(&data, policy, following, &parent).await;
     }
     let mut parent_of: HashMap<String, String> = HashMap::new();
-    while let Some(change) = stream.next().await.transpose()? {
+    loop {
+        let change = tokio::select! {
+            change = stream.next() => change,
+            _ = shutdown.triggered() => return Ok(()),
+        };
+        let Some(change) = change.transpose()? else {
+            return Ok(());
+        };
         *from_revision = (*from_revision).max(change.revision);
         let mut dirty = BTreeSet::new();
         match (change.kind, change.deployment) {
@@ -108,10 +131,12 @@ async fn watch(
             _ => {}
         }
         for parent in dirty {
+            if shutdown.is_triggered() {
+                return Ok(());
+            }
             reconcile_logged(&data, policy, following, &parent).await;
         }
     }
-    Ok(())
 }
 
 async fn reconcile_logged(
@@ -127,124 +152,128 @@ async fn reconcile_logged(
 
 /// Re-plans the children of NFTopology deployment `parent` and applies the difference,
 /// approves what may be approved and updates its deployed topology and status.
+///
+/// All of it under the parent's lease, taken before its package is read: the NFTopology the
+/// plan comes from cannot be edited until the children have been changed and the status
+/// written. Without the lease a re-plan could read the package, an edit (`deletionPolicy:
+/// orphan`) and a site change could both land, and the re-plan would apply the old policy to
+/// the new sites (deleting a child the new policy keeps). The sites are read after the package,
+/// so they are never older than it; a site change after that read brings another re-plan.
 pub async fn reconcile(
     data: &dyn DataApi,
     policy: &RolloutPolicy,
     following: &Following,
     parent: &str,
 ) -> Result<(), TkoError> {
-    let mut replanned = false;
-    let mut approvals_done = false;
     for _ in 0..UPDATE_ATTEMPTS {
-        let deployment = match data.get_deployment(parent).await {
-            Ok(deployment) => deployment,
+        let modification = match data.start_modification(parent, Some(RECONCILE_LEASE)).await {
+            Ok(modification) => modification,
             Err(error) if error.is_not_found() => {
                 following.followed.remove(parent);
                 return Ok(());
             }
-            Err(error) => return Err(error.into()),
-        };
-        let mut package =
-            Package::from_yaml(&deployment.package_yaml).map_err(|e| TkoError::Package {
-                deployment: parent.to_owned(),
-                message: e.to_string(),
-            })?;
-        let (topology, classes) = topology_of(parent, &package, "")?;
-        let clusters = data::clusters(data).await?;
-        let plan = plan::plan(&topology, &classes, &clusters, policy).map_err(|source| {
-            TkoError::Plan {
-                deployment: parent.to_owned(),
-                source,
-            }
-        })?;
-        if !replanned {
-            follow::replan(
-                data,
-                parent,
-                &plan,
-                &following.followed,
-                &following.fingerprints,
-            )
-            .await?;
-            replanned = true;
-        }
-        let children = data::children(data, parent).await?;
-        let observation = ChildObservation::new(&plan, children);
-        if !approvals_done {
-            for child in observation.approvals(&plan) {
-                tracing::info!(%parent, %child, "approving: every gate is open");
-                data.approve_deployment(&child).await?;
-            }
-            approvals_done = true;
-        }
-        let bad = |message: String| TkoError::Package {
-            deployment: parent.to_owned(),
-            message,
-        };
-        let builder = observation.deployed(&plan);
-        let mut desired =
-            Object::from_typed(&builder.resource()).map_err(|e| bad(e.to_string()))?;
-        desired.set_namespace(topology.metadata.namespace.clone());
-        let gvk = Gvk::from_api_version_kind(API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND)
-            .map_err(|e| bad(e.to_string()))?;
-        let current = package
-            .get(&gvk, topology.name())
-            .map(|o| o.spec().cloned());
-        let deployed_current = current
-            .as_ref()
-            .map_or(builder.published_count() == 0, |spec| {
-                spec.as_ref() == desired.spec()
-            });
-        // The NFTopology's status, kept beside the deployed topology.
-        let previous = topology.status.clone().unwrap_or_default();
-        let status = observation.status(
-            &plan,
-            &previous.conditions,
-            &jiff::Timestamp::now().to_string(),
-        );
-        let status_current = topology.status.as_ref() == Some(&status);
-        if deployed_current && status_current {
-            return Ok(());
-        }
-        if !deployed_current {
-            package.insert(desired);
-        }
-        if !status_current {
-            let topology_gvk = Gvk::from_api_version_kind(API_VERSION, NF_TOPOLOGY_KIND)
-                .map_err(|e| bad(e.to_string()))?;
-            if let Some(object) = package.get_mut(&topology_gvk, topology.name()) {
-                let value = serde_json::to_value(&status).map_err(|e| bad(e.to_string()))?;
-                object
-                    .body
-                    .insert("status", value)
-                    .map_err(|e| bad(e.to_string()))?;
-            }
-        }
-        // Written under the deployment's lease, and only if the package is still the one read
-        // above: a write in between (the NFTopology edited, the preparer preparing) is never
-        // overwritten; the next attempt reads it and plans again.
-        let modification = match data.start_modification(parent, None).await {
-            Ok(modification) => modification,
             Err(error) if error.is_busy() => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(BUSY_PAUSE).await;
                 continue;
             }
             Err(error) => return Err(error.into()),
         };
-        if modification.package_yaml != deployment.package_yaml {
-            data.cancel_modification(parent, &modification.token)
-                .await?;
-            continue;
+        let token = &modification.token;
+        match reconcile_held(data, policy, following, parent, &modification.package_yaml).await {
+            Ok(Some(package_yaml)) => {
+                data.end_modification(parent, token, Some(package_yaml))
+                    .await?;
+                tracing::info!(%parent, "deployed topology and status updated");
+            }
+            Ok(None) => data.cancel_modification(parent, token).await?,
+            Err(error) => {
+                if let Err(cancel) = data.cancel_modification(parent, token).await {
+                    tracing::warn!(%parent, error = %cancel, "tracker: cannot release the lease");
+                }
+                return Err(error);
+            }
         }
-        data.end_modification(parent, &modification.token, Some(package.to_yaml()))
-            .await?;
-        tracing::info!(%parent, "deployed topology and status updated");
         return Ok(());
     }
     Err(TkoError::Package {
         deployment: parent.to_owned(),
-        message: format!(
-            "the deployment stayed busy or kept changing through {UPDATE_ATTEMPTS} attempts"
-        ),
+        message: format!("the deployment stayed busy through {UPDATE_ATTEMPTS} attempts"),
     })
+}
+
+/// One reconcile of `parent`, whose lease the caller holds and whose package is
+/// `package_yaml`: the package to write back, `None` when the deployed topology and status
+/// are already current.
+async fn reconcile_held(
+    data: &dyn DataApi,
+    policy: &RolloutPolicy,
+    following: &Following,
+    parent: &str,
+    package_yaml: &str,
+) -> Result<Option<String>, TkoError> {
+    let bad = |message: String| TkoError::Package {
+        deployment: parent.to_owned(),
+        message,
+    };
+    let mut package = Package::from_yaml(package_yaml).map_err(|e| bad(e.to_string()))?;
+    let (topology, classes) = topology_of(parent, &package, "")?;
+    let clusters = data::clusters(data).await?;
+    let plan =
+        plan::plan(&topology, &classes, &clusters, policy).map_err(|source| TkoError::Plan {
+            deployment: parent.to_owned(),
+            source,
+        })?;
+    follow::replan(
+        data,
+        parent,
+        &plan,
+        &following.followed,
+        &following.fingerprints,
+    )
+    .await?;
+    let children = data::children(data, parent).await?;
+    let observation = ChildObservation::new(&plan, children);
+    for child in observation.approvals(&plan) {
+        tracing::info!(%parent, %child, "approving: every gate is open");
+        data.approve_deployment(&child).await?;
+    }
+    let builder = observation.deployed(&plan);
+    let mut desired = Object::from_typed(&builder.resource()).map_err(|e| bad(e.to_string()))?;
+    desired.set_namespace(topology.metadata.namespace.clone());
+    let gvk = Gvk::from_api_version_kind(API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND)
+        .map_err(|e| bad(e.to_string()))?;
+    let current = package
+        .get(&gvk, topology.name())
+        .map(|o| o.spec().cloned());
+    let deployed_current = current
+        .as_ref()
+        .map_or(builder.published_count() == 0, |spec| {
+            spec.as_ref() == desired.spec()
+        });
+    // The NFTopology's status, kept beside the deployed topology.
+    let previous = topology.status.clone().unwrap_or_default();
+    let status = observation.status(
+        &plan,
+        &previous.conditions,
+        &jiff::Timestamp::now().to_string(),
+    );
+    let status_current = topology.status.as_ref() == Some(&status);
+    if deployed_current && status_current {
+        return Ok(None);
+    }
+    if !deployed_current {
+        package.insert(desired);
+    }
+    if !status_current {
+        let topology_gvk = Gvk::from_api_version_kind(API_VERSION, NF_TOPOLOGY_KIND)
+            .map_err(|e| bad(e.to_string()))?;
+        if let Some(object) = package.get_mut(&topology_gvk, topology.name()) {
+            let value = serde_json::to_value(&status).map_err(|e| bad(e.to_string()))?;
+            object
+                .body
+                .insert("status", value)
+                .map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    Ok(Some(package.to_yaml()))
 }
