@@ -85,7 +85,7 @@ pub struct RulesArgs {
     pub output: Output,
     /// For each HTTPRoute rule on each Gateway listener, which drivers serve it fully, partly
     /// or not, and why (needs --source: a controller's rules carry no Gateway objects).
-    #[arg(long, requires = "source")]
+    #[arg(long)]
     pub explain: bool,
     /// Log line format.
     #[arg(long, env = "NEPHRITE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -102,6 +102,9 @@ pub enum RulesError {
     /// Neither `--source` nor `--rules`.
     #[error("give --source or --rules")]
     NothingToShow,
+    /// `--explain` with `--rules`.
+    #[error("--explain needs --source: a controller's rules carry no Gateway API objects")]
+    ExplainNeedsSource,
     /// The directory could not be read.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -139,6 +142,9 @@ pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
             controller_name: args.gateway_controller,
         },
     };
+    if args.explain && args.source.is_none() {
+        return Err(RulesError::ExplainNeedsSource);
+    }
     let fetched = match (args.source, args.rules) {
         (Some(SourceSpec::Dir(dir)), _) => Fetched::local(snapshot_dir(&dir, &options)?),
         (Some(SourceSpec::Kube), _) => Fetched::local(kubernetes::snapshot_once(&options).await?),

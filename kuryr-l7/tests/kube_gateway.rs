@@ -254,6 +254,8 @@ async fn gateway_and_httproute_get_the_specs_status_and_their_traffic_through_th
 
     // Traffic as the route says.
     eventually("the route is served", async || {
+        // The router listens once it has its first rules.
+        tokio::net::TcpStream::connect(http).await.ok()?;
         (get(http, "shop.example.com", "/cart/1").await.status == 200).then_some(())
     })
     .await;
