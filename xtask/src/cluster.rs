@@ -11,11 +11,13 @@
 //! ([`teardown`]).
 //!
 //! One concern per module: [`config`] (shared facts and paths), [`pki`], [`control_plane`],
+//! [`echo`] (the Deployment left for a first try),
 //! [`runtime`], [`kubelet`], [`network`], [`images`], [`process`] (detached processes and their
 //! pid files), [`up`] and [`teardown`].
 
 mod config;
 mod control_plane;
+mod echo;
 mod images;
 mod kubelet;
 mod network;
@@ -111,7 +113,7 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
          xtask: images (use imagePullPolicy: Never): {}\n\
          xtask: export KUBECONFIG={}\n\
          xtask: kubectl of the same release: {}\n\
-         xtask: e.g. {} create deployment echo --image={} --replicas=3 --port=8080\n\
+         xtask: try: {} --kubeconfig {} apply -f {}\n\
          xtask: stop it and remove everything with: {down}",
         config::POD_SUBNET,
         config::POD_NETWORK,
@@ -119,7 +121,8 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
         kubeconfig.display(),
         up.kubectl.display(),
         up.kubectl.display(),
-        config::echo_image(),
+        kubeconfig.display(),
+        dir.join(echo::FILE).display(),
     );
     Ok(())
 }

@@ -73,6 +73,8 @@ pub fn apiserver_args(dir: &Path, ports: &Ports, node_ip: Ipv4Addr, pki: &Pki) -
             "--kubelet-client-key={}",
             path(&pki.apiserver_kubelet_client.key)
         ),
+        // The node's name resolves nowhere; its InternalIP is where the kubelet listens.
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_owned(),
         "--authorization-mode=Node,RBAC".to_owned(),
         "--enable-admission-plugins=NodeRestriction".to_owned(),
         "--allow-privileged=true".to_owned(),
@@ -143,7 +145,7 @@ pub fn start(
     }
     let etcd = spawn(dir, "etcd", etcd)?;
     let health = format!("http://{}/health", ports.etcd_client);
-    wait_ready(&etcd, dir, Duration::from_secs(60), "healthy", || {
+    wait_ready(&etcd, Duration::from_secs(60), "healthy", || {
         http_ok(&health)
     })?;
     started.push(etcd);
@@ -153,7 +155,7 @@ pub fn start(
         .args(apiserver_args(dir, ports, node_ip, pki))
         .current_dir(dir);
     let apiserver = spawn(dir, "kube-apiserver", apiserver)?;
-    wait_ready(&apiserver, dir, Duration::from_secs(180), "ready", || {
+    wait_ready(&apiserver, Duration::from_secs(180), "ready", || {
         kubectl(node, &pki.admin.kubeconfig)
             .args(["get", "--raw", "/readyz"])
             .output()

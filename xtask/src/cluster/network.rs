@@ -58,26 +58,36 @@ pub fn documents_of_kind(manifest: &str, kind: &str) -> String {
         .join("\n---")
 }
 
-/// Build nimbess-agent and nimbess-cni (the workspace's dev profile); their paths.
+/// Build nimbess-agent and nimbess-cni (the workspace's dev profile, in its target directory:
+/// a separate one would cost another ~2.5 GB of disk for two binaries); their paths. A build
+/// that fails is tried once more, since another cargo sharing the directory can race it.
 pub fn build_binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let status = crate::cargo_command()
-        .args([
-            "build",
-            "-p",
-            "nephrite-nimbess-agent",
-            "-p",
-            "nephrite-nimbess-cni",
-        ])
-        .current_dir(crate::workspace_root())
-        .status()
-        .context("running cargo build for nimbess-agent")?;
+    let root = crate::workspace_root();
+    let build = || {
+        crate::cargo_command()
+            .args([
+                "build",
+                "-p",
+                "nephrite-nimbess-agent",
+                "-p",
+                "nephrite-nimbess-cni",
+            ])
+            .current_dir(&root)
+            .status()
+            .context("running cargo build for nimbess-agent")
+    };
+    let mut status = build()?;
+    if !status.success() {
+        eprintln!("xtask: building nimbess-agent failed ({status}); trying once more");
+        status = build()?;
+    }
     crate::ensure_success(
         "cargo build -p nephrite-nimbess-agent -p nephrite-nimbess-cni",
         status,
     )?;
     let target = match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => crate::workspace_root().join(dir),
-        None => crate::workspace_root().join("target"),
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
     };
     let debug = target.join("debug");
     Ok((debug.join("nimbess-agent"), debug.join("nimbess-cni")))
@@ -146,7 +156,7 @@ pub fn start(
         .env("KUBECONFIG", &pki.nimbess_agent.kubeconfig)
         .current_dir(dir);
     let started = spawn(dir, "nimbess-agent", command)?;
-    wait_ready(&started, dir, Duration::from_secs(60), "serving", || {
+    wait_ready(&started, Duration::from_secs(60), "serving", || {
         socket.exists()
     })?;
     Ok(started)

@@ -91,6 +91,11 @@ pub fn is_ours(pid: u32, dir: &Path) -> bool {
     cmdline.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Whether process `pid` exists and has not exited.
+fn is_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}
+
 /// A zombie has exited; only its parent's wait is missing.
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -177,7 +182,6 @@ pub fn log_tail(log: &Path, lines: usize) -> String {
 /// with the tail of its log.
 pub fn wait_ready(
     started: &Started,
-    dir: &Path,
     timeout: Duration,
     what: &str,
     mut ready: impl FnMut() -> bool,
@@ -187,7 +191,9 @@ pub fn wait_ready(
         if ready() {
             return Ok(());
         }
-        if !is_ours(started.pid, dir) {
+        // `up`'s own child: its pid cannot be reused before `up` exits, so being alive is
+        // enough (its command line may not name the directory yet while it execs).
+        if !is_alive(started.pid) {
             bail!(
                 "{} exited before {what}; last lines of {}:\n{}",
                 started.name,
@@ -204,5 +210,40 @@ pub fn wait_ready(
             );
         }
         thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::{is_ours, processes_naming};
+
+    #[test]
+    fn a_process_is_ours_only_while_it_names_the_directory_and_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .env("IGNORED", dir.path())
+            .spawn()
+            .unwrap();
+        assert!(!is_ours(child.id(), dir.path()), "sleep does not name it");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let marker = dir.path().join("marker");
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30; exit 0", "sh"])
+            .arg(&marker)
+            .spawn()
+            .unwrap();
+        assert!(is_ours(child.id(), dir.path()));
+        assert_eq!(processes_naming(dir.path()), [child.id()]);
+        child.kill().unwrap();
+        // A zombie (exited, not yet waited for) is not running.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!is_ours(child.id(), dir.path()));
+        child.wait().unwrap();
+        assert!(!is_ours(child.id(), Path::new("/")));
     }
 }

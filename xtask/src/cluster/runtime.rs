@@ -15,6 +15,14 @@
 //! `cgroupDriver: cgroupfs` to match runc's default here (`SystemdCgroup = false`; this machine
 //! has no systemd).
 //!
+//! **OOM scores.** The kubelet asks for a negative `oom_score_adj` for every sandbox (-998) and
+//! Guaranteed pod (-997); lowering a score takes CAP_SYS_RESOURCE, which root on this machine's
+//! VM does not have (`CapEff` lacks bit 24, and `echo -1 > /proc/self/oom_score_adj` is
+//! refused), and runc then fails every sandbox with "can't get final child's PID from pipe:
+//! EOF" (its debug log: "failed to update /proc/self/oom_score_adj: Permission denied"). So
+//! the CRI plugin runs with `restrict_oom_score_adj`: no container gets a score below
+//! containerd's own.
+//!
 //! containerd 1.6's CNI library reads results up to CNI 1.0.0, so the conflist says 1.0.0
 //! (nimbess-cni answers in the version asked), and its CRI plugin brings every sandbox's
 //! loopback up through the `loopback` plugin, taken from Debian's
@@ -78,6 +86,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_port = "0"
   # The pods' network namespaces are mounted under the state directory, not /run/netns.
   netns_mounts_under_state_dir = true
+  # No container's OOM score below containerd's own: root here may lack CAP_SYS_RESOURCE.
+  restrict_oom_score_adj = true
   enable_selinux = false
 
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -140,9 +150,15 @@ pub fn start(dir: &Path) -> anyhow::Result<Started> {
     std::fs::write(&config, containerd_config(dir))
         .with_context(|| format!("writing {}", config.display()))?;
     let mut command = Command::new(CONTAINERD);
-    command.arg("--config").arg(&config).current_dir(dir);
+    // The CNI plugin inherits containerd's environment: a KUBECONFIG of the caller's (another
+    // cluster's) must not reach nimbess-cni, which reads pods through it when set.
+    command
+        .arg("--config")
+        .arg(&config)
+        .env_remove("KUBECONFIG")
+        .current_dir(dir);
     let started = spawn(dir, "containerd", command)?;
-    wait_ready(&started, dir, Duration::from_secs(60), "serving", || {
+    wait_ready(&started, Duration::from_secs(60), "serving", || {
         ctr(dir)
             .arg("version")
             .output()

@@ -13,7 +13,11 @@
 //! 5. What the agent leaves in the host's network namespace: its pod network's bridge (the
 //!    link holding the gateway address) with the FIB-miss veth pair on it, and its nftables
 //!    tables.
-//! 6. The directory.
+//! 6. The host directories the kubelet and containerd make at fixed paths whatever they are
+//!    told (`/var/lib/kubelet/device-plugins`, containerd 1.6's shim sockets in
+//!    `/run/containerd/s`), when `up` found them absent ([`HOST_DIRS`], recorded in
+//!    `DIR/run/host-dirs`).
+//! 7. The directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +40,24 @@ pub const STOP_ORDER: &[&str] = &[
     "etcd",
 ];
 
+/// Directories outside the cluster's own that its kubelet or containerd create at fixed paths.
+pub const HOST_DIRS: &[&str] = &["/var/lib/kubelet", "/run/containerd"];
+
+/// The file in `DIR/run` listing the [`HOST_DIRS`] that did not exist before `up`.
+pub const HOST_DIRS_FILE: &str = "host-dirs";
+
+/// Record which of [`HOST_DIRS`] do not exist yet, so `down` removes only those.
+pub fn record_host_dirs(dir: &Path) -> std::io::Result<()> {
+    let absent: Vec<&str> = HOST_DIRS
+        .iter()
+        .copied()
+        .filter(|d| !Path::new(d).exists())
+        .collect();
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run)?;
+    std::fs::write(run.join(HOST_DIRS_FILE), absent.join("\n"))
+}
+
 /// The nftables tables (family ip) nimbess-agent renders in the host's namespace.
 const AGENT_TABLES: &[&str] = &["nimbess", "nimbess-svc", "nimbess-policy"];
 
@@ -55,7 +77,7 @@ pub struct Report {
     pub killed: Vec<u32>,
     /// Mount points unmounted.
     pub unmounted: Vec<PathBuf>,
-    /// Links and tables removed.
+    /// Links, tables and host directories removed.
     pub network: Vec<String>,
     /// Cgroups removed.
     pub cgroups: usize,
@@ -86,6 +108,15 @@ pub fn down(dir: &Path, node: &NodeBinaries) -> Report {
     unmount_under(dir, &mut report);
     remove_pod_cgroups(&mut report);
     remove_agent_network(&mut report);
+    let recorded =
+        std::fs::read_to_string(dir.join("run").join(HOST_DIRS_FILE)).unwrap_or_default();
+    for host_dir in recorded.lines().filter(|l| HOST_DIRS.contains(l)) {
+        match std::fs::remove_dir_all(host_dir) {
+            Ok(()) => report.network.push(format!("directory {host_dir}")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => report.warnings.push(format!("removing {host_dir}: {e}")),
+        }
+    }
     if let Err(e) = std::fs::remove_dir_all(dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {

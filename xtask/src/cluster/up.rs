@@ -87,6 +87,8 @@ pub fn up(dir: &Path) -> anyhow::Result<Up> {
         );
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    super::teardown::record_host_dirs(dir)
+        .with_context(|| format!("writing {}/run", dir.display()))?;
     let began = Instant::now();
     let node_ip = node_ip()?;
     let loopback = Ipv4Addr::LOCALHOST;
@@ -118,6 +120,9 @@ pub fn up(dir: &Path) -> anyhow::Result<Up> {
     started.push(network::start(dir, &node, &pki, &agent, &cni)?);
     let kubelet = kubelet::start(dir, &node, kubelet_ports, node_ip, &pki)?;
     wait_node_ready(dir, &node, &kubelet)?;
+    let echo = dir.join(super::echo::FILE);
+    std::fs::write(&echo, super::echo::deployment(3))
+        .with_context(|| format!("writing {}", echo.display()))?;
     started.push(kubelet);
     Ok(Up {
         started,
@@ -135,28 +140,23 @@ fn wait_node_ready(dir: &Path, node: &NodeBinaries, kubelet: &Started) -> anyhow
     let admin = admin_kubeconfig(dir);
     let jsonpath = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.conditions[?(@.type==\"Ready\")].message}";
     let mut last = String::new();
-    let ready =
-        super::process::wait_ready(
-            kubelet,
-            dir,
-            NODE_READY_TIMEOUT,
-            "Ready",
-            || match kubectl_run(
-                node,
-                &admin,
-                &["get", "node", NODE_NAME, "-o", jsonpath],
-                None,
-            ) {
-                Ok(text) => {
-                    last = text;
-                    last.starts_with("True")
-                }
-                Err(e) => {
-                    last = format!("{e:#}");
-                    false
-                }
-            },
-        );
+    let ready = super::process::wait_ready(kubelet, NODE_READY_TIMEOUT, "Ready", || {
+        match kubectl_run(
+            node,
+            &admin,
+            &["get", "node", NODE_NAME, "-o", jsonpath],
+            None,
+        ) {
+            Ok(text) => {
+                last = text;
+                last.starts_with("True")
+            }
+            Err(e) => {
+                last = format!("{e:#}");
+                false
+            }
+        }
+    });
     ready.with_context(|| {
         format!(
             "node {NODE_NAME}: {last}\ncontainerd's log:\n{}",
