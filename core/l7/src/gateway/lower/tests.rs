@@ -200,3 +200,44 @@ fn the_served_condition_is_written_in_the_route_status() {
     assert_eq!(served["status"], "False");
     assert_eq!(served["reason"], "RuleNotServed");
 }
+
+#[test]
+fn octavia_is_given_what_its_l7_model_expresses_and_nothing_of_a_rule_it_cannot() {
+    let t = translation();
+    let desired = crate::octavia::Desired::from_config(&t.config);
+    let listener = &desired.listeners[0];
+    let names: Vec<&str> = listener.policies.iter().map(|p| p.name.as_str()).collect();
+    // Rules 0, 1, 2 and 4 (served; 4 without its header change), in precedence order; rule 3
+    // (a method match Octavia cannot say) has no policy.
+    assert!(
+        names.iter().all(|n| !n.contains(":shop/shop/3/")),
+        "{names:?}"
+    );
+    for rule in [0, 1, 2, 4] {
+        assert!(
+            names
+                .iter()
+                .any(|n| n.contains(&format!(":shop/shop/{rule}/"))),
+            "rule {rule}: {names:?}"
+        );
+    }
+    let pool = desired
+        .pools
+        .iter()
+        .find(|p| p.name == "gateway:shop/shop/1")
+        .expect("the weighted rule's pool");
+    assert_eq!(pool.members.len(), 3, "{:?}", pool.members);
+    // What Octavia serves only partly or not is said per field by its own capabilities.
+    let octavia = crate::gateway::capabilities::DriverCapabilities::through_rules(
+        crate::gateway::capabilities::Driver::Octavia,
+    );
+    let listener = &t.gateway.compiled[0].listeners[0];
+    let support = crate::gateway::capabilities::explain(listener, &octavia);
+    let by_rule = |rule: usize| support.iter().find(|s| s.rule == rule).expect("rule");
+    assert_eq!(by_rule(3).served, crate::gateway::capabilities::Served::Not);
+    assert_eq!(
+        by_rule(1).served,
+        crate::gateway::capabilities::Served::Partly,
+        "member weights 0–256"
+    );
+}
