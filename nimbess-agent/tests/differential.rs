@@ -143,7 +143,8 @@ fn run(seed: u64) {
             }
         }
     }
-    assert_eq!(agent.cli(&["verify"]).0, 0, "{}", agent.cli(&["verify"]).1);
+    let (code, drift) = agent.cli(&["verify"]);
+    assert_eq!(code, 0, "{drift}");
 
     // what the agent persisted: its snapshot plus its journal
     let state: PersistedState = StateStore::open(&agent.dir.join("state"))
