@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use nephrite_test_services::kube_apiserver::{self, ETCD_VERSION, KUBERNETES_VERSION, kube_root};
 
-pub use build::{SumMode, ensure};
+pub use build::{NodeBinaries, SumMode, ensure, ensure_node};
 
 /// The usage of `cargo xtask kube`.
 pub const USAGE: &str = "usage: cargo xtask kube build [--update-sum]
