@@ -2,8 +2,8 @@
 //! `cargo xtask cluster`, the node's binaries from the same release ([`ensure_node`]).
 //!
 //! The two sets are built apart so that `cargo xtask test`, whose tests need only the API
-//! server and etcd, never pays for the kubelet: a cold [`ensure`] compiles ~2,900 Go packages,
-//! a cold [`ensure_node`] adds kube-controller-manager, kube-scheduler, the kubelet and kubectl
+//! server and etcd, never pays for the kubelet: a cold [`ensure`] takes ~10 minutes, and
+//! [`ensure_node`] adds kube-controller-manager, kube-scheduler, the kubelet and kubectl
 //! (measured on the 2-core machine: see [`NODE_BUILD_COST`]). One go.sum covers both sets:
 //! `--update-sum` builds all of them, and a verified build of either set accepts entries the
 //! other needs.
