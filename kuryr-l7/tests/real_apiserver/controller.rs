@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::cluster::{BIN, Daemon, Scenario, credentials, deploy, eventually, log_text};
 
 const ROUTE_CRD: &str = include_str!("../../examples/kubernetes/route-crd.yaml");
+const GATEWAY_CRDS: &str = include_str!("../../deploy/kubernetes/gateway-api-crds.yaml");
 /// The controller's ServiceAccount, as `rbac.yaml` defines it.
 const ACCOUNT: &str = "kuryr-l7/kuryr-l7-controller";
 /// Where its Lease lives (the Role of `rbac.yaml` grants Leases there only).
@@ -49,6 +50,13 @@ fn broken_ingress(namespace: &str, name: &str, host: &str) -> String {
         &format!(
             "metadata: {{name: {name}, namespace: {namespace}, annotations: {{{EXTRA_RULES}: 'nope'}}}}"
         ),
+    )
+}
+
+/// A GatewayClass of ours, a Gateway and an HTTPRoute to `web` for `gw.example.com`.
+fn gateway(namespace: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: kuryr-{namespace}}}\nspec: {{controllerName: kuryr.nephrite.io/l7}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: web, namespace: {namespace}}}\nspec:\n  gatewayClassName: kuryr-{namespace}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: gw, namespace: {namespace}}}\nspec:\n  parentRefs: [{{name: web}}]\n  hostnames: [gw.example.com]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /shop}}}}]\n    backendRefs: [{{name: web, port: 80}}]\n"
     )
 }
 
@@ -148,6 +156,7 @@ pub async fn ingress_and_route_become_rules_and_status(scenario: &Scenario) -> a
     let creds = credentials(scenario.kube, &["kuryr-l7.yaml", "rbac.yaml"], ACCOUNT).await?;
     let kubeconfig = scenario.kubeconfig(&creds)?;
     scenario.apply_crds(ROUTE_CRD).await?;
+    scenario.apply_crds(GATEWAY_CRDS).await?;
     scenario.apply(&backend(ns)).await?;
     scenario
         .apply(&ingress(ns, "shop", "shop.example.com", "/a"))
@@ -193,6 +202,49 @@ pub async fn ingress_and_route_become_rules_and_status(scenario: &Scenario) -> a
             && condition["status"] == "True"
             && ingress["host"] == "cart.example.com")
             .then_some(()))
+    })
+    .await
+    .with_context(|| log_text(&log))?;
+
+    // Gateway API: the HTTPRoute becomes rules; Gateway and HTTPRoute status as the spec says.
+    scenario.apply(&gateway(ns)).await?;
+    eventually(
+        "the HTTPRoute is rules",
+        Duration::from_secs(30),
+        async || Ok(rules(url).filter(|r| routes_host(r, "gw.example.com"))),
+    )
+    .await
+    .with_context(|| format!("rules now: {:?}\n{}", rules(url), log_text(&log)))?;
+    let condition = |conditions: &Value, type_: &str| {
+        conditions
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == type_))
+            .map(|c| c["status"].clone())
+    };
+    eventually("Gateway Programmed", Duration::from_secs(20), async || {
+        let gateway = scenario
+            .get("gateway.networking.k8s.io/v1", "Gateway", "web")
+            .await?;
+        let status = &gateway["status"];
+        Ok(
+            (condition(&status["conditions"], "Programmed") == Some(json!("True"))
+                && status["addresses"] == json!([{"type": "IPAddress", "value": ROUTER_ADDRESS}])
+                && status["listeners"][0]["attachedRoutes"] == 1)
+                .then_some(()),
+        )
+    })
+    .await
+    .with_context(|| log_text(&log))?;
+    eventually("HTTPRoute Accepted", Duration::from_secs(20), async || {
+        let route = scenario
+            .get("gateway.networking.k8s.io/v1", "HTTPRoute", "gw")
+            .await?;
+        let parent = &route["status"]["parents"][0];
+        Ok(
+            (condition(&parent["conditions"], "Accepted") == Some(json!("True"))
+                && condition(&parent["conditions"], "ResolvedRefs") == Some(json!("True")))
+            .then_some(()),
+        )
     })
     .await
     .with_context(|| log_text(&log))?;
