@@ -12,6 +12,8 @@
 //! - `images`: an OCI image per daemon, built with podman from scratch (see [`images`]).
 //! - `kube build|up|down`: the real kube-apiserver and etcd, built from the Go module proxy,
 //!   for the tests and to try the controllers against (see [`kube`]).
+//! - `cluster up|down`: a one-node Kubernetes (the same release, a kubelet on Debian's
+//!   containerd) with Nimbess as its CNI and Service proxy (see [`cluster`]).
 
 mod artefacts;
 mod boundaries;

@@ -112,6 +112,24 @@ fn debian() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    install(missing)
+}
+
+/// Installs those of `packages` that are missing (as root; the caller has checked), with no
+/// system service started.
+pub fn install_missing(packages: &[&str]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|name| !installed(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    install(missing)
+}
+
+fn install(missing: Vec<&str>) -> anyhow::Result<()> {
     eprintln!(
         "xtask: installing {} (with a policy-rc.d that starts no system service)",
         missing.join(", ")

@@ -36,7 +36,20 @@ pub struct Up {
     pub started_in: Duration,
 }
 
-/// Check what `up` needs of the machine before building anything.
+/// The Debian packages `up` installs when missing: the container runtime (kubelet v1.37 still
+/// takes containerd 1.6, see [`runtime`]), the CNI `loopback` plugin, podman and openssl for
+/// the images and certificates, iproute2 and nftables for the node's network.
+const PACKAGES: &[&str] = &[
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "podman",
+    "openssl",
+    "iproute2",
+    "nftables",
+];
+
+/// Check what `up` needs of the machine before building anything, installing its packages.
 fn preflight() -> anyhow::Result<()> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
@@ -49,6 +62,7 @@ fn preflight() -> anyhow::Result<()> {
         root,
         "`cargo xtask cluster up` runs as root (it starts a kubelet, a container runtime and a CNI agent)"
     );
+    crate::packages::install_missing(PACKAGES)?;
     runtime::check_installed()?;
     for (program, package) in [
         ("openssl", "openssl"),
