@@ -340,9 +340,7 @@ async fn scenario(names: &Names) -> anyhow::Result<()> {
         Agent::start(
             StateStore::open(&dir.path().join("state"))?,
             &config.networks,
-            Driver::Kernel(KernelDriver::new(NftFirewall::new(
-                std::env::var_os("PATH").as_deref(),
-            )?)?),
+            Driver::Kernel(KernelDriver::new(NftFirewall::new())?),
         )
         .await?,
     );
