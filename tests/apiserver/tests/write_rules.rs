@@ -1,6 +1,7 @@
 //! Write rules kube-apiserver v1.37 was seen to enforce: a custom resource cannot be replaced
-//! without the resourceVersion it was read at, and an object being deleted can lose finalizers
-//! but gain none. Both are 422 Invalid, worded as the real server words them.
+//! without the resourceVersion it was read at, an object being deleted can lose finalizers but
+//! gain none, and a CRD of a Kubernetes group needs the API-approval annotation. Each is 422
+//! Invalid, worded as the real server words it.
 
 mod support;
 
@@ -83,5 +84,37 @@ async fn a_terminating_object_gains_no_finalizer() -> anyhow::Result<()> {
     )
     .await?;
     assert!(cms.get_opt("fz").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_crd_of_a_kubernetes_group_needs_the_approval_annotation() -> anyhow::Result<()> {
+    let server = TestApiServer::start().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client()?);
+    let crd = |annotations: serde_json::Value| -> anyhow::Result<CustomResourceDefinition> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.test.k8s.io", "annotations": annotations},
+            "spec": {
+                "group": "test.k8s.io", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": {"type": "object"}}}],
+            },
+        }))?)
+    };
+    let err = crds
+        .create(&PostParams::default(), &crd(json!({}))?)
+        .await
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("a CRD of test.k8s.io without approval was accepted"))?;
+    let (code, reason, message) = status_of(err)?;
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.test.k8s.io\" is invalid: metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+    );
+    let approved = json!({"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/1111"});
+    crds.create(&PostParams::default(), &crd(approved)?).await?;
     Ok(())
 }

@@ -13,6 +13,17 @@ use crate::resources;
 /// How a CRD is named in error messages.
 const CRD_KIND: &str = "CustomResourceDefinition.apiextensions.k8s.io";
 
+/// The annotation a CRD of a protected group must carry (the API review that approved it).
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Whether a CRD group is one of Kubernetes' own (`k8s.io`, `kubernetes.io` and their
+/// subdomains), whose CRDs need [`API_APPROVED`].
+fn is_protected_group(group: &str) -> bool {
+    ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.ends_with(&format!(".{g}")))
+}
+
 impl Store {
     /// Validates a CRD (against `old`, its stored state, on an update) and fills in the status
     /// a real apiserver's controllers would set. Conditions keep their `lastTransitionTime`,
@@ -26,6 +37,22 @@ impl Store {
         let json = crd.to_json();
         let def = resources::parse_crd(&json)
             .map_err(|p| ApiError::invalid(CRD_KIND, &name, &p.field, &p.problem))?;
+        let approved = crd
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(API_APPROVED))
+            .is_some_and(|v| !v.is_empty());
+        if is_protected_group(&def.group) && !approved {
+            return Err(ApiError::invalid(
+                CRD_KIND,
+                &name,
+                &format!("metadata.annotations[{API_APPROVED}]"),
+                &format!(
+                    "Required value: protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"
+                ),
+            ));
+        }
         let old_json = old.map(Object::to_json);
         if let Some(old) = &old_json {
             // An established CRD's scope and kind are immutable (and the stored objects' keys
