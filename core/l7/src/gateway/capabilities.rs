@@ -1,9 +1,14 @@
 //! What each driver can express of a compiled HTTPRoute rule, and for a listener which rules a
 //! driver serves fully, partly (served, without something the route asked for) or not at all,
-//! each gap naming the route field. It is what `rules --explain` prints and what a driver turns
-//! into a route's status instead of silently serving a rule differently.
+//! each gap naming the route field. It is what `rules --explain` prints and what
+//! [`lower`](super::lower) turns into reports and a route's status instead of silently serving
+//! a rule differently.
 //!
-//! The drivers:
+//! Two views: [`DriverCapabilities::of`] is what a driver could express given the compiled
+//! form; [`DriverCapabilities::through_rules`] is what it serves as kuryr-l7 runs it, fed the
+//! Octavia-shaped model of the rules service, which is what `--explain` and status use.
+//!
+//! The drivers, each on its own:
 //! - the embedded router evaluates the compiled form itself ([`evaluate`](super::evaluate)):
 //!   everything;
 //! - HAProxy: ACLs on path, headers, `urlp` and method; `http-request`/`http-response` header
