@@ -2,6 +2,8 @@
 //! preparer that is not up yet) and the reads the TKO backend makes there, through the
 //! preparer's client crate.
 
+use std::collections::HashMap;
+
 use nephrite_preparer_client::{CatalogQuery, DataApi, DeploymentQuery, PreparerClient};
 use nephrite_runtime::{ClientArgs, ClientError, Endpoint};
 use nephrite_topology::api::Cluster;
@@ -130,11 +132,25 @@ pub async fn children(data: &dyn DataApi, parent: &str) -> Result<Vec<ObservedCh
         .collect())
 }
 
-/// The ids of the deployments that have children labelled `nf-deployment-name` (the
-/// NFTopology deployments), for a resync.
-pub async fn topology_parents(data: &dyn DataApi) -> Result<Vec<String>, TkoError> {
-    let children = data
-        .all_deployments(DeploymentQuery {
+/// The NFTopology deployments as listed, and the revision the listing reflects: the first
+/// half of the tracker's list + watch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopologyParents {
+    /// The ids of the deployments that have children labelled `nf-deployment-name`, in
+    /// listing order, each once.
+    pub parents: Vec<String>,
+    /// Each such child's id, with its parent's id.
+    pub parent_of: HashMap<String, String>,
+    /// Every change up to this revision is in the listing: watch from it for the changes
+    /// after.
+    pub revision: u64,
+}
+
+/// Lists the deployments that have children labelled `nf-deployment-name` (the NFTopology
+/// deployments) and those children, with the revision the listing reflects.
+pub async fn topology_parents(data: &dyn DataApi) -> Result<TopologyParents, TkoError> {
+    let listing = data
+        .all_deployments_listing(DeploymentQuery {
             metadata_patterns: [(
                 nephrite_krm::keys::NF_DEPLOYMENT_NAME.to_owned(),
                 "**".to_owned(),
@@ -143,11 +159,18 @@ pub async fn topology_parents(data: &dyn DataApi) -> Result<Vec<String>, TkoErro
             ..DeploymentQuery::default()
         })
         .await?;
-    let mut parents = Vec::new();
-    for d in children {
-        if !d.parent_id.is_empty() && !parents.contains(&d.parent_id) {
-            parents.push(d.parent_id);
+    let mut listed = TopologyParents {
+        revision: listing.revision,
+        ..TopologyParents::default()
+    };
+    for child in listing.items {
+        if child.parent_id.is_empty() {
+            continue;
         }
+        if !listed.parents.contains(&child.parent_id) {
+            listed.parents.push(child.parent_id.clone());
+        }
+        listed.parent_of.insert(child.id, child.parent_id);
     }
-    Ok(parents)
+    Ok(listed)
 }

@@ -7,11 +7,16 @@
 //! relabelled or deleted (which can change the clusters of every topology). A reconcile
 //! re-plans against the current sites and applies the difference ([`super::follow`]), approves
 //! the gated children whose gates are open, and keeps the `NFDeployedTopology` and the
-//! NFTopology's status in the parent's package current. On start (and after a lost watch) it
-//! reconciles every followed deployment once, so nothing that changed while it was away is
-//! missed.
+//! NFTopology's status in the parent's package current.
+//!
+//! List, then watch (as Kubernetes' list + watch from `resourceVersion`): on start, and again
+//! after a lost watch, it lists the NFTopology deployments (the parents of children carrying
+//! `nf-deployment-name`), follows them, reconciles every followed deployment once (so nothing
+//! that changed while it was away is missed), then watches from the listing's revision: the
+//! changes after the listing, none of the kept log before it replayed. No revision is kept
+//! between connections; a reconnect lists again.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -53,17 +58,8 @@ pub async fn run(
     following: Following,
     shutdown: ShutdownHandle,
 ) {
-    let mut from_revision = 0;
     while !shutdown.is_triggered() {
-        if let Err(error) = watch(
-            &endpoint,
-            &policy,
-            &following,
-            &mut from_revision,
-            &shutdown,
-        )
-        .await
-        {
+        if let Err(error) = watch(&endpoint, &policy, &following, &shutdown).await {
             tracing::warn!(%error, "tracker: watch ended, reconnecting");
         }
         tokio::select! {
@@ -73,22 +69,22 @@ pub async fn run(
     }
 }
 
+/// One connection: lists the NFTopology deployments, follows and reconciles each, then
+/// watches deployments and sites from the listing's revision (so nothing before it is
+/// replayed and nothing after it is missed) until the watch ends or shutdown.
 async fn watch(
     endpoint: &DataEndpoint,
     policy: &RolloutPolicy,
     following: &Following,
-    from_revision: &mut u64,
     shutdown: &ShutdownHandle,
 ) -> Result<(), TkoError> {
     let data = tokio::select! {
         connected = data::connect(endpoint) => connected?,
         _ = shutdown.triggered() => return Ok(()),
     };
-    let mut stream = data
-        .watch(*from_revision, &[EntityKind::Deployment, EntityKind::Site])
-        .await?;
-    for parent in data::topology_parents(&data).await? {
-        following.followed.insert(&parent);
+    let listed = data::topology_parents(&data).await?;
+    for parent in &listed.parents {
+        following.followed.insert(parent);
     }
     for parent in following.followed.parents() {
         if shutdown.is_triggered() {
@@ -96,7 +92,11 @@ async fn watch(
         }
         reconcile_logged(&data, policy, following, &parent).await;
     }
-    let mut parent_of: HashMap<String, String> = HashMap::new();
+    let mut stream = data
+        .watch(listed.revision, &[EntityKind::Deployment, EntityKind::Site])
+        .await?;
+    // Each child carrying `nf-deployment-name`, with its parent: as listed, then as watched.
+    let mut parent_of = listed.parent_of;
     loop {
         let change = tokio::select! {
             change = stream.next() => change,
@@ -105,7 +105,6 @@ async fn watch(
         let Some(change) = change.transpose()? else {
             return Ok(());
         };
-        *from_revision = (*from_revision).max(change.revision);
         let mut dirty = BTreeSet::new();
         match (change.kind, change.deployment) {
             (EntityKind::Site, _) => dirty.extend(following.followed.parents()),
