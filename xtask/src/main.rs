@@ -46,7 +46,7 @@ tasks:
                   build an OCI image per daemon with podman (nephrite/<daemon>:<version>,
                   from scratch, release binaries unless --dev) and run each one's --version
   bench DOMAIN    run a domain's benchmarks: preparer, dashboard, ntc (or topology),
-                  nimbess, nimbess-services, l7, l7-octavia, bmm
+                  ntc-churn, nimbess, nimbess-services, l7, l7-octavia, bmm
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
                   write bmm-provider's clusterctl provider repository (default
@@ -77,6 +77,7 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
     ("dashboard", &[("nephrite-preparer", "dashboard")]),
     ("ntc", &[("nephrite-topology", "plan")]),
     ("topology", &[("nephrite-topology", "plan")]),
+    ("ntc-churn", &[("nephrite-topology", "churn")]),
     (
         "nimbess",
         &[
