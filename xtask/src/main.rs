@@ -310,6 +310,10 @@ fn layering_step() -> anyhow::Result<()> {
 }
 
 /// Doc tests first, then the main suite, so the runner's summary is the last thing printed.
+/// The tests on the real one-node cluster (`tests/cluster`): they own the host's nimbess
+/// tables and a kubelet while they run, so the suite's parallel run leaves them out.
+const CLUSTER_TESTS: &str = "nephrite-cluster-tests";
+
 fn test_suite() -> anyhow::Result<()> {
     step("doc tests", || {
         cargo(&["test", "--workspace", "--features", FEATURES, "--doc"])
@@ -331,6 +335,8 @@ fn test_suite() -> anyhow::Result<()> {
                 "nextest",
                 "run",
                 "--workspace",
+                "--exclude",
+                CLUSTER_TESTS,
                 "--features",
                 FEATURES,
                 "--no-fail-fast",
@@ -345,6 +351,8 @@ fn test_suite() -> anyhow::Result<()> {
             cargo(&[
                 "test",
                 "--workspace",
+                "--exclude",
+                CLUSTER_TESTS,
                 "--features",
                 FEATURES,
                 "--no-fail-fast",
