@@ -5,7 +5,7 @@
 //! are tested beside the agent (`nimbess-agent/tests/cni_plugin.rs`, `cni_credentials.rs`).
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
