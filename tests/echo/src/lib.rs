@@ -51,19 +51,45 @@ pub fn pod_name(pod_name_env: Option<String>, hostname: impl FnOnce() -> Option<
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// The listen address: `--listen ADDR` (or `--listen=ADDR`) over `ECHO_LISTEN` over
-/// [`DEFAULT_LISTEN`].
-pub fn listen_address(args: &[String], env: Option<String>) -> Result<String, String> {
-    match args {
-        [] => Ok(env
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned())),
-        [flag, addr] if flag == "--listen" => Ok(addr.clone()),
-        [flag] if flag.starts_with("--listen=") => Ok(flag["--listen=".len()..].to_owned()),
-        other => Err(format!(
-            "unexpected arguments {other:?} (usage: nephrite-echo [--listen ADDR])"
-        )),
+/// The listen addresses: every `--listen ADDR` (or `--listen=ADDR`) over `ECHO_LISTEN` over
+/// [`DEFAULT_LISTEN`]. Each value may name several addresses separated by commas, so one pod can
+/// serve several ports (the NetworkPolicy tests' pods answer on 80 and 81).
+pub fn listen_addresses(args: &[String], env: Option<String>) -> Result<Vec<String>, String> {
+    let split = |value: &str| -> Vec<String> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut addresses = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--listen" {
+            let value = rest.next().ok_or_else(|| {
+                "--listen needs an address (usage: nephrite-echo [--listen ADDR[,ADDR...]]...)"
+                    .to_owned()
+            })?;
+            addresses.extend(split(value));
+        } else if let Some(value) = arg.strip_prefix("--listen=") {
+            addresses.extend(split(value));
+        } else {
+            return Err(format!(
+                "unexpected argument {arg:?} (usage: nephrite-echo [--listen ADDR[,ADDR...]]...)"
+            ));
+        }
     }
+    if addresses.is_empty() && !args.is_empty() {
+        return Err("--listen names no address".to_owned());
+    }
+    if addresses.is_empty() {
+        addresses = env.as_deref().map(split).unwrap_or_default();
+    }
+    if addresses.is_empty() {
+        addresses.push(DEFAULT_LISTEN.to_owned());
+    }
+    Ok(addresses)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-use super::{body, listen_address, pod_name, request_path, response};
+use super::{body, listen_addresses, pod_name, request_path, response};
 
 #[test]
 fn the_path_is_read_from_a_complete_request_line_only() {
@@ -34,21 +34,37 @@ fn the_pod_name_comes_from_the_environment_then_the_host_name() {
 }
 
 #[test]
-fn the_listen_address_comes_from_the_flag_then_the_environment() {
+fn the_listen_addresses_come_from_the_flags_then_the_environment() {
     let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(listen_address(&args(&[]), None).unwrap(), "0.0.0.0:8080");
-    assert_eq!(listen_address(&args(&[]), Some(":1".into())).unwrap(), ":1");
     assert_eq!(
-        listen_address(&args(&["--listen", "1.2.3.4:5"]), Some("x".into())).unwrap(),
-        "1.2.3.4:5"
+        listen_addresses(&args(&[]), None).unwrap(),
+        ["0.0.0.0:8080"]
     );
     assert_eq!(
-        listen_address(&args(&["--listen=[::]:80"]), None).unwrap(),
-        "[::]:80"
+        listen_addresses(&args(&[]), Some(":1, :2".into())).unwrap(),
+        [":1", ":2"]
+    );
+    assert_eq!(
+        listen_addresses(&args(&["--listen", "1.2.3.4:5"]), Some("x".into())).unwrap(),
+        ["1.2.3.4:5"]
+    );
+    assert_eq!(
+        listen_addresses(
+            &args(&["--listen=0.0.0.0:80,0.0.0.0:81", "--listen", "[::]:82"]),
+            None
+        )
+        .unwrap(),
+        ["0.0.0.0:80", "0.0.0.0:81", "[::]:82"]
     );
     assert!(
-        listen_address(&args(&["--port", "1"]), None)
+        listen_addresses(&args(&["--port", "1"]), None)
             .unwrap_err()
             .contains("--port")
     );
+    assert!(
+        listen_addresses(&args(&["--listen"]), None)
+            .unwrap_err()
+            .contains("needs an address")
+    );
+    assert!(listen_addresses(&args(&["--listen="]), None).is_err());
 }

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use nephrite_echo::{MAX_HEAD, body, listen_address, pod_name, request_path, response};
+use nephrite_echo::{MAX_HEAD, body, listen_addresses, pod_name, request_path, response};
 use nix::sys::signal::{SigSet, Signal};
 
 fn main() {
@@ -28,8 +28,8 @@ fn main() {
     });
 
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let listen = match listen_address(&args, std::env::var("ECHO_LISTEN").ok()) {
-        Ok(listen) => listen,
+    let addresses = match listen_addresses(&args, std::env::var("ECHO_LISTEN").ok()) {
+        Ok(addresses) => addresses,
         Err(e) => {
             eprintln!("nephrite-echo: {e}");
             std::process::exit(2);
@@ -40,18 +40,38 @@ fn main() {
             .ok()
             .map(|h| h.trim().to_owned())
     });
-    let listener = match TcpListener::bind(&listen) {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("nephrite-echo: cannot listen on {listen}: {e}");
-            std::process::exit(1);
+    // Every address is bound before any is served: a pod either serves all its ports or
+    // exits, never some of them.
+    let mut listeners = Vec::new();
+    for listen in &addresses {
+        match TcpListener::bind(listen) {
+            Ok(listener) => listeners.push(listener),
+            Err(e) => {
+                eprintln!("nephrite-echo: cannot listen on {listen}: {e}");
+                std::process::exit(1);
+            }
         }
-    };
-    eprintln!("nephrite-echo: pod {pod} listening on {listen}");
+    }
+    eprintln!(
+        "nephrite-echo: pod {pod} listening on {}",
+        addresses.join(", ")
+    );
+    let mut accepting = Vec::new();
+    for listener in listeners {
+        let pod = pod.clone();
+        accepting.push(std::thread::spawn(move || accept(&listener, &pod)));
+    }
+    for thread in accepting {
+        let _ = thread.join();
+    }
+}
+
+/// Serve every connection `listener` accepts, one thread each.
+fn accept(listener: &TcpListener, pod: &str) {
     for stream in listener.incoming() {
         match stream {
             Ok(stream) => {
-                let pod = pod.clone();
+                let pod = pod.to_owned();
                 std::thread::spawn(move || serve(stream, &pod));
             }
             Err(e) => eprintln!("nephrite-echo: accept: {e}"),
