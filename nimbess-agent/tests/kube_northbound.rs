@@ -4,7 +4,10 @@
 //! NetworkPolicies and Pods become the policy table's chains (created,
 //! deleted); a policy with an IPv6 CIDR and a Service whose targetPort
 //! name no endpoint has are skipped, each with a Warning Event on it, while
-//! the rest stays applied. The agent runs in a namespace playing the host,
+//! the rest stays applied. The EndpointSlices are written as
+//! kube-controller-manager writes them: each port named after the Service
+//! port (not after its targetPort), with the number the targetPort resolved
+//! to on the pods, and no port where it did not resolve. The agent runs in a namespace playing the host,
 //! joined to the test's namespace by a veth the API server listens on.
 //! Needs root.
 
@@ -156,7 +159,8 @@ fn slice(ready: [bool; 2]) -> EndpointSlice {
         "metadata": {"name": "web-1", "namespace": "default",
                      "labels": {"kubernetes.io/service-name": "web"}},
         "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        // the Service port's name, the number its targetPort "http" has on the pods
+        "ports": [{"name": "web", "port": 8080, "protocol": "TCP"}],
         "endpoints": [
             {"addresses": ["10.232.0.2"], "conditions": {"ready": ready[0]}},
             {"addresses": ["10.232.0.3"], "conditions": {"ready": ready[1]}},
@@ -227,7 +231,7 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
     let service: Service = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "web", "port": 80, "targetPort": "http"}]},
     }))
     .expect("service");
     rt.block_on(services.create(&PostParams::default(), &service))
@@ -254,6 +258,8 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
         .expect("create service");
     let mut typo_slice = slice([true, true]);
     typo_slice.metadata.name = Some("typo-1".into());
+    // the controller leaves out a port whose targetPort no container has
+    typo_slice.ports = Some(Vec::new());
     typo_slice.metadata.labels =
         Some([("kubernetes.io/service-name".to_string(), "typo".to_string())].into());
     rt.block_on(slices.create(&PostParams::default(), &typo_slice))

@@ -342,6 +342,22 @@ fn retarget(rt: &Runtime, services: &Api<Service>, name: &str, target_port: &str
         .unwrap_or_else(|e| panic!("patching Service {name}: {e}"));
 }
 
+/// Give EndpointSlice `name` the `ports` the EndpointSlice controller writes
+/// for its Service as it is now (there is no controller-manager here).
+fn reslice(
+    rt: &Runtime,
+    slices: &Api<EndpointSlice>,
+    name: &str,
+    ports: Option<Vec<k8s_openapi::api::discovery::v1::EndpointPort>>,
+) {
+    let mut changed = rt
+        .block_on(slices.get(name))
+        .unwrap_or_else(|e| panic!("getting EndpointSlice {name}: {e}"));
+    changed.ports = ports;
+    rt.block_on(slices.replace(name, &PostParams::default(), &changed))
+        .unwrap_or_else(|e| panic!("replacing EndpointSlice {name}: {e}"));
+}
+
 #[test]
 fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns() {
     let test = "the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns";
@@ -464,7 +480,11 @@ fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns(
     // it, created with the agent's own token; web stays rendered
     rt.block_on(services.create(&PostParams::default(), &service(&ns, "typo", "htp")))
         .expect("create Service typo");
-    rt.block_on(slices.create(&PostParams::default(), &slice(&ns, "typo", &[(a, true)])))
+    // as kube-controller-manager writes it: the pod has no port "htp", so
+    // the slice has no port for the Service port
+    let mut typo_slice = slice(&ns, "typo", &[(a, true)]);
+    typo_slice.ports = Some(Vec::new());
+    rt.block_on(slices.create(&PostParams::default(), &typo_slice))
         .expect("create EndpointSlice typo-1");
     let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
     let typo = ("Service", "typo");
@@ -474,10 +494,17 @@ fn the_agent_with_only_its_service_accounts_token_renders_the_cluster_and_warns(
     // fixed, it is rendered; broken again, the same Event counts a second
     // occurrence (a patch of its series)
     retarget(&rt, &services, "typo", "http");
+    reslice(
+        &rt,
+        &slices,
+        "typo-1",
+        slice(&ns, "typo", &[(a, true)]).ports,
+    );
     wait_until("typo rendered once fixed", &agent, || {
         balancers(&agent, &ns, "typo").len() == 3
     });
     retarget(&rt, &services, "typo", "htp");
+    reslice(&rt, &slices, "typo-1", Some(Vec::new()));
     wait_for_event(&rt, &events, typo, "UnknownTargetPort", 2, &agent);
 
     // NetworkPolicies: the servers isolated but for the client on their

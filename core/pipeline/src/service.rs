@@ -25,7 +25,10 @@ pub enum Protocol {
     Sctp,
 }
 
-/// Where a Service port sends traffic on an endpoint.
+/// Where a Service port sends traffic on an endpoint, as the Service says.
+/// The EndpointSlice controller resolves it, pod by pod, into the slices'
+/// port numbers, which are what a load balancer uses; it is kept to name it
+/// when an endpoint has no port for the Service port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum TargetPort {
@@ -48,7 +51,8 @@ pub enum Affinity {
 /// A port of a Service.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServicePort {
-    /// Its name (required when a Service has several ports).
+    /// Its name (required when a Service has several ports; `None` for an
+    /// unnamed one, never empty): the name of its EndpointSlice ports.
     pub name: Option<String>,
     /// The protocol.
     pub protocol: Protocol,
@@ -75,10 +79,15 @@ pub struct Service {
     pub affinity: Affinity,
 }
 
-/// A port of an endpoint (EndpointSlice `ports`).
+/// A port of an endpoint (EndpointSlice `ports`). The EndpointSlice
+/// controller writes one per Service port, named after the Service port
+/// (`spec.ports[].name`, empty for a Service's single unnamed port), with
+/// the number it resolved the Service port's `targetPort` to on the slice's
+/// pods; a pod on which a named `targetPort` does not resolve lands in a
+/// slice without that port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointPort {
-    /// The name a Service's `targetPort` may refer to.
+    /// The name of the Service port it serves (`None`: the unnamed one).
     pub name: Option<String>,
     /// The protocol.
     pub protocol: Protocol,
@@ -139,9 +148,12 @@ pub struct LoadBalancer {
 /// the rest applied).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ServiceWarning {
-    /// A named targetPort that an endpoint does not have.
+    /// A ready endpoint whose EndpointSlice has no port for a Service
+    /// port: the EndpointSlice controller leaves the port out when the
+    /// Service port's `targetPort` names no port of the endpoint's pod.
     #[error(
-        "service {namespace}/{service} port {port}: targetPort {target:?} is not a port of endpoint {endpoint}"
+        "service {namespace}/{service} port {port}: endpoint {endpoint} has no port {}in its EndpointSlice (targetPort {target:?} does not resolve on it)",
+        endpoint_port_label(.name.as_deref())
     )]
     UnknownTargetPort {
         /// Namespace.
@@ -150,7 +162,10 @@ pub enum ServiceWarning {
         service: String,
         /// The Service port.
         port: u16,
-        /// The targetPort name.
+        /// The Service port's name (`None`: its single unnamed port), the
+        /// name its EndpointSlice port carries.
+        name: Option<String>,
+        /// The Service port's targetPort, as written.
         target: String,
         /// The endpoint without it.
         endpoint: Ipv4Addr,
@@ -171,9 +186,23 @@ pub enum ServiceWarning {
     },
 }
 
+/// How a warning names the EndpointSlice port a Service port needs.
+fn endpoint_port_label(name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("named {n:?} "),
+        None => String::from("for the unnamed Service port "),
+    }
+}
+
 /// The load-balancer modules of `service` over `endpoints`, and what could
 /// not be translated. A headless Service has none; a not-ready endpoint is
 /// never a backend; an endpoint listed twice counts once.
+///
+/// A Service port and an endpoint's port pair up as kube-proxy pairs them:
+/// by the Service port's name (and protocol), the endpoint port's number
+/// being the backend's port. The Service's `targetPort` is not looked at
+/// here: the EndpointSlice controller resolved it, pod by pod, into the
+/// slice (a named `targetPort` may be a different number on each pod).
 pub fn load_balancers(
     service: &Service,
     endpoints: &[Endpoint],
@@ -186,14 +215,11 @@ pub fn load_balancers(
     for sp in &service.ports {
         let mut backends: Vec<Backend> = Vec::new();
         for ep in endpoints.iter().filter(|e| e.ready) {
-            let port = match &sp.target_port {
-                TargetPort::Number(n) => Some(*n),
-                TargetPort::Name(name) => ep
-                    .ports
-                    .iter()
-                    .find(|p| p.protocol == sp.protocol && p.name.as_deref() == Some(name))
-                    .map(|p| p.port),
-            };
+            let port = ep
+                .ports
+                .iter()
+                .find(|p| p.protocol == sp.protocol && p.name == sp.name)
+                .map(|p| p.port);
             match port {
                 Some(port) => backends.push(Backend {
                     address: ep.address,
@@ -204,6 +230,7 @@ pub fn load_balancers(
                     namespace: service.namespace.clone(),
                     service: service.name.clone(),
                     port: sp.port,
+                    name: sp.name.clone(),
                     target: match &sp.target_port {
                         TargetPort::Name(n) => n.clone(),
                         TargetPort::Number(n) => n.to_string(),

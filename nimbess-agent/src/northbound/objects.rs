@@ -108,7 +108,8 @@ pub fn service(s: &KubeService) -> Result<Option<Service>, String> {
             Some(n) => Some(port_number(n, || format!("{} nodePort", field()))?),
         };
         ports.push(ServicePort {
-            name: p.name.clone(),
+            // an unnamed port's EndpointSlice ports are named "" (or not at all)
+            name: p.name.clone().filter(|n| !n.is_empty()),
             protocol: protocol(p.protocol.as_deref(), field)?,
             port,
             target_port,

@@ -25,6 +25,7 @@ metadata:
 addressType: IPv4
 ports:
   - {name: http, port: 8080, protocol: TCP}
+  - {name: admin, port: 9090, protocol: UDP}
 endpoints:
   - addresses: [10.1.0.2]
     conditions: {ready: true}
@@ -111,6 +112,75 @@ fn services_and_slices_become_load_balancers_of_ready_endpoints() {
         .expect("port 9000");
     assert_eq!(admin.0.protocol, Protocol::Udp);
     assert_eq!(admin.1.backends.len(), 2);
+}
+
+/// What kube-controller-manager writes for a Service whose port `web`
+/// targets the pods' port named `http`: the slice's port is named after the
+/// Service port, with the number `http` resolved to on the slice's pods;
+/// no slice port is named `http`. A single unnamed Service port's slice
+/// port is named "" (the agent read it as no name before: so it still does).
+const CONTROLLER_SLICES: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  clusterIP: 10.96.0.11
+  ports: [{name: web, port: 80, targetPort: http}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-x1, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: web, port: 8080, protocol: TCP}]
+endpoints: [{addresses: [10.1.0.2], conditions: {ready: true}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-x2, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: web, port: 8081, protocol: TCP}]
+endpoints: [{addresses: [10.1.0.3], conditions: {ready: true}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: solo, namespace: shop}
+spec:
+  clusterIP: 10.96.0.12
+  ports: [{port: 81, targetPort: http}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: solo-x1, namespace: shop, labels: {kubernetes.io/service-name: solo}}
+addressType: IPv4
+ports: [{name: "", port: 8080, protocol: TCP}]
+endpoints: [{addresses: [10.1.0.2], conditions: {ready: true}}]
+"#;
+
+#[test]
+fn a_named_target_port_is_paired_by_the_service_ports_name_as_the_controller_writes_slices() {
+    let (objects, warnings) = objects(CONTROLLER_SLICES);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let derived = derive(&objects);
+    assert!(derived.warnings.is_empty(), "{:?}", derived.warnings);
+    let backends = |port: u16| {
+        derived
+            .load_balancers
+            .iter()
+            .find(|(k, _)| k.port == port)
+            .map(|(_, lb)| lb.backends.clone())
+            .unwrap_or_default()
+    };
+    let backend = |last: u8, port: u16| Backend {
+        address: Ipv4Addr::new(10, 1, 0, last),
+        port,
+        weight: 1,
+    };
+    assert_eq!(
+        backends(80),
+        vec![backend(2, 8080), backend(3, 8081)],
+        "each pod at the number its slice resolved targetPort http to"
+    );
+    assert_eq!(backends(81), vec![backend(2, 8080)], "the unnamed port");
 }
 
 #[test]

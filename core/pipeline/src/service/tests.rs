@@ -4,16 +4,37 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// A Service port name as the Service and its EndpointSlices carry it.
+fn port_name() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("http".to_string())),
+        Just(Some("grpc".to_string())),
+    ]
+}
+
 fn endpoint() -> impl Strategy<Value = Endpoint> {
-    (0u8..8, any::<bool>(), 8000u16..8003).prop_map(|(host, ready, port)| Endpoint {
-        address: Ipv4Addr::new(10, 244, 0, host),
-        ready,
-        ports: vec![EndpointPort {
-            name: Some("http".into()),
-            protocol: Protocol::Tcp,
-            port,
-        }],
-    })
+    (
+        0u8..8,
+        any::<bool>(),
+        8000u16..8003,
+        port_name(),
+        any::<bool>(),
+    )
+        .prop_map(|(host, ready, port, name, has_port)| Endpoint {
+            address: Ipv4Addr::new(10, 244, 0, host),
+            ready,
+            // a pod the targetPort does not resolve on: a slice without the port
+            ports: if has_port {
+                vec![EndpointPort {
+                    name,
+                    protocol: Protocol::Tcp,
+                    port,
+                }]
+            } else {
+                Vec::new()
+            },
+        })
 }
 
 fn service() -> impl Strategy<Value = Service> {
@@ -25,13 +46,14 @@ fn service() -> impl Strategy<Value = Service> {
             Just(TargetPort::Name("grpc".into())),
         ],
         any::<bool>(),
+        port_name(),
     )
-        .prop_map(|(cluster_ip, target_port, affinity)| Service {
+        .prop_map(|(cluster_ip, target_port, affinity, name)| Service {
             namespace: "shop".into(),
             name: "web".into(),
             cluster_ip,
             ports: vec![ServicePort {
-                name: Some("http".into()),
+                name,
                 protocol: Protocol::Tcp,
                 port: 80,
                 target_port,
@@ -46,8 +68,9 @@ fn service() -> impl Strategy<Value = Service> {
 }
 
 proptest! {
-    /// A load-balancer module only targets ready endpoints, on the port the
-    /// Service names, and every ready endpoint with that port is a backend.
+    /// A load-balancer module only targets ready endpoints, on the number
+    /// their slice gives the port named like the Service port (whatever the
+    /// targetPort says), and every ready endpoint with that port is a backend.
     #[test]
     fn backends_are_exactly_the_ready_endpoints(
         svc in service(),
@@ -63,14 +86,16 @@ proptest! {
             prop_assert!(endpoints.iter().any(|e| e.ready && e.address == b.address));
         }
         for e in endpoints.iter().filter(|e| e.ready) {
-            let want = match &svc.ports[0].target_port {
-                TargetPort::Number(n) => Some(*n),
-                TargetPort::Name(n) if n == "http" => Some(e.ports[0].port),
-                TargetPort::Name(_) => None,
-            };
+            let want = e.ports.iter().find(|p| p.name == svc.ports[0].name).map(|p| p.port);
             match want {
                 Some(port) => prop_assert!(lb.backends.iter().any(|b| b.address == e.address && b.port == port)),
-                None => prop_assert!(!warnings.is_empty()),
+                None => {
+                    let warned = warnings.iter().any(|w| matches!(
+                        w,
+                        ServiceWarning::UnknownTargetPort { endpoint, .. } if *endpoint == e.address
+                    ));
+                    prop_assert!(warned, "{} is not named: {:?}", e.address, warnings);
+                }
             }
         }
         prop_assert!(lb.backends.windows(2).all(|w| w[0] < w[1]), "sorted, each once");
@@ -109,14 +134,18 @@ proptest! {
     }
 }
 
+/// What the EndpointSlice controller writes for a Service port `web`
+/// (targetPort `http`): slice ports named `web`, each slice with the number
+/// `http` has on its pods; a pod without `http` sits in a slice without the
+/// port.
 #[test]
-fn a_named_target_port_follows_each_endpoint_and_a_missing_name_is_named() {
+fn the_slice_port_named_like_the_service_port_gives_each_endpoint_its_number() {
     let svc = Service {
         namespace: "shop".into(),
         name: "web".into(),
         cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 10)),
         ports: vec![ServicePort {
-            name: None,
+            name: Some("web".into()),
             protocol: Protocol::Tcp,
             port: 80,
             target_port: TargetPort::Name("http".into()),
@@ -124,23 +153,20 @@ fn a_named_target_port_follows_each_endpoint_and_a_missing_name_is_named() {
         }],
         affinity: Affinity::ClientIp,
     };
-    let ep = |host: u8, name: &str, port: u16| Endpoint {
+    let ep = |host: u8, port: Option<u16>| Endpoint {
         address: Ipv4Addr::new(10, 244, 0, host),
         ready: true,
-        ports: vec![EndpointPort {
-            name: Some(name.into()),
-            protocol: Protocol::Tcp,
-            port,
-        }],
+        ports: port
+            .map(|port| EndpointPort {
+                name: Some("web".into()),
+                protocol: Protocol::Tcp,
+                port,
+            })
+            .into_iter()
+            .collect(),
     };
-    let (modules, warnings) = load_balancers(
-        &svc,
-        &[
-            ep(2, "http", 8080),
-            ep(3, "http", 9090),
-            ep(4, "metrics", 9100),
-        ],
-    );
+    let (modules, warnings) =
+        load_balancers(&svc, &[ep(2, Some(8080)), ep(3, Some(9090)), ep(4, None)]);
     let key = LoadBalancerKey {
         namespace: "shop".into(),
         service: "web".into(),
@@ -167,6 +193,52 @@ fn a_named_target_port_follows_each_endpoint_and_a_missing_name_is_named() {
     );
     assert_eq!(
         warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        ["service shop/web port 80: targetPort \"http\" is not a port of endpoint 10.244.0.4"]
+        [
+            "service shop/web port 80: endpoint 10.244.0.4 has no port named \"web\" in its EndpointSlice (targetPort \"http\" does not resolve on it)"
+        ]
+    );
+}
+
+/// A slice port named like the targetPort but not like the Service port
+/// serves another Service port: it is not this one's.
+#[test]
+fn an_unnamed_service_port_takes_the_unnamed_slice_port_not_the_target_name() {
+    let svc = Service {
+        namespace: "shop".into(),
+        name: "web".into(),
+        cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 10)),
+        ports: vec![ServicePort {
+            name: None,
+            protocol: Protocol::Tcp,
+            port: 80,
+            target_port: TargetPort::Name("http".into()),
+            node_port: None,
+        }],
+        affinity: Affinity::None,
+    };
+    let ep = |name: Option<&str>| Endpoint {
+        address: Ipv4Addr::new(10, 244, 0, 2),
+        ready: true,
+        ports: vec![EndpointPort {
+            name: name.map(Into::into),
+            protocol: Protocol::Tcp,
+            port: 8080,
+        }],
+    };
+    let (modules, warnings) = load_balancers(&svc, &[ep(None)]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(modules.values().next().map(|lb| lb.backends.len()), Some(1));
+    let (modules, warnings) = load_balancers(&svc, &[ep(Some("http"))]);
+    assert!(
+        modules
+            .values()
+            .next()
+            .is_some_and(|lb| lb.backends.is_empty())
+    );
+    assert_eq!(
+        warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "service shop/web port 80: endpoint 10.244.0.2 has no port for the unnamed Service port in its EndpointSlice (targetPort \"http\" does not resolve on it)"
+        ]
     );
 }

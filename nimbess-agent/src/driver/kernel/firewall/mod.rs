@@ -50,10 +50,23 @@ impl Firewall for NftFirewall {
     }
 
     /// The first time since start, and after a failure or drift: the whole
-    /// table; then only what changed.
+    /// table; then only what changed. A diff the kernel refuses is followed
+    /// at once by the whole table: the diff assumes the table the last
+    /// render left, which something else in the network namespace may have
+    /// changed (another agent sharing it deletes the table when it has no
+    /// Service, and the diff then adds to a table that is gone: `No such
+    /// file or directory`).
     fn apply_services(&mut self, lbs: &Services) -> Result<(), DriverError> {
         let applied = match &self.services {
-            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs),
+            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs)
+                .or_else(|e| {
+                    tracing::warn!(
+                        error = %e,
+                        "the Services' diff was refused; rendering table ip {} whole",
+                        nftables::SERVICES_TABLE
+                    );
+                    services::render(lbs)
+                }),
             Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
             _ => services::render(lbs),
         };

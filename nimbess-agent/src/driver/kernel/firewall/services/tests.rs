@@ -97,3 +97,61 @@ fn an_endpoint_change_rewrites_only_that_services_map() {
     assert!(text(batch).contains("noendpoints"));
     assert_eq!(diff_batch(&old, &old).len(), 0);
 }
+
+/// What was seen once on a real node adding a Service (`nf_tables: 3
+/// messages for 2 service ports: No such file or directory`): the diff
+/// assumes the table the agent's last render left, and another agent in the
+/// same network namespace rendering no Service deletes that table. The
+/// next diff (a Service without endpoints yet: its map, its chain, its
+/// `noendpoints` element, 3 messages) adds to a table that is gone. The
+/// firewall then renders the table whole, and the Services answer.
+#[test]
+fn a_diff_into_a_table_deleted_behind_the_agents_back_renders_the_table_whole() {
+    use crate::driver::firewall::Firewall;
+    use crate::driver::kernel::firewall::NftFirewall;
+
+    let test = "a_diff_into_a_table_deleted_behind_the_agents_back_renders_the_table_whole";
+    if let Err(e) =
+        nephrite_test_services::require_root("creates a network namespace and nftables tables")
+    {
+        e.skip(test);
+        return;
+    }
+    // a thread in a network namespace of its own: its netlink sockets are there
+    std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
+        let mut firewall = NftFirewall::new();
+        let one = BTreeMap::from([(key("web"), lb(10, &[2, 3], Affinity::None))]);
+        firewall.apply_services(&one).expect("the first render");
+        assert!(super::verify(&one).is_empty(), "{:?}", super::verify(&one));
+
+        // another agent of the namespace, with no Service, renders its table
+        super::render(&BTreeMap::new()).expect("the other agent's render");
+        let mut two = one.clone();
+        two.insert(key("new"), lb(11, &[], Affinity::None));
+        let refused = super::apply_diff(&one, &two).expect_err("a diff into no table");
+        assert!(
+            refused
+                .to_string()
+                .contains("3 messages for 2 service ports")
+                && refused.to_string().contains("No such file or directory"),
+            "{refused}"
+        );
+
+        firewall
+            .apply_services(&two)
+            .expect("the agent renders the table whole");
+        assert!(super::verify(&two).is_empty(), "{:?}", super::verify(&two));
+        // and the diffs go on from there
+        let mut three = two.clone();
+        three.insert(key("new"), lb(11, &[4], Affinity::None));
+        firewall.apply_services(&three).expect("a diff");
+        assert!(
+            super::verify(&three).is_empty(),
+            "{:?}",
+            super::verify(&three)
+        );
+    })
+    .join()
+    .expect("the test's thread");
+}
