@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
+use futures::StreamExt as _;
 use nephrite_krm::{Gvk, Package};
 use nephrite_ntc::tko::data::{self, DataEndpoint};
 use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_preparer::daemon::{RunningDaemon, start};
 use nephrite_preparer_client::{
-    DataApi, DeploymentInfo, DeploymentQuery, DeploymentRequest, PreparerClient, Site, SiteInfo,
-    Template, TemplateInfo,
+    CatalogQuery, DataApi, DeploymentInfo, DeploymentQuery, DeploymentRequest, EntityKind,
+    PreparerClient, Site, SiteInfo, Template, TemplateInfo,
 };
 use nephrite_runtime::{DaemonIdentity, GrpcServer};
 use nephrite_topology::RolloutPolicy;
@@ -21,9 +22,8 @@ use serde_json::Value;
 
 use crate::tko_lab::{PreparerFlags, example};
 
-/// The bound on what the issue asks to happen "within 5 s".
-pub const PROMPTLY: Duration = Duration::from_secs(5);
-/// The bound on everything else.
+/// How long a test waits for what it expects before failing: a bound on liveness, not a
+/// latency figure (the `churn` bench reports those).
 pub const EVENTUALLY: Duration = Duration::from_secs(20);
 
 /// A preparer, ntc registered with it, and a Data API client.
@@ -244,6 +244,40 @@ impl Lab {
         bail!("deployment {id} kept changing for {EVENTUALLY:?}")
     }
 
+    /// The preparer's revision now: every write up to it is in its change log.
+    pub async fn revision(&self) -> anyhow::Result<u64> {
+        Ok(self
+            .data
+            .all_sites_listing(CatalogQuery::default())
+            .await?
+            .revision)
+    }
+
+    /// The deployments written (created, updated or deleted) after revision `from` and up to
+    /// now, each with the revisions of its writes, as the preparer's change log (`Watch`)
+    /// tells them: a deployment absent from it kept its revision.
+    pub async fn written_since(&self, from: u64) -> anyhow::Result<Written> {
+        let to = self.revision().await?;
+        let mut written = Written::new();
+        if to <= from {
+            return Ok(written);
+        }
+        let mut changes = self.data.watch(from, &[]).await?;
+        let deadline = tokio::time::Instant::now() + EVENTUALLY;
+        loop {
+            let change = tokio::time::timeout_at(deadline, changes.next())
+                .await
+                .with_context(|| format!("the change log up to revision {to}"))?
+                .context("the watch ended")??;
+            if change.kind == EntityKind::Deployment {
+                written.entry(change.id).or_default().push(change.revision);
+            }
+            if change.revision >= to {
+                return Ok(written);
+            }
+        }
+    }
+
     /// Deployment `id`'s package, as YAML.
     pub async fn package(&self, id: &str) -> anyhow::Result<String> {
         Ok(self.data.get_deployment(id).await?.package_yaml)
@@ -267,6 +301,40 @@ impl Lab {
 
 /// Children by instance key.
 pub type Children = BTreeMap<String, DeploymentInfo>;
+
+/// Deployment ids, each with the revisions at which it was written.
+pub type Written = BTreeMap<String, Vec<u64>>;
+
+/// Fails unless none of `keys`' children (in `children`) was written in `written`: each kept
+/// its revision.
+pub fn untouched(written: &Written, children: &Children, keys: &[&str]) -> anyhow::Result<()> {
+    for key in keys {
+        let child = children
+            .get(*key)
+            .with_context(|| format!("no child {key}"))?;
+        if let Some(revisions) = written.get(&child.id) {
+            bail!(
+                "{key} ({}) was written at revisions {revisions:?}",
+                child.id
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Fails unless each of `keys`' children (in `children`) was written in `written`: each has a
+/// new revision.
+pub fn rewritten(written: &Written, children: &Children, keys: &[&str]) -> anyhow::Result<()> {
+    for key in keys {
+        let child = children
+            .get(*key)
+            .with_context(|| format!("no child {key}"))?;
+        if !written.contains_key(&child.id) {
+            bail!("{key} ({}) kept its revision", child.id);
+        }
+    }
+    Ok(())
+}
 
 pub fn topology_gvk() -> Gvk {
     Gvk::new("topology.nephio.org", "v1alpha1", "NFTopology")
