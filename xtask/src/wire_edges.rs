@@ -32,8 +32,14 @@ pub struct Edges {
 pub const EDGES: &[Edges] = &[
     Edges {
         crate_dir: "preparer",
-        // the Data API it serves, and its calls to the plugins it runs
-        allowed: &["src/api/grpc.rs", "src/preparation/plugin.rs"],
+        // the Data API it serves, and its calls to the plugins it runs (preparers,
+        // validators, schedulers)
+        allowed: &[
+            "src/api/grpc.rs",
+            "src/preparation/plugin.rs",
+            "src/preparation/validation.rs",
+            "src/preparation/scheduling.rs",
+        ],
     },
     Edges {
         crate_dir: "topology",
