@@ -168,6 +168,8 @@ pub enum PluginKind {
     Prepare,
     /// Validates prepared packages holding its trigger types, before approval.
     Validate,
+    /// Chooses the sites of Placements of its trigger type.
+    Schedule,
 }
 
 /// Plugin subcommands.
@@ -180,8 +182,10 @@ pub enum PluginCommand {
         /// Its gRPC endpoint (http://HOST:PORT or unix:///PATH).
         #[arg(long)]
         endpoint: String,
-        /// What it does: `prepare` (serves `Preparer`: prepares its trigger resources) or
-        /// `validate` (serves `Validator`: refuses or accepts prepared packages holding them).
+        /// What it does: `prepare` (serves `Preparer`: prepares its trigger resources),
+        /// `validate` (serves `Validator`: refuses or accepts prepared packages holding them)
+        /// or `schedule` (serves `Scheduler`: chooses the sites of Placements of its trigger
+        /// type, `topology.nephio.org/v1alpha1/Placement`).
         #[arg(long = "type", value_enum, default_value = "prepare")]
         plugin_type: PluginKind,
         /// Trigger group/version/Kind (repeatable; `v1/ConfigMap` for the core group).

@@ -1,7 +1,8 @@
 //! The set of preparers known at one moment: the built-in topology kinds plus every registered
 //! `prepare` plugin's triggers (registering one makes its trigger GVKs preparable), and the
 //! registered `validate` plugins by trigger (which make nothing preparable: they are asked
-//! about a package once it is prepared).
+//! about a package once it is prepared), and the registered `schedule` plugins by trigger
+//! (asked to choose a Placement's sites).
 
 use std::collections::HashMap;
 
@@ -15,13 +16,15 @@ use crate::store::{PluginRecord, Store, StoreError};
 pub struct PreparerSet {
     by_trigger: HashMap<Gvk, PluginRecord>,
     validators: HashMap<Gvk, Vec<PluginRecord>>,
+    schedulers: HashMap<Gvk, Vec<PluginRecord>>,
 }
 
 impl PreparerSet {
-    /// Loads the registered `prepare` and `validate` plugins.
+    /// Loads the registered `prepare`, `validate` and `schedule` plugins.
     pub async fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let mut by_trigger = HashMap::new();
         let mut validators: HashMap<Gvk, Vec<PluginRecord>> = HashMap::new();
+        let mut schedulers: HashMap<Gvk, Vec<PluginRecord>> = HashMap::new();
         for plugin in store.list_plugins().await? {
             for trigger in &plugin.triggers {
                 let gvk = Gvk::new(&trigger.group, &trigger.version, &trigger.kind);
@@ -30,6 +33,7 @@ impl PreparerSet {
                         by_trigger.entry(gvk).or_insert_with(|| plugin.clone());
                     }
                     "validate" => validators.entry(gvk).or_default().push(plugin.clone()),
+                    "schedule" => schedulers.entry(gvk).or_default().push(plugin.clone()),
                     _ => {}
                 }
             }
@@ -37,7 +41,16 @@ impl PreparerSet {
         Ok(PreparerSet {
             by_trigger,
             validators,
+            schedulers,
         })
+    }
+
+    /// The schedulers triggered by `gvk` (a Placement's).
+    pub fn schedulers_for(&self, gvk: &Gvk) -> &[PluginRecord] {
+        self.schedulers
+            .get(gvk)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// The validators triggered by `gvk`, by name.

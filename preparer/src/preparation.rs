@@ -2,7 +2,8 @@
 //! daemons on the same database), takes each unprepared deployment under a modification lease
 //! (renewed while preparers run, so it never expires under a live preparer), prepares its
 //! preparable resources in package order — built-in topology preparers in-process, plugins
-//! over gRPC with a timeout — and marks the package prepared (and approved, by the approve
+//! over gRPC with a timeout, a Placement's sites chosen by its scheduling plugins
+//! (`scheduling.rs`) — and marks the package prepared (and approved, by the approve
 //! rules) when nothing preparable is left and its validation plugins accept it. A failure or
 //! a validator's refusal is recorded on the deployment (`error` in list rows,
 //! `Prepared=False` on the Deployment resource) and retried with exponential backoff; other
@@ -24,6 +25,7 @@ use crate::store::{DeploymentRecord, DeploymentUpdate, Store, StoreError};
 
 mod builtin;
 mod plugin;
+mod scheduling;
 mod validation;
 
 /// How the loop behaves.
@@ -82,6 +84,8 @@ pub(crate) struct PassContext<'a> {
     auto_approve: bool,
     now: &'a str,
     lookups: &'a builtin::Lookups,
+    /// How Placements' scheduling plugins are called.
+    scheduling: &'a scheduling::SchedulerCall<'a>,
 }
 
 /// The loop.
@@ -244,6 +248,10 @@ impl PreparationLoop {
         let has_preparer = |gvk: &Gvk| preparers.has_preparer(gvk);
         let has_validator = |gvk: &Gvk| preparers.has_validator(gvk);
         let lookups = builtin::Lookups::default();
+        let scheduling = scheduling::SchedulerCall {
+            timeout: self.config.plugin_timeout,
+            credentials: &self.config.plugin_credentials,
+        };
         for _ in 0..MAX_ROUNDS {
             let pending = preparable_resources(&package, has_preparer);
             if pending.is_empty() {
@@ -262,6 +270,7 @@ impl PreparationLoop {
                     auto_approve: self.config.auto_approve,
                     now: &now,
                     lookups: &lookups,
+                    scheduling: &scheduling,
                 };
                 let before = package.clone();
                 let outcome = match preparers.plugin_for(&target.gvk()) {
@@ -369,13 +378,7 @@ impl PreparationLoop {
         tracing::warn!(deployment = %id, error = message, "preparation failed");
         if let Some(mut package) = package {
             let now = now_text();
-            let reason = if message.starts_with("not ready") {
-                "NotReady"
-            } else if message.starts_with(validation::MESSAGE_PREFIX) {
-                validation::VALIDATION_FAILED
-            } else {
-                "PreparerFailed"
-            };
+            let reason = failure_reason(message);
             if DeploymentResource::record_error(&mut package, reason, message, &now).is_ok() {
                 let update = DeploymentUpdate {
                     package_yaml: package.to_yaml(),
@@ -403,5 +406,20 @@ impl PreparationLoop {
             .write_modification(id, token, now_ms(), None, true)
             .await?;
         Ok(())
+    }
+}
+
+/// The `Prepared=False` reason of a failure's message: a preparation's error starts with the
+/// resource it concerns (`KIND NAME: …`), a validator's refusal with its prefix.
+fn failure_reason(message: &str) -> &'static str {
+    let about_resource = message.split_once(": ").map_or("", |(_, rest)| rest);
+    if message.starts_with("not ready") {
+        "NotReady"
+    } else if message.starts_with(validation::MESSAGE_PREFIX) {
+        validation::VALIDATION_FAILED
+    } else if about_resource.starts_with(scheduling::MESSAGE_PREFIX) {
+        scheduling::SCHEDULING_FAILED
+    } else {
+        "PreparerFailed"
     }
 }

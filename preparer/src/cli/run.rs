@@ -242,6 +242,7 @@ async fn plugin(client: &dyn DataApi, command: PluginCommand) -> anyhow::Result<
                 plugin_type: match plugin_type {
                     PluginKind::Prepare => PluginType::Prepare,
                     PluginKind::Validate => PluginType::Validate,
+                    PluginKind::Schedule => PluginType::Schedule,
                 },
                 name: name.clone(),
                 endpoint,

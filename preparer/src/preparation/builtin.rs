@@ -1,10 +1,11 @@
 //! The built-in preparers for `topology.nephio.org/v1alpha1`: `Placement`, `Template`,
 //! `Site` (with `provisionIfNotFound`) and `Sites`. They run in-process and use the store
-//! directly (the same operations the Data API offers plugins).
+//! directly (the same operations the Data API offers plugins). A Placement's sites pass
+//! through its scheduling plugins, if any (`scheduling`), before its children are made.
 
 use std::sync::Mutex;
 
-use nephrite_krm::{Gvk, Object, Package};
+use nephrite_krm::{Condition, ConditionStatus, Gvk, Object, Package};
 use nephrite_merge::metadata::MetadataSelector;
 use nephrite_merge::preparation::is_preparable;
 use nephrite_merge::topology::{
@@ -13,6 +14,7 @@ use nephrite_merge::topology::{
 };
 use serde_json::Value;
 
+use super::scheduling::{self, Candidate, Decision};
 use super::{Outcome, PassContext};
 use crate::creation::{CreateDeployment, CreationContext, create_deployments};
 use crate::store::{CatalogFilter, SiteRecord, StoreError, Window};
@@ -26,24 +28,24 @@ const CREATE_CHUNK: usize = 250;
 /// agree.
 #[derive(Default)]
 pub(crate) struct Lookups {
-    /// Site ids by selector.
-    sites: Mutex<Vec<(MetadataSelector, Vec<String>)>>,
+    /// Sites (id, metadata) by selector.
+    sites: Mutex<Vec<(MetadataSelector, Vec<Candidate>)>>,
     /// Template ids known to exist.
     templates: Mutex<Vec<String>>,
 }
 
 impl Lookups {
-    fn sites(&self, selector: &MetadataSelector) -> Option<Vec<String>> {
+    fn sites(&self, selector: &MetadataSelector) -> Option<Vec<Candidate>> {
         let sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
         sites
             .iter()
             .find(|(known, _)| known == selector)
-            .map(|(_, ids)| ids.clone())
+            .map(|(_, found)| found.clone())
     }
 
-    fn remember_sites(&self, selector: &MetadataSelector, ids: &[String]) {
+    fn remember_sites(&self, selector: &MetadataSelector, found: &[Candidate]) {
         let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
-        sites.push((selector.clone(), ids.to_vec()));
+        sites.push((selector.clone(), found.to_vec()));
     }
 
     /// A site was registered: listings may have changed.
@@ -86,11 +88,34 @@ pub(super) async fn prepare(
         },
         "Sites" => {
             let selector = sites_selector(&target).map_err(|e| e.to_string())?;
-            let ids = matching_sites(context, &selector).await?;
+            let ids: Vec<String> = matching_sites(context, &selector)
+                .await?
+                .into_iter()
+                .map(|site| site.id)
+                .collect();
             serde_json::json!({ "siteIds": ids })
         }
         "Placement" => match place(context, deployment_id, &package, &target).await? {
-            Some(count) => serde_json::json!({ "deployments": count }),
+            Some(placed) => {
+                let mut status = serde_json::json!({ "deployments": placed.count });
+                if !placed.decisions.is_empty() {
+                    status["scheduling"] =
+                        placed.decisions.iter().map(Decision::to_status).collect();
+                    let message = placed
+                        .decisions
+                        .iter()
+                        .map(Decision::summary)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    let condition = Condition::new(scheduling::SCHEDULED, ConditionStatus::True)
+                        .with_reason("SitesChosen")
+                        .with_message(message);
+                    package.objects_mut()[index]
+                        .set_condition(condition, context.now)
+                        .map_err(|e| e.to_string())?;
+                }
+                status
+            }
             None => {
                 return Ok(Outcome::NotReady(format!(
                     "placement {}: merge sources not prepared yet",
@@ -153,19 +178,19 @@ async fn resolve_template(context: &PassContext<'_>, object: &Object) -> Result<
 async fn matching_sites(
     context: &PassContext<'_>,
     selector: &MetadataSelector,
-) -> Result<Vec<String>, String> {
-    if let Some(ids) = context.lookups.sites(selector) {
-        return Ok(ids);
+) -> Result<Vec<Candidate>, String> {
+    if let Some(found) = context.lookups.sites(selector) {
+        return Ok(found);
     }
-    let ids = list_sites(context, selector).await?;
-    context.lookups.remember_sites(selector, &ids);
-    Ok(ids)
+    let found = list_sites(context, selector).await?;
+    context.lookups.remember_sites(selector, &found);
+    Ok(found)
 }
 
 async fn list_sites(
     context: &PassContext<'_>,
     selector: &MetadataSelector,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<Candidate>, String> {
     let filter = CatalogFilter {
         id_patterns: Vec::new(),
         metadata: selector.clone(),
@@ -185,7 +210,10 @@ async fn list_sites(
         if let Some(last) = page.last() {
             window.after_id = last.id.clone();
         }
-        ids.extend(page.into_iter().map(|s| s.id));
+        ids.extend(page.into_iter().map(|s| Candidate {
+            id: s.id,
+            metadata: s.metadata,
+        }));
         if !full {
             return Ok(ids);
         }
@@ -216,7 +244,7 @@ async fn resolve_site(
         Choice::Select(selector) => selector,
     };
     if let Some(first) = matching_sites(context, &selector).await?.into_iter().next() {
-        return Ok(Some(first));
+        return Ok(Some(first.id));
     }
     let spec: SiteSpec = read_spec(object).map_err(|e| e.to_string())?;
     if !spec.provision_if_not_found {
@@ -299,15 +327,31 @@ async fn provision_site(
     Ok(site_id)
 }
 
-/// Creates the children of a placement; `None` when a merge source is not prepared yet.
+/// What a Placement made: how many children, and its schedulers' decisions.
+struct Placed {
+    count: usize,
+    decisions: Vec<Decision>,
+}
+
+/// Creates the children of a placement (for the sites its schedulers chose, when it has
+/// schedulers); `None` when a merge source is not prepared yet. Every entry is resolved and
+/// scheduled before the first child is made, so a scheduler's error leaves no child behind.
 async fn place(
     context: &PassContext<'_>,
     deployment_id: &str,
     package: &Package,
     placement: &Object,
-) -> Result<Option<usize>, String> {
+) -> Result<Option<Placed>, String> {
     let spec: PlacementSpec = read_spec(placement).map_err(|e| e.to_string())?;
+    let placement_gvk = placement.gvk();
+    let schedulers = context.preparers.schedulers_for(&placement_gvk);
+    let package_yaml = if schedulers.is_empty() {
+        String::new()
+    } else {
+        package.to_yaml()
+    };
     let mut requests = Vec::new();
+    let mut decisions = Vec::new();
     for entry in &spec.templates {
         let template = find_named(package, &["Template"], &entry.template, "template")
             .map_err(|e| e.to_string())?;
@@ -322,20 +366,49 @@ async fn place(
         {
             return Ok(None);
         }
-        let mut site_ids = Vec::new();
+        let mut candidates = Vec::new();
         for site_name in &entry.sites {
             let site = find_named(package, &["Site", "Sites"], site_name, "site")
                 .map_err(|e| e.to_string())?;
             if site.kind == "Sites" {
                 let selector = sites_selector(site).map_err(|e| e.to_string())?;
-                site_ids.extend(matching_sites(context, &selector).await?);
+                candidates.extend(matching_sites(context, &selector).await?);
             } else {
                 match resolve_site(context, deployment_id, package, site, false).await? {
-                    Some(id) => site_ids.push(id),
+                    Some(id) if schedulers.is_empty() => candidates.push(Candidate {
+                        id,
+                        metadata: Default::default(),
+                    }),
+                    Some(id) => {
+                        let metadata = context
+                            .store
+                            .get_site(&id)
+                            .await
+                            .map_err(store_error)?
+                            .metadata;
+                        candidates.push(Candidate { id, metadata });
+                    }
                     None => return Ok(None),
                 }
             }
         }
+        let site_ids = if schedulers.is_empty() {
+            candidates.into_iter().map(|c| c.id).collect()
+        } else {
+            let scheduled = scheduling::Entry {
+                deployment_id,
+                package_yaml: &package_yaml,
+                placement_gvk: &placement_gvk,
+                placement: name(placement),
+                template: &entry.template,
+                template_id: &template_id,
+            };
+            let (chosen, made) =
+                scheduling::schedule(schedulers, context.scheduling, &scheduled, candidates)
+                    .await?;
+            decisions.extend(made);
+            chosen
+        };
         let key = placement_instance_key(name(placement), &entry.template);
         for site_id in site_ids {
             requests.push(CreateDeployment {
@@ -359,7 +432,7 @@ async fn place(
             .await
             .map_err(|e| e.to_string())?;
     }
-    Ok(Some(count))
+    Ok(Some(Placed { count, decisions }))
 }
 
 impl PassContext<'_> {
