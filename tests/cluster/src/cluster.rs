@@ -9,9 +9,15 @@ use std::process::{Command, Stdio};
 use anyhow::Context;
 use nephrite_test_services::kube_apiserver::{bin_dir, kube_root};
 
-/// A running one-node cluster, removed on drop.
+/// The variable naming a running cluster's directory to test instead of starting one (kept
+/// running afterwards): for trying cases against `cargo xtask cluster up --dir D`.
+pub const CLUSTER_DIR_ENV: &str = "NEPHRITE_TEST_CLUSTER_DIR";
+
+/// A running one-node cluster, removed on drop unless it was given by [`CLUSTER_DIR_ENV`].
 #[derive(Debug)]
 pub struct Cluster {
+    /// Whether this test started it (and removes it).
+    owned: bool,
     /// The temporary directory holding the cluster's directory.
     parent: PathBuf,
     /// The cluster's state directory (`--dir`).
@@ -47,6 +53,20 @@ impl Cluster {
     /// Start the cluster (building what `cluster up` builds when missing). On failure what did
     /// start is removed again before the error returns.
     pub fn up() -> anyhow::Result<Cluster> {
+        if let Some(dir) = std::env::var_os(CLUSTER_DIR_ENV).filter(|d| !d.is_empty()) {
+            let dir = PathBuf::from(dir);
+            eprintln!(
+                "cluster test: testing the running cluster in {} ({CLUSTER_DIR_ENV}); it stays up",
+                dir.display()
+            );
+            return Ok(Cluster {
+                owned: false,
+                kubeconfig: dir.join("kubeconfig"),
+                kubectl: bin_dir(&kube_root()).join("kubectl"),
+                parent: dir.clone(),
+                dir,
+            });
+        }
         let parent = tempfile::Builder::new()
             .prefix("nephrite-cluster-test-")
             .tempdir()
@@ -54,6 +74,7 @@ impl Cluster {
             .keep();
         let dir = parent.join("cluster");
         let cluster = Cluster {
+            owned: true,
             kubeconfig: dir.join("kubeconfig"),
             kubectl: bin_dir(&kube_root()).join("kubectl"),
             parent,
@@ -140,6 +161,9 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         eprintln!(
             "cluster test: cargo xtask cluster down --dir {}",
             self.dir.display()
