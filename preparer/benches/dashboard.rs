@@ -82,6 +82,7 @@ async fn main() {
         retry_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
         concurrency: 4,
+        revisions_kept: nephrite_preparer::store::DEFAULT_REVISIONS_KEPT,
         web: Some(([127, 0, 0, 1], web_port).into()),
         plugin_credentials: Default::default(),
     };
@@ -135,6 +136,7 @@ async fn fill(spec: &str, total: usize) {
                     ..DeploymentInfo::default()
                 },
                 package_yaml: String::new(),
+                author: "bench".into(),
             })
             .collect();
         made += rows.len();

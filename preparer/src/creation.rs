@@ -49,6 +49,8 @@ pub struct CreationContext<'a> {
     pub now: &'a str,
     /// Skip checking that sites exist (the caller just listed them).
     pub sites_verified: bool,
+    /// Who creates them (their first revision's author).
+    pub author: &'a str,
 }
 
 /// A new K-sortable deployment id.
@@ -240,6 +242,7 @@ pub async fn create_deployments(
                 error: String::new(),
             },
             package_yaml,
+            author: context.author.to_owned(),
         });
     }
     Ok(store.create_deployments(rows).await?)

@@ -42,6 +42,10 @@ pub struct ServeCommand {
     /// Deployments prepared at once.
     #[arg(long, env = "PREPARER_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+    /// Revisions of its package each deployment keeps (its history); a write beyond them
+    /// drops the oldest (at least 1).
+    #[arg(long, env = "PREPARER_REVISIONS_KEPT", default_value_t = crate::store::DEFAULT_REVISIONS_KEPT)]
+    pub revisions_kept: usize,
     /// Serve the web dashboard on this address (HOST:PORT; off when not given), with the
     /// API's TLS.
     #[arg(long, env = "PREPARER_WEB", value_name = "HOST:PORT")]
@@ -91,6 +95,7 @@ impl RunningDaemon {
 /// SIGTERM / SIGINT (the binary) or only through the handle (tests).
 pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Result<RunningDaemon> {
     let store = store::open(&command.store).await?;
+    store.keep_revisions(command.revisions_kept);
     let changes = Changes::default();
     let identity = DaemonIdentity::new("preparer", env!("CARGO_PKG_VERSION"));
     let mut server =

@@ -100,6 +100,9 @@ const COMPACT_EVERY: Duration = Duration::from_secs(10);
 /// Changes the log keeps (older revisions answer OUT_OF_RANGE to `Watch`).
 const CHANGES_KEPT: i64 = 100_000;
 
+/// The author of the loop's writes in deployments' histories.
+pub(crate) const AUTHOR: &str = "preparer";
+
 /// Rounds over one package before giving up for this pass (each round prepares at least one
 /// resource, so this bounds preparers that keep adding preparable resources).
 const MAX_ROUNDS: usize = 64;
@@ -359,6 +362,12 @@ impl PreparationLoop {
             error: String::new(),
             metadata: overlay(&record.info.metadata, &extract_metadata(&package)),
             updated: now,
+            author: AUTHOR.to_owned(),
+            summary: match approval {
+                Approval::Approved => "prepared and approved",
+                _ => "prepared",
+            }
+            .to_owned(),
         };
         self.store
             .write_modification(&record.info.id, token, now_ms(), Some(update), true)
@@ -387,6 +396,8 @@ impl PreparationLoop {
                     error: message.to_owned(),
                     metadata: record.info.metadata.clone(),
                     updated: now,
+                    author: AUTHOR.to_owned(),
+                    summary: format!("{reason}: {}", first_line(message, 160)),
                 };
                 self.store
                     .write_modification(id, token, now_ms(), Some(update), false)
@@ -421,5 +432,14 @@ fn failure_reason(message: &str) -> &'static str {
         scheduling::SCHEDULING_FAILED
     } else {
         "PreparerFailed"
+    }
+}
+
+/// `text`'s first line, cut to at most `chars` characters (a revision's summary).
+fn first_line(text: &str, chars: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    match line.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
     }
 }

@@ -161,7 +161,28 @@ pub struct NewDeployment {
     pub info: DeploymentInfo,
     /// The package, YAML.
     pub package_yaml: String,
+    /// Who creates it (a caller's identity, or `preparer` for the loop's children): its
+    /// first revision's author.
+    pub author: String,
 }
+
+/// One revision of a deployment's package: the package it had after one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeploymentRevision {
+    /// 1 for the package it was created with, one more for each later write that changed it.
+    pub number: i64,
+    /// When it was written, RFC 3339.
+    pub created: String,
+    /// Who wrote it: a caller's identity, or `preparer` for the preparation loop.
+    pub author: String,
+    /// One line saying what the write was.
+    pub summary: String,
+    /// The package, YAML (empty in a listing of revisions).
+    pub package_yaml: String,
+}
+
+/// Revisions kept per deployment when the daemon is not told otherwise.
+pub const DEFAULT_REVISIONS_KEPT: usize = 10;
 
 /// What ending a modification writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +199,11 @@ pub struct DeploymentUpdate {
     pub metadata: Metadata,
     /// Updated, RFC 3339.
     pub updated: String,
+    /// Who writes it (a caller's identity, or `preparer`): the author of the revision it
+    /// makes when it changes the package.
+    pub author: String,
+    /// One line saying what the write is, for that revision.
+    pub summary: String,
 }
 
 /// Filters of a deployment listing (all must hold).
@@ -367,6 +393,18 @@ pub trait Store: Send + Sync + 'static {
     async fn current_revision(&self) -> Result<i64, StoreError>;
     /// Drops changes older than the newest `keep`.
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError>;
+
+    /// A deployment's kept revisions, oldest first, without their packages.
+    async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, StoreError>;
+    /// One kept revision of a deployment, with its package.
+    async fn deployment_revision(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentRevision, StoreError>;
+    /// How many revisions each deployment keeps from now on (at least 1): a write that makes
+    /// a new one drops the oldest beyond that.
+    fn keep_revisions(&self, kept: usize);
 }
 
 /// How many deployments match `filter`, read a page of [`MAX_PAGE`] at a time (keyset paging,

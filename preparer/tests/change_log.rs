@@ -184,6 +184,7 @@ fn deployment(id: &str, parent: &str) -> NewDeployment {
             error: String::new(),
         },
         package_yaml: String::new(),
+        author: "test".into(),
     }
 }
 
@@ -230,6 +231,8 @@ async fn write(store: Arc<dyn Store>, writer: usize, mut random: Random) -> usiz
                     error: String::new(),
                     metadata: Metadata::new(),
                     updated: "2026-01-01T00:00:01Z".into(),
+                    author: "test".into(),
+                    summary: "write".into(),
                 };
                 store
                     .write_modification(&id, &token, 0, Some(update), true)

@@ -48,6 +48,7 @@ async fn fill(spec: &str, total: usize) {
                     ..DeploymentInfo::default()
                 },
                 package_yaml: String::new(),
+                author: "test".into(),
             })
             .collect();
         made += rows.len();

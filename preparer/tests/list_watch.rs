@@ -58,6 +58,7 @@ async fn fill(spec: &str) {
                 ..StoredInfo::default()
             },
             package_yaml: String::new(),
+            author: "test".into(),
         })
         .collect();
     for chunk in rows.chunks(1000) {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use nephrite_merge::id::IdPattern;
 use nephrite_merge::metadata::{Metadata, MetadataSelector};
 use nephrite_preparer::store::{
-    self, CatalogFilter, DeploymentFilter, DeploymentInfo, NewDeployment, Store, StoreError,
-    TemplateRecord, Window,
+    self, CatalogFilter, DeploymentFilter, DeploymentInfo, DeploymentUpdate, NewDeployment, Store,
+    StoreError, TemplateRecord, Window,
 };
 use support::*;
 
@@ -33,6 +33,7 @@ fn row(id: &str, parent: &str, key: &str, metadata: &[(&str, &str)]) -> NewDeplo
             error: String::new(),
         },
         package_yaml: String::new(),
+        author: "test".into(),
     }
 }
 
@@ -533,4 +534,157 @@ async fn two_daemons_on_one_postgres_database_share_the_work() {
     }
     one.stop().await;
     two.stop().await;
+}
+
+fn update(package: &str, author: &str, summary: &str) -> DeploymentUpdate {
+    DeploymentUpdate {
+        package_yaml: package.into(),
+        prepared: false,
+        approved: false,
+        error: String::new(),
+        metadata: Metadata::new(),
+        updated: "2026-01-02T00:00:00Z".into(),
+        author: author.into(),
+        summary: summary.into(),
+    }
+}
+
+/// (number, author, summary) of each kept revision.
+async fn history(store: &dyn Store, id: &str) -> Vec<(i64, String, String)> {
+    store
+        .deployment_revisions(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.number, r.author, r.summary))
+        .collect()
+}
+
+/// Every write that changes a deployment's package is a revision (who, when, what), a write
+/// that changes nothing is none, a write refused (lost lease) leaves none; the newest
+/// `keep_revisions` are kept; deleting the deployment deletes its history.
+async fn history_suite(store: Arc<dyn Store>) {
+    let backend = store.backend();
+    store.keep_revisions(3);
+    let mut created = row("h1", "", "", &[]);
+    created.package_yaml = "p1".into();
+    created.author = "alice".into();
+    store.create_deployments(vec![created]).await.unwrap();
+    let first = || (1, "alice".to_owned(), "created from template t".to_owned());
+    assert_eq!(history(store.as_ref(), "h1").await, [first()], "{backend}");
+
+    let write = |package: &'static str, author: &'static str, summary: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .start_modification("h1", "tok", 0, i64::MAX)
+                .await
+                .unwrap();
+            store
+                .write_modification("h1", "tok", 0, Some(update(package, author, summary)), true)
+                .await
+                .unwrap();
+        }
+    };
+    write("p2", "bob", "package updated").await;
+    write("p2", "preparer", "prepared").await; // the same package: no revision
+    assert_eq!(
+        history(store.as_ref(), "h1").await,
+        [first(), (2, "bob".into(), "package updated".into())],
+        "{backend}"
+    );
+    let two = store.deployment_revision("h1", 2).await.unwrap();
+    assert_eq!(
+        (two.package_yaml.as_str(), two.created.as_str()),
+        ("p2", "2026-01-02T00:00:00Z"),
+        "{backend}"
+    );
+
+    // A write whose lease was lost is refused and leaves no revision.
+    store
+        .start_modification("h1", "held", 0, i64::MAX)
+        .await
+        .unwrap();
+    let refused = store
+        .write_modification("h1", "stale", 0, Some(update("px", "eve", "x")), true)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::LeaseLost { .. })),
+        "{backend}: {refused:?}"
+    );
+    store
+        .write_modification("h1", "held", 0, None, true)
+        .await
+        .unwrap();
+    assert_eq!(history(store.as_ref(), "h1").await.len(), 2, "{backend}");
+
+    // Retention: the newest 3 kept.
+    write("p3", "preparer", "prepared").await;
+    write("p4", "carol", "approved").await;
+    assert_eq!(
+        history(store.as_ref(), "h1").await,
+        [
+            (2, "bob".into(), "package updated".into()),
+            (3, "preparer".into(), "prepared".into()),
+            (4, "carol".into(), "approved".into()),
+        ],
+        "{backend}"
+    );
+    let pruned = store.deployment_revision("h1", 1).await.unwrap_err();
+    assert_eq!(
+        pruned.to_string(),
+        "revision not found: 1 of deployment h1",
+        "{backend}"
+    );
+    assert_eq!(
+        store
+            .deployment_revision("h1", 4)
+            .await
+            .unwrap()
+            .package_yaml,
+        "p4"
+    );
+
+    // Deleting the deployment deletes its history; an unknown deployment has none.
+    store.delete_deployment("h1").await.unwrap();
+    for id in ["h1", "nope"] {
+        let gone = store.deployment_revisions(id).await.unwrap_err();
+        assert!(
+            matches!(
+                gone,
+                StoreError::NotFound {
+                    kind: "deployment",
+                    ..
+                }
+            ),
+            "{backend}: {gone:?}"
+        );
+    }
+    let mut again = row("h1", "", "", &[]);
+    again.package_yaml = "q1".into();
+    store.create_deployments(vec![again]).await.unwrap();
+    assert_eq!(
+        history(store.as_ref(), "h1").await,
+        [(1, "test".into(), "created from template t".into())],
+        "{backend}: a new deployment of the same id starts a new history"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::open(&format!("sqlite:{}", dir.path().join("h.db").display()))
+        .await
+        .unwrap();
+    history_suite(store).await;
+}
+
+#[tokio::test]
+async fn postgres_history() {
+    let pg = match nephrite_test_services::Postgres::start() {
+        Ok(pg) => pg,
+        Err(e) => return e.skip("postgres_history"),
+    };
+    let store = store::open(&pg.url()).await.unwrap();
+    history_suite(store).await;
 }

@@ -97,6 +97,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) {
                     ..DeploymentInfo::default()
                 },
                 package_yaml: String::new(),
+                author: "bench".into(),
             })
             .collect();
         made += rows.len();

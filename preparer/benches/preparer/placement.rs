@@ -121,6 +121,7 @@ async fn placement(
         retry_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
         concurrency: 4,
+        revisions_kept: nephrite_preparer::store::DEFAULT_REVISIONS_KEPT,
         web: None,
         plugin_credentials: Default::default(),
     };

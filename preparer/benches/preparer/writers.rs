@@ -99,6 +99,7 @@ async fn write(store: Arc<dyn Store>, writer: usize, writes: usize) {
             .create_deployments(vec![NewDeployment {
                 info,
                 package_yaml: "kind: Deployment\n".into(),
+                author: "bench".into(),
             }])
             .await
             .expect("create");
@@ -114,6 +115,8 @@ async fn write(store: Arc<dyn Store>, writer: usize, writes: usize) {
             error: String::new(),
             metadata: Metadata::new(),
             updated: "2026-01-01T00:00:01Z".into(),
+            author: "bench".into(),
+            summary: "write".into(),
         };
         store
             .write_modification(&id, &token, 0, Some(update), true)

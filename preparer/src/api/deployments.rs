@@ -65,8 +65,12 @@ impl DataService {
         }
     }
 
-    /// Creates a deployment (or finds the one with the same instance key).
-    pub async fn create_deployment(&self, r: DeploymentRequest) -> Result<Created, ApiError> {
+    /// Creates a deployment (or finds the one with the same instance key), as `author`'s.
+    pub async fn create_deployment(
+        &self,
+        r: DeploymentRequest,
+        author: &str,
+    ) -> Result<Created, ApiError> {
         let merge = parse_package(
             "merge package".to_owned(),
             "merge_package_yaml",
@@ -83,6 +87,7 @@ impl DataService {
             has_validator: &has_validator,
             now: &now,
             sites_verified: false,
+            author,
         };
         let request = CreateDeployment {
             parent_id: r.parent_id,
@@ -149,13 +154,14 @@ impl DataService {
     }
 
     /// Replaces a deployment's package, inside the modification `token` holds or, for a
-    /// `writer` that may, in a modification of its own.
+    /// `writer` that may, in a modification of its own; `author` is who writes.
     pub async fn update_deployment(
         &self,
         id: &str,
         package_yaml: String,
         token: Option<String>,
         writer: Writer,
+        author: &str,
     ) -> Result<DeploymentInfo, ApiError> {
         check_id("deployment id", id)?;
         let token = token.filter(|t| !t.is_empty());
@@ -169,14 +175,19 @@ impl DataService {
             parse_package(format!("deployment {id}"), "package_yaml", package_yaml).await?;
         let Some(token) = token else {
             return self
-                .modify(id, |current| {
+                .modify(id, author, "package updated", |current| {
                     *current = package;
                     Ok(())
                 })
                 .await;
         };
         let record = self.store.get_deployment(id).await?;
-        let update = DataService::derive(&record, &package);
+        let update = DataService::derive(
+            &record,
+            &package,
+            author,
+            "package updated inside a modification",
+        );
         let info = self
             .store
             .write_modification(id, &token, now_ms(), Some(update), false)
@@ -185,9 +196,13 @@ impl DataService {
         Ok(info)
     }
 
-    /// Approves a prepared deployment.
-    pub async fn approve_deployment(&self, id: &str) -> Result<DeploymentInfo, ApiError> {
-        self.modify(id, |package| {
+    /// Approves a prepared deployment, as `author`.
+    pub async fn approve_deployment(
+        &self,
+        id: &str,
+        author: &str,
+    ) -> Result<DeploymentInfo, ApiError> {
+        self.modify(id, author, "approved", |package| {
             if !DeploymentResource::is_prepared(package) {
                 return Err(ApiError::Invalid(format!(
                     "deployment {id} is not prepared yet and cannot be approved"

@@ -161,10 +161,11 @@ impl Data for DataService {
         &self,
         request: Request<pb::CreateDeploymentRequest>,
     ) -> Result<pb::CreateDeploymentResponse> {
-        respond(
-            self.create_deployment(DeploymentRequest::from(request.into_inner()))
-                .await,
-        )
+        respond({
+            let author = author_of(&request);
+            self.create_deployment(DeploymentRequest::from(request.into_inner()), &author)
+                .await
+        })
     }
 
     async fn get_deployment(&self, request: Request<pb::GetRequest>) -> Result<pb::Deployment> {
@@ -190,10 +191,11 @@ impl Data for DataService {
         } else {
             Writer::TokenOnly
         };
+        let author = author_of(&request);
         let r = request.into_inner();
         let token = (!r.modification_token.is_empty()).then_some(r.modification_token);
         let updated = self
-            .update_deployment(&r.deployment_id, r.package_yaml, token, writer)
+            .update_deployment(&r.deployment_id, r.package_yaml, token, writer, &author)
             .await?;
         Ok(Response::new(pb::UpdateDeploymentResponse {
             info: info(updated),
@@ -204,8 +206,9 @@ impl Data for DataService {
         &self,
         request: Request<pb::ApproveDeploymentRequest>,
     ) -> Result<pb::ApproveDeploymentResponse> {
+        let author = author_of(&request);
         let approved = self
-            .approve_deployment(&request.into_inner().deployment_id)
+            .approve_deployment(&request.into_inner().deployment_id, &author)
             .await?;
         Ok(Response::new(pb::ApproveDeploymentResponse {
             info: info(approved),
@@ -246,10 +249,11 @@ impl Data for DataService {
         &self,
         request: Request<pb::EndModificationRequest>,
     ) -> Result<pb::EndModificationResponse> {
+        let author = author_of(&request);
         let r = request.into_inner();
         let package = (!r.package_yaml.is_empty()).then_some(r.package_yaml);
         let ended = self
-            .end_modification(&r.deployment_id, &r.token, package)
+            .end_modification(&r.deployment_id, &r.token, package, &author)
             .await?;
         Ok(Response::new(pb::EndModificationResponse {
             info: info(ended),
@@ -279,4 +283,10 @@ impl Data for DataService {
             changes.map(|change| change.map(pb::Change::from)),
         )))
     }
+}
+
+/// Who a write is by, for the deployment's history: the caller's identity, `anonymous` when
+/// the daemon authenticates nobody.
+fn author_of<T>(request: &Request<T>) -> String {
+    CallerIdentity::of(request).map_or_else(|| "anonymous".to_owned(), |caller| caller.name.clone())
 }

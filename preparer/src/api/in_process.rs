@@ -16,6 +16,9 @@ use nephrite_preparer_client::{
 use super::{DataService, Writer};
 use crate::errors::ApiError;
 
+/// The author of this process's writes in deployments' histories.
+const IN_PROCESS: &str = "in-process";
+
 /// The error of `call` as a remote caller would see it.
 fn refused(call: &'static str) -> impl Fn(ApiError) -> DataError {
     move |error| DataError::from_status(call, &tonic::Status::from(error))
@@ -110,7 +113,7 @@ impl DataApi for DataService {
 
     async fn create_deployment(&self, request: DeploymentRequest) -> Result<Created, DataError> {
         let call = "CreateDeployment";
-        DataService::create_deployment(self, request)
+        DataService::create_deployment(self, request, IN_PROCESS)
             .await
             .map_err(refused(call))
     }
@@ -137,14 +140,14 @@ impl DataApi for DataService {
         token: Option<String>,
     ) -> Result<DeploymentInfo, DataError> {
         let call = "UpdateDeployment";
-        DataService::update_deployment(self, id, package_yaml, token, Writer::Tokenless)
+        DataService::update_deployment(self, id, package_yaml, token, Writer::Tokenless, IN_PROCESS)
             .await
             .map_err(refused(call))
     }
 
     async fn approve_deployment(&self, id: &str) -> Result<DeploymentInfo, DataError> {
         let call = "ApproveDeployment";
-        DataService::approve_deployment(self, id)
+        DataService::approve_deployment(self, id, IN_PROCESS)
             .await
             .map_err(refused(call))
     }
@@ -186,7 +189,7 @@ impl DataApi for DataService {
         package_yaml: Option<String>,
     ) -> Result<DeploymentInfo, DataError> {
         let call = "EndModification";
-        DataService::end_modification(self, id, token, package_yaml)
+        DataService::end_modification(self, id, token, package_yaml, IN_PROCESS)
             .await
             .map_err(refused(call))
     }

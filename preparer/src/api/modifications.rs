@@ -26,8 +26,13 @@ fn lease_ms(requested: Option<Duration>) -> i64 {
 }
 
 impl DataService {
-    /// The fields a package implies, for writing it.
-    pub(super) fn derive(record: &DeploymentRecord, package: &Package) -> DeploymentUpdate {
+    /// The fields a package implies, for writing it as `author`'s write `summary`.
+    pub(super) fn derive(
+        record: &DeploymentRecord,
+        package: &Package,
+        author: &str,
+        summary: &str,
+    ) -> DeploymentUpdate {
         DeploymentUpdate {
             package_yaml: package.to_yaml(),
             prepared: DeploymentResource::is_prepared(package),
@@ -35,13 +40,18 @@ impl DataService {
             error: DeploymentResource::last_error(package).unwrap_or_default(),
             metadata: overlay(&record.info.metadata, &extract_metadata(package)),
             updated: now_text(),
+            author: author.to_owned(),
+            summary: summary.to_owned(),
         }
     }
 
-    /// Runs `edit` on a deployment's package inside a fresh modification.
+    /// Runs `edit` on a deployment's package inside a fresh modification, written as
+    /// `author`'s write `summary` (its revision's).
     pub(super) async fn modify(
         &self,
         id: &str,
+        author: &str,
+        summary: &str,
         edit: impl FnOnce(&mut Package) -> Result<(), ApiError>,
     ) -> Result<DeploymentInfo, ApiError> {
         check_id("deployment id", id)?;
@@ -54,7 +64,7 @@ impl DataService {
         let result = async {
             let mut package = read_package(&format!("deployment {id}"), &record.package_yaml)?;
             edit(&mut package)?;
-            let update = DataService::derive(&record, &package);
+            let update = DataService::derive(&record, &package, author, summary);
             Ok::<_, ApiError>(
                 self.store
                     .write_modification(id, &token, now_ms(), Some(update), true)
@@ -116,12 +126,13 @@ impl DataService {
         })
     }
 
-    /// Writes `package_yaml` (when given) and releases the lease.
+    /// Writes `package_yaml` (when given, as `author`'s) and releases the lease.
     pub async fn end_modification(
         &self,
         id: &str,
         token: &str,
         package_yaml: Option<String>,
+        author: &str,
     ) -> Result<DeploymentInfo, ApiError> {
         check_id("deployment id", id)?;
         let update = match package_yaml.filter(|yaml| !yaml.is_empty()) {
@@ -130,7 +141,12 @@ impl DataService {
                 let package =
                     parse_package(format!("deployment {id}"), "package_yaml", yaml).await?;
                 let record = self.store.get_deployment(id).await?;
-                Some(DataService::derive(&record, &package))
+                Some(DataService::derive(
+                    &record,
+                    &package,
+                    author,
+                    "package written at the end of a modification",
+                ))
             }
         };
         let info = self

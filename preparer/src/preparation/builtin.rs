@@ -443,6 +443,7 @@ impl PassContext<'_> {
             has_validator: self.has_validator,
             now: self.now,
             sites_verified,
+            author: super::AUTHOR,
         }
     }
 }

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS changes (
   revision BIGINT PRIMARY KEY, kind TEXT NOT NULL,
   entity_id TEXT NOT NULL, op TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS deployment_revisions (
+  deployment_id TEXT COLLATE "C" NOT NULL, number BIGINT NOT NULL, created TEXT NOT NULL,
+  author TEXT NOT NULL, summary TEXT NOT NULL, package TEXT NOT NULL,
+  PRIMARY KEY (deployment_id, number));
 "#;
 
 /// Whether the change log is an old one, numbered by a sequence (`BIGSERIAL`): its revision

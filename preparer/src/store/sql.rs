@@ -23,14 +23,16 @@ use async_trait::async_trait;
 use nephrite_merge::metadata::Metadata;
 
 use super::{
-    CatalogFilter, Change, DeploymentFilter, DeploymentInfo, DeploymentRecord, DeploymentUpdate,
-    EntityKind, NewDeployment, PluginRecord, SiteRecord, Store, StoreError, TemplateRecord, Window,
+    CatalogFilter, Change, DEFAULT_REVISIONS_KEPT, DeploymentFilter, DeploymentInfo,
+    DeploymentRecord, DeploymentRevision, DeploymentUpdate, EntityKind, NewDeployment,
+    PluginRecord, SiteRecord, Store, StoreError, TemplateRecord, Window,
 };
 
 mod catalog;
 mod changes;
 mod deployments;
 mod listing;
+mod revisions;
 
 /// A value bound to or read from SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +159,8 @@ pub struct SqlStore<C: Connection> {
     /// grew the blocking pool to its 512 threads (a stack and an allocator arena each) under
     /// a burst of calls on one SQLite connection.
     permits: Arc<tokio::sync::Semaphore>,
+    /// Revisions each deployment keeps ([`Store::keep_revisions`]).
+    revisions_kept: Arc<AtomicUsize>,
 }
 
 impl<C: Connection> Clone for SqlStore<C> {
@@ -165,6 +169,7 @@ impl<C: Connection> Clone for SqlStore<C> {
             connections: Arc::clone(&self.connections),
             next: Arc::clone(&self.next),
             permits: Arc::clone(&self.permits),
+            revisions_kept: Arc::clone(&self.revisions_kept),
         }
     }
 }
@@ -177,6 +182,7 @@ impl<C: Connection> SqlStore<C> {
             connections: Arc::new(connections.into_iter().map(Mutex::new).collect()),
             next: Arc::new(AtomicUsize::new(0)),
             permits,
+            revisions_kept: Arc::new(AtomicUsize::new(DEFAULT_REVISIONS_KEPT)),
         }
     }
 
@@ -531,8 +537,9 @@ impl<C: Connection> Store for SqlStore<C> {
         release: bool,
     ) -> Result<DeploymentInfo, StoreError> {
         let (id, token) = (id.to_owned(), token.to_owned());
+        let kept = self.revisions_kept.load(Ordering::Relaxed);
         self.run(move |tx| {
-            deployments::write_modification(tx, &id, &token, now_ms, update.as_ref(), release)
+            deployments::write_modification(tx, &id, &token, now_ms, update.as_ref(), release, kept)
         })
         .await
     }
@@ -557,6 +564,23 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError> {
         self.run(move |tx| changes::compact(tx, keep)).await
+    }
+
+    async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, StoreError> {
+        let id = id.to_owned();
+        self.run_each(move |tx| revisions::list(tx, &id)).await
+    }
+    async fn deployment_revision(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentRevision, StoreError> {
+        let id = id.to_owned();
+        self.run_each(move |tx| revisions::get(tx, &id, number))
+            .await
+    }
+    fn keep_revisions(&self, kept: usize) {
+        self.revisions_kept.store(kept.max(1), Ordering::Relaxed);
     }
 }
 

@@ -34,6 +34,10 @@ CREATE TABLE IF NOT EXISTS changes (
   revision INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
   entity_id TEXT NOT NULL, op TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS deployment_revisions (
+  deployment_id TEXT NOT NULL, number INTEGER NOT NULL, created TEXT NOT NULL,
+  author TEXT NOT NULL, summary TEXT NOT NULL, package TEXT NOT NULL,
+  PRIMARY KEY (deployment_id, number));
 ";
 
 /// One SQLite connection.

@@ -35,6 +35,7 @@ pub fn serve_command(store: &str) -> ServeCommand {
         retry_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_millis(500),
         concurrency: 4,
+        revisions_kept: nephrite_preparer::store::DEFAULT_REVISIONS_KEPT,
         web: None,
         plugin_credentials: Default::default(),
     }

@@ -3,6 +3,7 @@
 
 use nephrite_merge::metadata::Metadata;
 
+use super::revisions::{self, Written};
 use super::{
     Row, SqlValue, Tx, int, log_change, log_changes, metadata_json, opt_int, read_metadata, text,
 };
@@ -213,10 +214,12 @@ pub(super) fn create(
     for batch in deployments.chunks(BATCH) {
         let inserted = insert_rows(tx, batch)?;
         let mut made = Vec::with_capacity(inserted.len());
+        let mut made_new = Vec::with_capacity(inserted.len());
         for new in batch {
             let d = &new.info;
             if inserted.contains(&d.id) {
                 made.push(d);
+                made_new.push(new);
                 out.push((true, d.id.clone()));
                 continue;
             }
@@ -238,6 +241,7 @@ pub(super) fn create(
                     .map(|(k, v)| (d.id.as_str(), k.as_str(), v.as_str()))
             }),
         )?;
+        revisions::record_created(tx, &made_new)?;
         log_changes(
             tx,
             EntityKind::Deployment,
@@ -286,6 +290,7 @@ pub(super) fn delete(tx: &mut dyn Tx, id: &str) -> Result<Vec<String>, StoreErro
             "DELETE FROM deployment_metadata WHERE deployment_id = ?",
             &[id.into()],
         )?;
+        revisions::delete(tx, id)?;
         log_change(tx, EntityKind::Deployment, id, true)?;
     }
     Ok(doomed)
@@ -384,7 +389,20 @@ pub(super) fn write_modification(
     _now_ms: i64,
     update: Option<&DeploymentUpdate>,
     release: bool,
+    revisions_kept: usize,
 ) -> Result<DeploymentInfo, StoreError> {
+    // The package before the write, for the history (read under the token: none when the
+    // lease is lost, which the UPDATE below reports).
+    let previous = match update {
+        Some(_) => tx
+            .query(
+                "SELECT package FROM deployments WHERE id = ? AND mod_token = ?",
+                &[id.into(), token.into()],
+            )?
+            .first()
+            .map(|row| text(row, 0)),
+        None => None,
+    };
     // Each UPDATE returns the row it wrote: no read after it.
     let written = match update {
         Some(u) => {
@@ -439,6 +457,19 @@ pub(super) fn write_modification(
     };
     let info = info_row(row)?;
     if let Some(u) = update {
+        let written = Written {
+            id,
+            package_yaml: &u.package_yaml,
+            created: &u.updated,
+            author: &u.author,
+            summary: &u.summary,
+        };
+        revisions::record(
+            tx,
+            &written,
+            previous.as_deref().unwrap_or_default(),
+            revisions_kept,
+        )?;
         write_metadata(tx, id, &u.metadata)?;
         log_change(tx, EntityKind::Deployment, id, false)?;
     }
