@@ -2,9 +2,11 @@
 //! reflectors follow Services and EndpointSlices and the kernel's Service
 //! maps follow them (created, an endpoint turned not-ready, deleted);
 //! NetworkPolicies and Pods become the policy table's chains (created,
-//! deleted); a policy with an IPv6 CIDR and a Service whose targetPort
-//! name no endpoint has are skipped, each with a Warning Event on it, while
-//! the rest stays applied. The EndpointSlices are written as
+//! deleted); a policy admitting only an IPv6 ipBlock isolates its pod; a
+//! policy with a named port and an endPort (which kube-apiserver itself
+//! refuses, the test server not) and a Service whose targetPort name no
+//! endpoint has are skipped, each with a Warning Event on it, while the
+//! rest stays applied. The EndpointSlices are written as
 //! kube-controller-manager writes them: each port named after the Service
 //! port (not after its targetPort), with the number the targetPort resolved
 //! to on the pods, and no port where it did not resolve. The agent runs in a namespace playing the host,
@@ -140,16 +142,44 @@ fn policy(name: &str, cidr: Option<&str>) -> NetworkPolicy {
         Some(cidr) => serde_json::json!([{"ipBlock": {"cidr": cidr}}]),
         None => serde_json::json!([{"podSelector": {"matchLabels": {"role": "client"}}}]),
     };
+    policy_with_ports(
+        name,
+        from,
+        serde_json::json!([{"protocol": "TCP", "port": 8080}]),
+    )
+}
+
+fn policy_with_ports(
+    name: &str,
+    from: serde_json::Value,
+    ports: serde_json::Value,
+) -> NetworkPolicy {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "podSelector": {"matchLabels": {"role": "server"}},
-            "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": 8080}]}],
+            "ingress": [{"from": from, "ports": ports}],
         },
     }))
     .expect("policy")
+}
+
+/// The number of rules of chain `chain` of the policy table.
+fn chain_rules(host: &str, chain: &str) -> usize {
+    let out = Command::new("ip")
+        .args(["netns", "exec", host, "nft", "-j", "list", "chain", "ip"])
+        .args(["nimbess-policy", chain])
+        .output()
+        .expect("nft");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i.get("rule").is_some())
+        .count()
 }
 
 fn slice(ready: [bool; 2]) -> EndpointSlice {
@@ -274,8 +304,8 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
     wait_for(&host.name, None, &agent);
 
     // NetworkPolicies: pods by their status.podIP, a policy isolating the
-    // server, one with a CIDR the API server takes but the agent cannot
-    // render (IPv6) skipped with a Warning Event
+    // server; one admitting an IPv6 block alone keeps it isolated; one the
+    // agent cannot render skipped with a Warning Event
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, role, ip) in [
         ("server", "server", "10.232.0.2"),
@@ -297,21 +327,29 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
     rt.block_on(policies.create(&PostParams::default(), &policy("allow-client", None)))
         .expect("create policy");
     wait_for_chains(&host.name, &["in.10.232.0.2"], &agent);
+    let with_client = chain_rules(&host.name, "in.10.232.0.2");
     rt.block_on(policies.create(
         &PostParams::default(),
-        &policy("bad-cidr", Some("fd00::/64")),
+        &policy("v6-only", Some("fd00::/64")),
     ))
     .expect("create policy");
+    let bad_range = policy_with_ports(
+        "bad-range",
+        serde_json::json!([{"podSelector": {}}]),
+        serde_json::json!([{"protocol": "TCP", "port": "http", "endPort": 90}]),
+    );
+    rt.block_on(policies.create(&PostParams::default(), &bad_range))
+        .expect("create policy");
     let note = wait_for_event(
         &rt,
         &events,
         "NetworkPolicy",
-        "bad-cidr",
+        "bad-range",
         "InvalidNetworkPolicy",
         &agent,
     );
     assert!(
-        note.contains("ipBlock.cidr \"fd00::/64\" is not an IPv4 CIDR"),
+        note.contains("endPort 90 needs a numeric port, not the name \"http\""),
         "{note}"
     );
     assert_eq!(
@@ -320,8 +358,29 @@ fn the_agent_follows_services_and_endpoint_slices_of_the_cluster() {
         "the rest applied"
     );
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+    // the client's policy gone, the IPv6 block's keeps the server isolated:
+    // its chain loses the client's rule and keeps the drop
     rt.block_on(policies.delete("allow-client", &DeleteParams::default()))
         .expect("delete policy");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while chain_rules(&host.name, "in.10.232.0.2") >= with_client {
+        assert!(
+            Instant::now() < deadline,
+            "chain in.10.232.0.2 keeps {with_client} rules\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        policy_chains(&host.name),
+        ["in.10.232.0.2"],
+        "still isolated"
+    );
+    assert!(chain_rules(&host.name, "in.10.232.0.2") >= 1, "the drop");
+    for name in ["v6-only", "bad-range"] {
+        rt.block_on(policies.delete(name, &DeleteParams::default()))
+            .expect("delete policy");
+    }
     wait_for_chains(&host.name, &[], &agent);
     drop(agent);
     let _ = Command::new("ip").args(["link", "del", &near]).status();

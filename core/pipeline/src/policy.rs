@@ -14,6 +14,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Ipv4Cidr;
+use crate::family::Ipv6Cidr;
 use crate::service::Protocol;
 
 #[cfg(test)]
@@ -124,6 +125,14 @@ pub enum Peer {
         cidr: Ipv4Cidr,
         /// Parts of it not allowed.
         except: Vec<Ipv4Cidr>,
+    },
+    /// An IPv6 `ipBlock`: it holds no IPv4 address, so it lets no IPv4
+    /// peer in or out; the policy still selects (and isolates) its pods.
+    BlockV6 {
+        /// The block.
+        cidr: Ipv6Cidr,
+        /// Parts of it not allowed.
+        except: Vec<Ipv6Cidr>,
     },
 }
 
@@ -356,6 +365,8 @@ fn entries(
                         per_pod(p, &mut out);
                     }
                 }
+                // no IPv4 peer is in it: the rule adds nothing here
+                Peer::BlockV6 { .. } => {}
                 Peer::Pods {
                     namespace_selector,
                     pod_selector,

@@ -300,6 +300,8 @@ fn network_rule_matches(
             Peer::Block { cidr, except } => {
                 cidr.contains(other) && !except.iter().any(|e| e.contains(other))
             }
+            // an IPv6 block holds no IPv4 peer
+            Peer::BlockV6 { .. } => false,
             Peer::Pods {
                 namespace_selector,
                 pod_selector,

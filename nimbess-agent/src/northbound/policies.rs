@@ -2,7 +2,10 @@
 //! model's policy types. A policy that cannot be read (an invalid CIDR, a
 //! selector operator Kubernetes does not have, a port name that is no
 //! IANA service name) is a warning naming it and the field, and is skipped
-//! whole: skipping part of it could allow more than it says.
+//! whole: skipping part of it could allow more than it says. An IPv6
+//! `ipBlock` is read like an IPv4 one: it holds no IPv4 peer, so on the
+//! agent's IPv4 data plane its rule admits nothing, and its policy selects
+//! and isolates the pods it names (skipped, it would leave them open).
 //!
 //! Pods are placed at addresses by the ports: a Pod object is at the
 //! addresses of the ports whose runtime named it (`K8S_POD_NAMESPACE` and
@@ -16,12 +19,12 @@ use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::{
-    NetworkPolicy as KubePolicy, NetworkPolicyPeer, NetworkPolicyPort,
+    IPBlock, NetworkPolicy as KubePolicy, NetworkPolicyPeer, NetworkPolicyPort,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nephrite_pipeline::{
-    Ipv4Cidr, NamedPort, NetworkPolicy, Peer, PodName, PolicyNamespace, PolicyPod, PolicyRule,
+    IpCidr, NamedPort, NetworkPolicy, Peer, PodName, PolicyNamespace, PolicyPod, PolicyRule,
     PortRange, Protocol, Requirement, RulePort, Selector, SelectorOp,
 };
 
@@ -53,21 +56,41 @@ fn selector(s: &LabelSelector, field: &str) -> Result<Selector, String> {
     Ok(out)
 }
 
-fn cidr(text: &str, field: &str) -> Result<Ipv4Cidr, String> {
-    text.parse::<Ipv4Cidr>()
-        .map_err(|_| format!("{field} {text:?} is not an IPv4 CIDR"))
+fn cidr(text: &str, field: &str) -> Result<IpCidr, String> {
+    text.parse::<IpCidr>().map_err(|_| {
+        let family = if text.contains(':') { "IPv6" } else { "IPv4" };
+        format!("{field} {text:?} is not an {family} CIDR")
+    })
+}
+
+/// An `ipBlock` of either family; its excepts must be of the block's.
+fn block(block: &IPBlock, field: &str) -> Result<Peer, String> {
+    let mut v4 = Vec::new();
+    let mut v6 = Vec::new();
+    let at = format!("{field}.ipBlock.cidr");
+    let cidr = cidr(&block.cidr, &at)?;
+    for (i, e) in block.except.iter().flatten().enumerate() {
+        let here = format!("{field}.ipBlock.except[{i}]");
+        match (cidr, self::cidr(e, &here)?) {
+            (IpCidr::V4(_), IpCidr::V4(e)) => v4.push(e),
+            (IpCidr::V6(_), IpCidr::V6(e)) => v6.push(e),
+            _ => {
+                return Err(format!(
+                    "{here} {e:?} is not of the family of {at} {:?}",
+                    block.cidr
+                ));
+            }
+        }
+    }
+    Ok(match cidr {
+        IpCidr::V4(cidr) => Peer::Block { cidr, except: v4 },
+        IpCidr::V6(cidr) => Peer::BlockV6 { cidr, except: v6 },
+    })
 }
 
 fn peer(p: &NetworkPolicyPeer, field: &str) -> Result<Peer, String> {
-    if let Some(block) = &p.ip_block {
-        let mut except = Vec::new();
-        for (i, e) in block.except.iter().flatten().enumerate() {
-            except.push(cidr(e, &format!("{field}.ipBlock.except[{i}]"))?);
-        }
-        return Ok(Peer::Block {
-            cidr: cidr(&block.cidr, &format!("{field}.ipBlock.cidr"))?,
-            except,
-        });
+    if let Some(b) = &p.ip_block {
+        return block(b, field);
     }
     Ok(Peer::Pods {
         namespace_selector: p

@@ -324,6 +324,57 @@ fn pods_are_placed_by_the_names_their_ports_record_and_named_ports_resolve_on_th
     assert!(derive(&objects).acls.is_empty());
 }
 
+/// A policy admitting only an IPv6 block isolates its pods: no IPv4 peer is
+/// in the block (skipping the policy, as the agent once did, left them open).
+#[test]
+fn an_ipv6_ip_block_is_read_and_its_policy_isolates_the_pod_on_ipv4() {
+    let yaml = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: server, namespace: shop, labels: {role: server}}
+spec: {containers: [{name: c, image: x}]}
+status: {podIP: 10.1.0.2}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: v6-only, namespace: shop}
+spec:
+  podSelector: {matchLabels: {role: server}}
+  ingress: [{from: [{ipBlock: {cidr: "fd00::/64", except: ["fd00::/96"]}}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: mixed, namespace: shop}
+spec:
+  podSelector: {matchLabels: {role: server}}
+  egress: [{to: [{ipBlock: {cidr: "fd00::/64", except: ["10.0.0.0/8"]}}]}]
+"#;
+    let (objects, warnings) = objects(yaml);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let derived = derive(&objects);
+    assert_eq!(
+        derived
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![
+            "networkpolicy shop/mixed: spec.egress[0] peer 0.ipBlock.except[0] \"10.0.0.0/8\" is not of the family of spec.egress[0] peer 0.ipBlock.cidr \"fd00::/64\"".to_string()
+        ]
+    );
+    let server = Ipv4Addr::new(10, 1, 0, 2);
+    let acl = &derived.acls[&server];
+    assert_eq!(acl.ingress, Some(vec![]), "isolated, no IPv4 peer allowed");
+    assert_eq!(acl.egress, None, "the unreadable policy is skipped");
+    assert!(!acl_allows(
+        &derived.acls,
+        Ipv4Addr::new(10, 1, 0, 9),
+        server,
+        Protocol::Tcp,
+        80
+    ));
+}
+
 #[test]
 fn an_event_note_is_cut_to_the_servers_byte_limit_at_a_character_boundary() {
     let warning = |text: String| super::Warning {

@@ -213,6 +213,7 @@ impl Reference<'_> {
                 Peer::Block { cidr, except } => {
                     cidr.contains(other) && except.iter().all(|e| !e.contains(other))
                 }
+                Peer::BlockV6 { .. } => false,
                 Peer::Pods {
                     namespace_selector,
                     pod_selector,

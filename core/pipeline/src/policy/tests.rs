@@ -79,6 +79,14 @@ fn peer() -> impl Strategy<Value = Peer> {
                     })
                     .collect(),
             }),
+        // the policy selects its pods all the same
+        (0u16..4, 48u8..=64).prop_map(|(n, prefix)| Peer::BlockV6 {
+            cidr: crate::Ipv6Cidr {
+                addr: std::net::Ipv6Addr::new(0xfd00, n, 0, 0, 0, 0, 0, 0),
+                prefix
+            },
+            except: Vec::new(),
+        }),
     ]
 }
 
@@ -244,6 +252,8 @@ pub(crate) fn reference(
     };
     let peer_matches = |policy: &NetworkPolicy, peer: &Peer, ip: Ipv4Addr| match peer {
         Peer::Block { cidr, except } => cidr.contains(ip) && !except.iter().any(|e| e.contains(ip)),
+        // a block of one family holds no address of the other
+        Peer::BlockV6 { .. } => false,
         Peer::Pods {
             namespace_selector,
             pod_selector,
