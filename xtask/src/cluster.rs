@@ -13,7 +13,7 @@
 //! One concern per module: [`config`] (shared facts and paths), [`pki`], [`control_plane`],
 //! [`echo`] (the Deployment left for a first try),
 //! [`runtime`], [`kubelet`], [`network`], [`images`], [`process`] (detached processes and their
-//! pid files), [`up`] and [`teardown`].
+//! pid files), [`mod@up`] and [`teardown`].
 
 mod config;
 mod control_plane;

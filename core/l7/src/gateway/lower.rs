@@ -1,10 +1,12 @@
-//! The compiled Gateways written into the Octavia-shaped [`L7Config`] every driver is fed
-//! (the rules service carries that model to routers, HAProxy renders it, Octavia plans it), so
-//! HTTPRoutes are served beside Ingresses and Routes by the same drivers.
+//! The compiled Gateways written into the Octavia-shaped
+//! [`L7Config`](crate::model::L7Config) every driver is fed (the rules service carries that
+//! model to routers, HAProxy renders it, Octavia plans it), so HTTPRoutes are served beside
+//! Ingresses and Routes by the same drivers.
 //!
 //! Why a lowering and not the compiled form itself: the rules service's wire form is the L7
 //! model, and a router, HAProxy and Octavia all take it. What the model cannot say is decided
-//! per rule by [`capabilities::explain`] with [`DriverCapabilities::through_rules`]: a rule
+//! per rule by [`capabilities::explain`](super::capabilities::explain) with
+//! [`DriverCapabilities::through_rules`]: a rule
 //! that would send requests elsewhere without a missing feature (a method or query match, a
 //! path-changing redirect or rewrite) is left out and reported as a rejection; one that only
 //! loses something (header changes, a mirror, the 500 of an invalid backend's share) is served

@@ -9,7 +9,7 @@
 //!   `svc.<ns>.<name>.<proto>.<port>` with one rule, `dnat ip to numgen
 //!   random mod N map @be…` (`jhash ip saddr` for `sessionAffinity:
 //!   ClientIP`). An endpoint change rewrites that map's elements (and the
-//!   one rule when the slot count changes), nothing else ([`backends`]);
+//!   one rule when the slot count changes), nothing else (the `backends` module);
 //! - `noendpoints`: Service ports without a ready backend, rejected in the
 //!   `filter` chains on `prerouting` and `output` (before routing, which
 //!   may have no route for the Service CIDR) so a client hears "refused"
