@@ -1,5 +1,6 @@
-//! `cargo xtask cluster up|down`: a real one-node Kubernetes on this machine, with Nephrite as
-//! its network and nothing pulled from a registry.
+//! `cargo xtask cluster up|down|test`: a real one-node Kubernetes on this machine, with
+//! Nephrite as its network and nothing pulled from a registry, and the upstream network tests'
+//! model on it (`test` runs `tests/cluster`, which starts and removes a cluster of its own).
 //!
 //! `up` runs, as root, etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the
 //! pinned release, built from the Go module proxy by [`crate::kube::ensure_node`]), Debian's
@@ -34,7 +35,11 @@ use nephrite_test_services::kube_apiserver::{KUBERNETES_VERSION, bin_dir, kube_r
 
 /// The usage of `cargo xtask cluster`.
 pub const USAGE: &str = "usage: cargo xtask cluster up [--dir DIR]
-       cargo xtask cluster down [--dir DIR]";
+       cargo xtask cluster down [--dir DIR]
+       cargo xtask cluster test";
+
+/// The crate of the tests on the cluster.
+const TESTS: &str = "nephrite-cluster-tests";
 
 /// The file under `target/kube` naming the directory of the last `up` without `--dir`.
 const LAST_UP: &str = "cluster-last-up";
@@ -47,6 +52,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     match command.as_str() {
         "up" => up(dir_flag(rest)?),
         "down" => down(dir_flag(rest)?),
+        "test" if rest.is_empty() => test(),
+        "test" => bail!("unexpected arguments {rest:?}\n\n{USAGE}"),
         other => bail!("unknown cluster command `{other}`\n\n{USAGE}"),
     }
 }
@@ -123,6 +130,25 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
         up.kubectl.display(),
         kubeconfig.display(),
         dir.join(echo::FILE).display(),
+    );
+    Ok(())
+}
+
+/// `cargo test -p nephrite-cluster-tests`: the tests bring up their own cluster with `up` (in a
+/// temporary directory, building the node's binaries first when missing) and remove it with
+/// `down`. Not part of `cargo xtask test`: a cold build of the node's binaries and the run
+/// would take the suite past its time budget on two cores (README, *One-node cluster*).
+fn test() -> anyhow::Result<()> {
+    let began = std::time::Instant::now();
+    let status = crate::cargo_command()
+        .args(["test", "--package", TESTS, "--", "--nocapture"])
+        .current_dir(crate::workspace_root())
+        .status()
+        .with_context(|| format!("running cargo test -p {TESTS}"))?;
+    crate::ensure_success(&format!("cargo test -p {TESTS}"), status)?;
+    eprintln!(
+        "xtask: the cluster tests passed in {:.0}s",
+        began.elapsed().as_secs_f64()
     );
     Ok(())
 }

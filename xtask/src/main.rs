@@ -12,8 +12,9 @@
 //! - `images`: an OCI image per daemon, built with podman from scratch (see [`images`]).
 //! - `kube build|up|down`: the real kube-apiserver and etcd, built from the Go module proxy,
 //!   for the tests and to try the controllers against (see [`kube`]).
-//! - `cluster up|down`: a one-node Kubernetes (the same release, a kubelet on Debian's
-//!   containerd) with Nimbess as its CNI and Service proxy (see [`cluster`]).
+//! - `cluster up|down|test`: a one-node Kubernetes (the same release, a kubelet on Debian's
+//!   containerd) with Nimbess as its CNI and Service proxy, and the network tests on it (see
+//!   [`cluster`]).
 
 mod artefacts;
 mod boundaries;
@@ -65,7 +66,9 @@ tasks:
                   DIR (default: a fresh temporary directory), admin kubeconfig DIR/kubeconfig
   cluster down [--dir DIR]
                   stop everything it started, unmount, remove its links, tables and DIR
-                  (default: the last `cluster up`)";
+                  (default: the last `cluster up`)
+  cluster test    as root: the upstream NetworkPolicy matrix and Service cases on a fresh
+                  cluster (tests/cluster; up in a temporary directory, down at the end)";
 
 /// Optional features turned on for clippy, docs and tests, so the code behind them is checked
 /// too (`nephrite-krm`'s `DynamicObject` bridge, `nephrite-runtime`'s leader election).

@@ -83,11 +83,14 @@ fn run(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
     Ok(failures)
 }
 
+/// Whether a case expects `client` to reach `server` on `port`.
+type Expectation = Box<dyn Fn(&Pod, &Pod, u16) -> bool>;
+
 /// One NetworkPolicy case: the policies applied together and the matrix they should give.
 struct PolicyCase {
     name: &'static str,
     policies: Vec<Value>,
-    expect: Box<dyn Fn(&Pod, &Pod, u16) -> bool>,
+    expect: Expectation,
 }
 
 /// A NetworkPolicy `name` in `namespace` with `spec`.
@@ -500,16 +503,12 @@ fn service_cases(
     let empty = SocketAddr::from((cluster_ip("empty")?, 80));
     results.push((
         "a Service without endpoints refuses at once".to_owned(),
-        (|| {
-            let outcome = probe(Some(&client.netns), empty, "/");
-            if outcome == Outcome::Refused {
-                Ok(format!("{empty} refused the connection"))
-            } else {
-                Err(format!(
-                    "a connection from x/a to {empty} (no endpoints) gave {outcome:?}, expected a refusal"
-                ))
-            }
-        })(),
+        match probe(Some(&client.netns), empty, "/") {
+            Outcome::Refused => Ok(format!("{empty} refused the connection")),
+            outcome => Err(format!(
+                "a connection from x/a to {empty} (no endpoints) gave {outcome:?}, expected a refusal"
+            )),
+        },
     ));
     Ok(results)
 }
