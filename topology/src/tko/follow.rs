@@ -30,6 +30,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt as _;
+
 use nephrite_krm::{Package, keys};
 use nephrite_preparer_client::{DataApi, DeploymentQuery, DeploymentRequest};
 use nephrite_topology::Plan;
@@ -49,6 +51,8 @@ use super::TkoError;
 const UPDATE_ATTEMPTS: usize = 20;
 /// The pause between two such attempts.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
+/// How many creations (or deletions) of children are in flight at once.
+const WRITES_IN_FLIGHT: usize = 8;
 
 /// The NFTopology deployments the backend follows, shared by the plugin (which adds every
 /// deployment it prepares) and the tracker (which adds the parents of the children it sees),
@@ -197,7 +201,7 @@ pub async fn existing_children(
 /// What one re-plan did, for logs and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
-    /// Ids of the children created (recreated ones included).
+    /// Ids of the children created (recreated ones included; not those found there already).
     pub created: Vec<String>,
     /// Ids of the children updated in place.
     pub updated: Vec<String>,
@@ -205,6 +209,8 @@ pub struct Applied {
     pub deleted: Vec<String>,
     /// Ids of the children left in place as orphans.
     pub orphaned: Vec<String>,
+    /// Each child updated in place, with the `updated` time its new row has.
+    pub rewritten: Vec<(String, String)>,
 }
 
 impl Applied {
@@ -261,31 +267,52 @@ async fn apply(
         ..Applied::default()
     };
     let recreated = changes.update.iter().filter(|u| u.recreate);
-    for (id, key) in changes
+    // Every deletion before any creation (a recreated child's instance key must be free), each
+    // kind WRITES_IN_FLIGHT at a time: a hundred relabelled sites are thousands of
+    // independent writes, and one at a time they would wait on each other's round trip.
+    let deletions = changes
         .delete
         .iter()
         .map(|c| (&c.id, &c.key))
-        .chain(recreated.clone().map(|u| (&u.id, &u.child.key)))
-    {
-        data.delete_deployment(id).await?;
+        .chain(recreated.clone().map(|u| (&u.id, &u.child.key)));
+    let deleting: Vec<_> = deletions
+        .map(|(id, key)| async move { data.delete_deployment(id).await.map(|_| (id, key)) })
+        .collect();
+    let mut deleting = futures::stream::iter(deleting).buffered(WRITES_IN_FLIGHT);
+    while let Some(deleted) = deleting.next().await {
+        let (id, key) = deleted?;
         fingerprints.forget(id);
         tracing::info!(%parent, child = %id, %key, "child deleted");
         applied.deleted.push(id.clone());
     }
-    for planned in changes.create.iter().chain(recreated.map(|u| &u.child)) {
-        let child = stamped_child_deployment(plan, planned);
-        let response = data
-            .create_deployment(create_request(parent, &child))
-            .await?;
-        tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, created = response.created, "child created");
-        applied.created.push(response.deployment_id);
+    let creations = changes
+        .create
+        .iter()
+        .chain(recreated.map(|u| &u.child))
+        .map(|planned| stamped_child_deployment(plan, planned));
+    let creating: Vec<_> = creations
+        .map(|child| async move {
+            let response = data.create_deployment(create_request(parent, &child)).await;
+            response.map(|response| (child, response))
+        })
+        .collect();
+    let mut creating = futures::stream::iter(creating).buffered(WRITES_IN_FLIGHT);
+    while let Some(created) = creating.next().await {
+        let (child, response) = created?;
+        if response.created {
+            tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");
+            applied.created.push(response.deployment_id);
+        } else {
+            tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, "child there already");
+        }
     }
     for update in changes.update.iter().filter(|u| !u.recreate) {
         let child = stamped_child_deployment(plan, &update.child);
-        update_in_place(data, &update.id, &child).await?;
+        let updated = update_in_place(data, &update.id, &child).await?;
         fingerprints.forget(&update.id);
         tracing::info!(%parent, child = %update.id, key = %update.child.key, "child updated in place");
         applied.updated.push(update.id.clone());
+        applied.rewritten.push((update.id.clone(), updated));
     }
     Ok(applied)
 }
@@ -304,12 +331,13 @@ pub fn create_request(parent: &str, child: &ChildDeployment) -> DeploymentReques
     }
 }
 
-/// Rewrites child `id`'s package to `child`'s content, retrying while another writer holds it.
+/// Rewrites child `id`'s package to `child`'s content, retrying while another writer holds it;
+/// the `updated` time of the row written.
 async fn update_in_place(
     data: &dyn DataApi,
     id: &str,
     child: &ChildDeployment,
-) -> Result<(), TkoError> {
+) -> Result<String, TkoError> {
     for _ in 0..UPDATE_ATTEMPTS {
         // Read and written under the child's lease, so that a write of the preparer's in
         // between (marking it prepared) is never overwritten.
@@ -336,9 +364,10 @@ async fn update_in_place(
             tracing::info!(child = %id, ?removed, "resources ntc no longer renders removed");
         }
         lay_over(&mut package, child);
-        data.end_modification(id, &modification.token, Some(package.to_yaml()))
+        let row = data
+            .end_modification(id, &modification.token, Some(package.to_yaml()))
             .await?;
-        return Ok(());
+        return Ok(row.updated);
     }
     Err(TkoError::Package {
         deployment: id.to_owned(),

@@ -9,6 +9,12 @@
 //! the gated children whose gates are open, and keeps the `NFDeployedTopology` and the
 //! NFTopology's status in the parent's package current.
 //!
+//! Changes come in bursts (a hundred sites relabelled at once, the preparer preparing the
+//! thousand children a re-plan created): the tracker gathers a burst (the changes that follow
+//! within 50 ms of the last, for at most 500 ms) and reconciles each parent it touches once.
+//! The echoes of its own writes (the creation or deletion of a child it created or deleted, a
+//! row still as it wrote it) bring no reconcile: the one that wrote them knew.
+//!
 //! List, then watch (as Kubernetes' list + watch from `resourceVersion`): on start, and again
 //! after a lost watch, it lists the NFTopology deployments (the parents of children carrying
 //! `nf-deployment-name`), follows them, reconciles every followed deployment once (so nothing
@@ -16,13 +22,13 @@
 //! changes after the listing, none of the kept log before it replayed. No revision is kept
 //! between connections; a reconnect lists again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use nephrite_krm::keys::NF_DEPLOYMENT_NAME;
 use nephrite_krm::{Gvk, Object, Package};
-use nephrite_preparer_client::{DataApi, EntityKind};
+use nephrite_preparer_client::{Change, DataApi, EntityKind};
 use nephrite_runtime::ShutdownHandle;
 use nephrite_topology::api::{API_VERSION, NF_DEPLOYED_TOPOLOGY_KIND, NF_TOPOLOGY_KIND};
 use nephrite_topology::tko::ChildObservation;
@@ -36,6 +42,10 @@ use super::{TkoError, topology_of};
 const UPDATE_ATTEMPTS: usize = 20;
 /// The pause between two such tries.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
+/// A change is taken with the ones before it when it comes within this of the last.
+const SETTLE: Duration = Duration::from_millis(50);
+/// The longest a burst of changes is gathered before its reconciles start.
+const MAX_SETTLE: Duration = Duration::from_millis(500);
 /// How long the tracker holds a parent's lease for one reconcile at most: an ntc killed
 /// mid-reconcile leaves the parent to other writers after that.
 const RECONCILE_LEASE: Duration = Duration::from_secs(15);
@@ -86,11 +96,14 @@ async fn watch(
     for parent in &listed.parents {
         following.followed.insert(parent);
     }
+    // The listing's reconciles write after the listing's revision: their echoes come in the
+    // watch, and are known as such.
+    let mut own = OwnWrites::default();
     for parent in following.followed.parents() {
         if shutdown.is_triggered() {
             return Ok(());
         }
-        reconcile_logged(&data, policy, following, &parent).await;
+        reconcile_logged(&data, policy, following, &parent, &mut own).await;
     }
     let mut stream = data
         .watch(listed.revision, &[EntityKind::Deployment, EntityKind::Site])
@@ -106,36 +119,137 @@ async fn watch(
             return Ok(());
         };
         let mut dirty = BTreeSet::new();
-        match (change.kind, change.deployment) {
-            (EntityKind::Site, _) => dirty.extend(following.followed.parents()),
-            (EntityKind::Deployment, Some(info))
-                if info.metadata.contains_key(NF_DEPLOYMENT_NAME) && !info.parent_id.is_empty() =>
-            {
-                parent_of.insert(info.id.clone(), info.parent_id.clone());
-                following.followed.insert(&info.parent_id);
-                dirty.insert(info.parent_id);
-            }
-            (EntityKind::Deployment, _) if change.deleted => {
-                if let Some(parent) = parent_of.remove(&change.id) {
-                    dirty.insert(parent);
-                }
-                if following.followed.contains(&change.id) {
-                    following.followed.remove(&change.id);
-                }
-            }
-            // The followed deployment itself changed: its NFTopology may have been edited.
-            (EntityKind::Deployment, _) if following.followed.contains(&change.id) => {
-                dirty.insert(change.id);
-            }
-            _ => {}
-        }
+        note(change, following, &mut parent_of, &mut own, &mut dirty);
+        // A burst (a hundred sites relabelled, a thousand children prepared) is one reconcile
+        // per parent, not one per change: the changes already there, and those that follow
+        // within SETTLE of the last, up to MAX_SETTLE after the first, are taken together.
+        let ended = coalesce(&mut stream, following, &mut parent_of, &mut own, &mut dirty).await?;
         for parent in dirty {
             if shutdown.is_triggered() {
                 return Ok(());
             }
-            reconcile_logged(&data, policy, following, &parent).await;
+            reconcile_logged(&data, policy, following, &parent, &mut own).await;
+        }
+        if ended {
+            return Ok(());
         }
     }
+}
+
+/// Takes the changes that follow the first of a burst into `dirty`, until none comes for
+/// [`SETTLE`] or [`MAX_SETTLE`] has passed; whether the stream ended.
+async fn coalesce(
+    stream: &mut nephrite_preparer_client::ChangeStream,
+    following: &Following,
+    parent_of: &mut HashMap<String, String>,
+    own: &mut OwnWrites,
+    dirty: &mut BTreeSet<String>,
+) -> Result<bool, TkoError> {
+    let until = tokio::time::Instant::now() + MAX_SETTLE;
+    loop {
+        let wait = until
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(SETTLE);
+        match tokio::time::timeout(wait, stream.next()).await {
+            Ok(Some(change)) => note(change?, following, parent_of, own, dirty),
+            Ok(None) => return Ok(true),
+            Err(_) => return Ok(false),
+        }
+    }
+}
+
+/// What `change` means: the followed deployments to reconcile go into `dirty`. A change that
+/// is the echo of this tracker's own write (`own`) makes none dirty: the reconcile that wrote
+/// it had already taken it into account.
+fn note(
+    change: Change,
+    following: &Following,
+    parent_of: &mut HashMap<String, String>,
+    own: &mut OwnWrites,
+    dirty: &mut BTreeSet<String>,
+) {
+    let echo = own.is_echo(&change);
+    match (change.kind, change.deployment) {
+        (EntityKind::Site, _) => dirty.extend(following.followed.parents()),
+        (EntityKind::Deployment, Some(info))
+            if info.metadata.contains_key(NF_DEPLOYMENT_NAME) && !info.parent_id.is_empty() =>
+        {
+            parent_of.insert(info.id.clone(), info.parent_id.clone());
+            following.followed.insert(&info.parent_id);
+            if !echo {
+                dirty.insert(info.parent_id);
+            }
+        }
+        (EntityKind::Deployment, _) if change.deleted => {
+            if let Some(parent) = parent_of.remove(&change.id)
+                && !echo
+            {
+                dirty.insert(parent);
+            }
+            if following.followed.contains(&change.id) {
+                following.followed.remove(&change.id);
+            }
+        }
+        // The followed deployment itself changed: its NFTopology may have been edited.
+        (EntityKind::Deployment, _) if following.followed.contains(&change.id) && !echo => {
+            dirty.insert(change.id);
+        }
+        _ => {}
+    }
+}
+
+/// The writes this tracker made, so that their echoes in the change feed bring no reconcile
+/// of their own: the creation of a child it created (the first change of that id), the
+/// deletion of a child it deleted, and a put whose row is still the one it wrote (same
+/// `updated` time: had anyone written since, the row as delivered would differ, and that
+/// write brings its own change). Kept per connection.
+#[derive(Debug, Default)]
+struct OwnWrites {
+    created: HashSet<String>,
+    deleted: HashSet<String>,
+    rows: HashMap<String, String>,
+}
+
+impl OwnWrites {
+    fn record(&mut self, wrote: Wrote) {
+        self.created.extend(wrote.created);
+        self.deleted.extend(wrote.deleted);
+        self.rows.extend(wrote.rows);
+    }
+
+    /// Whether `change` is the echo of one of these writes (each echo is recognised once).
+    fn is_echo(&mut self, change: &Change) -> bool {
+        if change.kind != EntityKind::Deployment {
+            return false;
+        }
+        if change.deleted {
+            self.created.remove(&change.id);
+            self.rows.remove(&change.id);
+            return self.deleted.remove(&change.id);
+        }
+        if self.created.remove(&change.id) {
+            return true;
+        }
+        match (&change.deployment, self.rows.get(&change.id)) {
+            (Some(info), Some(updated)) if &info.updated == updated => {
+                self.rows.remove(&change.id);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What one reconcile wrote through the Data API.
+#[derive(Debug, Default)]
+pub struct Wrote {
+    /// Children created.
+    pub created: Vec<String>,
+    /// Children deleted.
+    pub deleted: Vec<String>,
+    /// Rows written (children updated in place or approved, the parent's status), with the
+    /// `updated` time each write gave.
+    pub rows: Vec<(String, String)>,
 }
 
 async fn reconcile_logged(
@@ -143,9 +257,11 @@ async fn reconcile_logged(
     policy: &RolloutPolicy,
     following: &Following,
     parent: &str,
+    own: &mut OwnWrites,
 ) {
-    if let Err(error) = reconcile(data, policy, following, parent).await {
-        tracing::warn!(%parent, %error, "tracker: reconcile failed");
+    match reconcile(data, policy, following, parent).await {
+        Ok(wrote) => own.record(wrote),
+        Err(error) => tracing::warn!(%parent, %error, "tracker: reconcile failed"),
     }
 }
 
@@ -163,13 +279,13 @@ pub async fn reconcile(
     policy: &RolloutPolicy,
     following: &Following,
     parent: &str,
-) -> Result<(), TkoError> {
+) -> Result<Wrote, TkoError> {
     for _ in 0..UPDATE_ATTEMPTS {
         let modification = match data.start_modification(parent, Some(RECONCILE_LEASE)).await {
             Ok(modification) => modification,
             Err(error) if error.is_not_found() => {
                 following.followed.remove(parent);
-                return Ok(());
+                return Ok(Wrote::default());
             }
             Err(error) if error.is_busy() => {
                 tokio::time::sleep(BUSY_PAUSE).await;
@@ -178,10 +294,22 @@ pub async fn reconcile(
             Err(error) => return Err(error.into()),
         };
         let token = &modification.token;
-        match reconcile_held(data, policy, following, parent, &modification.package_yaml).await {
+        let mut wrote = Wrote::default();
+        match reconcile_held(
+            data,
+            policy,
+            following,
+            parent,
+            &modification.package_yaml,
+            &mut wrote,
+        )
+        .await
+        {
             Ok(Some(package_yaml)) => {
-                data.end_modification(parent, token, Some(package_yaml))
+                let row = data
+                    .end_modification(parent, token, Some(package_yaml))
                     .await?;
+                wrote.rows.push((parent.to_owned(), row.updated));
                 tracing::info!(%parent, "deployed topology and status updated");
             }
             Ok(None) => data.cancel_modification(parent, token).await?,
@@ -192,7 +320,7 @@ pub async fn reconcile(
                 return Err(error);
             }
         }
-        return Ok(());
+        return Ok(wrote);
     }
     Err(TkoError::Package {
         deployment: parent.to_owned(),
@@ -209,6 +337,7 @@ async fn reconcile_held(
     following: &Following,
     parent: &str,
     package_yaml: &str,
+    wrote: &mut Wrote,
 ) -> Result<Option<String>, TkoError> {
     let bad = |message: String| TkoError::Package {
         deployment: parent.to_owned(),
@@ -222,7 +351,7 @@ async fn reconcile_held(
             deployment: parent.to_owned(),
             source,
         })?;
-    follow::replan(
+    let applied = follow::replan(
         data,
         parent,
         &plan,
@@ -230,12 +359,33 @@ async fn reconcile_held(
         &following.fingerprints,
     )
     .await?;
-    let children = data::children(data, parent).await?;
-    let observation = ChildObservation::new(&plan, children);
-    for child in observation.approvals(&plan) {
-        tracing::info!(%parent, %child, "approving: every gate is open");
-        data.approve_deployment(&child).await?;
-    }
+    wrote.created.extend(applied.created);
+    wrote.deleted.extend(applied.deleted);
+    wrote.rows.extend(applied.rewritten);
+    let mut children = data::children(data, parent).await?;
+    // Approving a child may open the gates of others (a chain of policies): approve until
+    // none is left to approve, so the deployed topology and status below count every approval
+    // this reconcile made (their echoes bring no other).
+    let mut tried = HashSet::new();
+    let observation = loop {
+        let observation = ChildObservation::new(&plan, children.iter().cloned());
+        let approvals: Vec<String> = observation
+            .approvals(&plan)
+            .into_iter()
+            .filter(|child| tried.insert(child.clone()))
+            .collect();
+        if approvals.is_empty() {
+            break observation;
+        }
+        for child in approvals {
+            tracing::info!(%parent, %child, "approving: every gate is open");
+            let row = data.approve_deployment(&child).await?;
+            if let Some(observed) = children.iter_mut().find(|c| c.id == child) {
+                observed.approved = row.approved;
+            }
+            wrote.rows.push((child, row.updated));
+        }
+    };
     let builder = observation.deployed(&plan);
     let mut desired = Object::from_typed(&builder.resource()).map_err(|e| bad(e.to_string()))?;
     desired.set_namespace(topology.metadata.namespace.clone());
