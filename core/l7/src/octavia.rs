@@ -36,14 +36,14 @@ mod tree;
 mod tests;
 
 pub use call::{Call, Ref};
-pub use desired::HTTP_LISTENER;
 pub use desired::{Desired, DesiredListener, DesiredPolicy, DesiredPool};
+pub use desired::{HTTP_LISTENER, HTTPS_LISTENER};
 pub use minimal::minimal_calls;
 pub use plan::{PlanError, plan};
-pub use request::{Method, Request, answer_key};
+pub use request::{Method, Request, add_tls, answer_key};
 pub use tree::{
-    ApplyError, ListenerProtocol, ObservedListener, ObservedMember, ObservedPolicy, ObservedPool,
-    ObservedRule, PoolProtocol, ProvisioningStatus, Tree,
+    ApplyError, ListenerProtocol, ListenerTls, ObservedListener, ObservedMember, ObservedPolicy,
+    ObservedPool, ObservedRule, PoolProtocol, ProvisioningStatus, Tree,
 };
 
 /// What a matching L7 policy does; `P` names the pool (an id, a name, or a [`Ref`]).

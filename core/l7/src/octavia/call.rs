@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use super::{ListenerProtocol, PolicyAction, PoolProtocol};
+use super::{ListenerProtocol, ListenerTls, PolicyAction, PoolProtocol};
 use crate::model::Rule;
 
 /// An object a call names: one that exists, or one an earlier call of the same plan creates.
@@ -69,15 +69,20 @@ pub enum Call {
         port: u16,
         /// Its default pool.
         default_pool: Option<Ref>,
+        /// Its certificates (a `TERMINATED_HTTPS` listener).
+        tls: Option<ListenerTls>,
         /// Its tags.
         tags: Vec<String>,
     },
-    /// `PUT /v2/lbaas/listeners/{listener}` (the default pool).
+    /// `PUT /v2/lbaas/listeners/{listener}` (the default pool, and the certificates when
+    /// given).
     UpdateListener {
         /// The listener's id.
         listener: String,
         /// The new default pool.
         default_pool: Option<Ref>,
+        /// The new certificates (None: left as they are).
+        tls: Option<ListenerTls>,
     },
     /// `DELETE /v2/lbaas/listeners/{listener}`.
     DeleteListener {

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{ListenerProtocol, PolicyAction, PoolProtocol};
-use crate::model::{self, Action, L7Config, Rule};
+use super::{ListenerProtocol, ListenerTls, PolicyAction, PoolProtocol};
+use crate::model::{self, Action, Certificate, L7Config, Listener, Rule};
 
 /// A policy as it should be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +29,8 @@ pub struct DesiredListener {
     pub port: u16,
     /// The pool when no policy matches, by name.
     pub default_pool: Option<String>,
+    /// Its certificates (a `TERMINATED_HTTPS` listener).
+    pub tls: Option<ListenerTls>,
     /// The policies, position 1 first.
     pub policies: Vec<DesiredPolicy>,
 }
@@ -58,6 +60,10 @@ pub struct Desired {
 /// The name of the plain HTTP listener [`Desired::from_config`] asks for.
 pub const HTTP_LISTENER: &str = "kuryr-l7-http";
 
+/// The name of the `TERMINATED_HTTPS` listener (port 443) [`Desired::from_config_with_tls`]
+/// asks for.
+pub const HTTPS_LISTENER: &str = "kuryr-l7-https";
+
 /// The Kubernetes object a pool id comes from: `shop/web:80` is `Service shop/web`,
 /// `route:shop/web` is `Route shop/web`.
 fn pool_object(id: &str) -> String {
@@ -73,38 +79,47 @@ fn pool_object(id: &str) -> String {
 impl Desired {
     /// The tree for `config`'s plain HTTP listener (port 80): its policies in order, its
     /// default pool, and every pool they use with its members (one per address). TLS
-    /// termination and passthrough need certificates in Barbican and are not planned here.
+    /// termination needs certificates in Barbican: see [`Desired::from_config_with_tls`].
     pub fn from_config(config: &L7Config) -> Self {
-        let listener = &config.http;
+        Self::from_config_with_tls(config, |_| None)
+    }
+
+    /// [`Desired::from_config`] and, when `config` has certificates, a `TERMINATED_HTTPS`
+    /// listener on port 443 ([`HTTPS_LISTENER`]) with the HTTPS listener's policies and
+    /// default pool; `container` gives each certificate's Barbican container reference (None:
+    /// not stored, left out). Its default certificate is the first certificate's, and every
+    /// certificate is an SNI certificate (Octavia picks one by the names in it). With no
+    /// stored certificate there is no HTTPS listener. Passthrough needs a TCP listener and
+    /// is not planned here.
+    pub fn from_config_with_tls(
+        config: &L7Config,
+        container: impl Fn(&Certificate) -> Option<String>,
+    ) -> Self {
         let mut used: BTreeSet<&str> = BTreeSet::new();
-        used.extend(listener.default_pool.as_deref());
-        let policies = listener
-            .policies()
-            .iter()
-            .map(|policy| {
-                let action = match &policy.action {
-                    Action::Reject => PolicyAction::Reject,
-                    Action::RedirectToUrl { url, code } => PolicyAction::RedirectToUrl {
-                        url: url.clone(),
-                        code: *code,
-                    },
-                    Action::RedirectPrefix { prefix, code } => PolicyAction::RedirectPrefix {
-                        prefix: prefix.clone(),
-                        code: *code,
-                    },
-                    Action::RedirectToPool { pool } => {
-                        used.insert(pool);
-                        PolicyAction::RedirectToPool(pool.clone())
-                    }
-                };
-                DesiredPolicy {
-                    name: policy.name.clone(),
-                    action,
-                    rules: policy.rules.clone(),
-                    object: policy.origin.clone(),
-                }
-            })
-            .collect();
+        let mut listeners = vec![desired_listener(
+            &config.http,
+            HTTP_LISTENER,
+            ListenerProtocol::Http,
+            80,
+            None,
+            &mut used,
+        )];
+        let refs: Vec<String> = config.certificates.iter().filter_map(&container).collect();
+        if let Some(default_container) = refs.first().cloned() {
+            let tls = ListenerTls {
+                default_container,
+                sni_containers: refs,
+            }
+            .normalized();
+            listeners.push(desired_listener(
+                &config.https,
+                HTTPS_LISTENER,
+                ListenerProtocol::TerminatedHttps,
+                443,
+                Some(tls),
+                &mut used,
+            ));
+        }
         let pools = used
             .into_iter()
             .map(|id| {
@@ -129,21 +144,60 @@ impl Desired {
                 }
             })
             .collect();
-        Desired {
-            listeners: vec![DesiredListener {
-                name: HTTP_LISTENER.to_owned(),
-                protocol: ListenerProtocol::Http,
-                port: 80,
-                default_pool: listener.default_pool.clone(),
-                policies,
-            }],
-            pools,
-        }
+        Desired { listeners, pools }
     }
 
     /// The pool named `name`.
     pub fn pool(&self, name: &str) -> Option<&DesiredPool> {
         self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+/// One listener of the tree: `listener`'s policies in order and its default pool, the pools
+/// they use added to `used`.
+fn desired_listener<'a>(
+    listener: &'a Listener,
+    name: &str,
+    protocol: ListenerProtocol,
+    port: u16,
+    tls: Option<ListenerTls>,
+    used: &mut BTreeSet<&'a str>,
+) -> DesiredListener {
+    used.extend(listener.default_pool.as_deref());
+    let policies = listener
+        .policies()
+        .iter()
+        .map(|policy| {
+            let action = match &policy.action {
+                Action::Reject => PolicyAction::Reject,
+                Action::RedirectToUrl { url, code } => PolicyAction::RedirectToUrl {
+                    url: url.clone(),
+                    code: *code,
+                },
+                Action::RedirectPrefix { prefix, code } => PolicyAction::RedirectPrefix {
+                    prefix: prefix.clone(),
+                    code: *code,
+                },
+                Action::RedirectToPool { pool } => {
+                    used.insert(pool);
+                    PolicyAction::RedirectToPool(pool.clone())
+                }
+            };
+            DesiredPolicy {
+                name: policy.name.clone(),
+                action,
+                rules: policy.rules.clone(),
+                object: policy.origin.clone(),
+            }
+        })
+        .collect();
+    DesiredListener {
+        name: name.to_owned(),
+        protocol,
+        port,
+        default_pool: listener.default_pool.clone(),
+        tls,
+        policies,
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::plan::{Matched, diff_rules, match_members, match_policies};
+use super::plan::{Matched, diff_rules, match_members, match_policies, tls_differs};
 use super::{Desired, Ownership, PolicyAction, Tree};
 
 /// The length of a longest strictly increasing subsequence (quadratic; lists are short).
@@ -77,7 +77,7 @@ pub fn minimal_calls(desired: &Desired, tree: &Tree, owner: &Ownership) -> usize
             .as_deref()
             .map(|name| pool_ids.get(name).copied());
         let observed_default = kept.default_pool.as_deref().map(Some);
-        if wanted_default != observed_default {
+        if wanted_default != observed_default || tls_differs(kept, listener) {
             calls += 1;
         }
         let (policies, stale) = match_policies(kept, Some(listener), owner);

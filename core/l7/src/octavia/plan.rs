@@ -128,6 +128,15 @@ pub(super) fn match_members<'a>(
     (kept, stale)
 }
 
+/// Whether a kept listener's certificates differ from the desired ones (a listener that
+/// should have none keeps what it has: only a `TERMINATED_HTTPS` listener has certificates,
+/// and it has them from its creation).
+pub(super) fn tls_differs(kept: &ObservedListener, desired: &DesiredListener) -> bool {
+    desired.tls.as_ref().is_some_and(|wanted| {
+        kept.tls.as_ref().map(|observed| observed.normalized()) != Some(wanted.normalized())
+    })
+}
+
 /// The owned policies of a listener: the one kept for each desired name, and the rest.
 pub(super) fn match_policies<'a>(
     listener: &'a ObservedListener,
@@ -343,6 +352,7 @@ impl<'a> Planner<'a> {
                 protocol: desired.protocol,
                 port: desired.port,
                 default_pool,
+                tls: desired.tls.clone(),
                 tags: vec![self.owner.cluster_tag()],
             });
             for (i, policy) in desired.policies.iter().enumerate() {
@@ -351,10 +361,12 @@ impl<'a> Planner<'a> {
             return Ok(());
         };
         let observed_default = kept.default_pool.clone().map(Ref::Id);
-        if observed_default != default_pool {
+        let tls_differs = tls_differs(kept, desired);
+        if observed_default != default_pool || tls_differs {
             self.push(Call::UpdateListener {
                 listener: kept.id.clone(),
                 default_pool,
+                tls: desired.tls.clone().filter(|_| tls_differs),
             });
         }
         let (policies, stale) = match_policies(kept, Some(desired), self.owner);

@@ -54,7 +54,10 @@ impl Tree {
 mod tests {
     use nephrite_krm::Package;
 
-    use super::super::{Desired, HTTP_LISTENER, Ownership, plan};
+    use super::super::{
+        Call, Desired, HTTP_LISTENER, HTTPS_LISTENER, ListenerProtocol, ListenerTls, Ownership,
+        minimal_calls, plan,
+    };
     use super::*;
     use crate::{Outcome, Request, SourceObject, translate};
 
@@ -142,5 +145,118 @@ spec: {host: api.example.com, path: /v1, to: {kind: Service, name: web}}
             );
         }
         assert!(tree.listener_model("nope", 404).is_none());
+    }
+
+    const TLS_OBJECTS: &str = "\
+apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: shop}
+type: kubernetes.io/tls
+stringData: {tls.crt: CERT, tls.key: KEY}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: shop}
+spec:
+  tls: [{hosts: [shop.example.com], secretName: tls}]
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - {path: /cart, pathType: Prefix, backend: {service: {name: cart, port: {number: 80}}}}
+";
+
+    #[test]
+    fn certificates_in_barbican_make_a_tls_listener_and_a_rotation_is_one_update() {
+        let objects: Vec<SourceObject> = Package::from_yaml(TLS_OBJECTS)
+            .unwrap()
+            .into_objects()
+            .into_iter()
+            .map(|object| SourceObject {
+                object,
+                origin: "test".into(),
+            })
+            .collect();
+        let translation = translate(&objects, &Default::default());
+        assert_eq!(translation.config.certificates.len(), 1, "{translation:#?}");
+        let owner = Ownership::new("c");
+        let stored = |reference: &'static str| {
+            move |_: &crate::model::Certificate| Some(reference.to_owned())
+        };
+
+        // Not stored: no TLS listener.
+        let http_only = Desired::from_config_with_tls(&translation.config, |_| None);
+        assert_eq!(http_only, Desired::from_config(&translation.config));
+        assert_eq!(http_only.listeners.len(), 1);
+
+        // Stored: a TERMINATED_HTTPS listener on 443 routing like the HTTPS listener.
+        let first = Desired::from_config_with_tls(&translation.config, stored("ref-1"));
+        let mut tree = Tree::default();
+        let calls = plan(&first, &tree, &owner).unwrap();
+        assert_eq!(calls.len(), minimal_calls(&first, &tree, &owner));
+        let mut next = 0;
+        let mut ids = || {
+            next += 1;
+            format!("id-{next}")
+        };
+        tree.apply_all(&calls, &mut ids).unwrap();
+        let tls = tree
+            .listeners
+            .iter()
+            .find(|l| l.name == HTTPS_LISTENER)
+            .expect("a TLS listener");
+        assert_eq!(
+            (tls.protocol, tls.port),
+            (ListenerProtocol::TerminatedHttps, 443)
+        );
+        assert_eq!(
+            tls.tls,
+            Some(ListenerTls {
+                default_container: "ref-1".into(),
+                sni_containers: vec!["ref-1".into()],
+            })
+        );
+        let https = &translation.config.https;
+        let read_back = tree
+            .listener_model(HTTPS_LISTENER, https.no_match_status)
+            .unwrap()
+            .unwrap();
+        for (host, path) in [
+            ("shop.example.com", "/cart/x"),
+            ("shop.example.com", "/"),
+            ("other.test", "/cart"),
+        ] {
+            assert_eq!(outcome(&read_back, host, path), outcome(https, host, path));
+        }
+        assert_eq!(
+            outcome(https, "shop.example.com", "/cart/x"),
+            "pool shop/cart:80"
+        );
+        assert!(plan(&first, &tree, &owner).unwrap().is_empty());
+
+        // Rotation: one listener update naming the new container, nothing else.
+        let rotated = Desired::from_config_with_tls(&translation.config, stored("ref-2"));
+        let calls = plan(&rotated, &tree, &owner).unwrap();
+        assert_eq!(calls.len(), 1, "{calls:#?}");
+        assert_eq!(minimal_calls(&rotated, &tree, &owner), 1);
+        let Call::UpdateListener { tls: Some(new), .. } = &calls[0] else {
+            panic!("{calls:#?}");
+        };
+        assert_eq!(new.default_container, "ref-2");
+        let request = calls[0].request("lb", &[]).unwrap();
+        let body = request.body.unwrap();
+        assert_eq!(body["listener"]["default_tls_container_ref"], "ref-2");
+        assert_eq!(body["listener"]["sni_container_refs"][0], "ref-2");
+        tree.apply_all(&calls, &mut ids).unwrap();
+        assert!(plan(&rotated, &tree, &owner).unwrap().is_empty());
+
+        // No certificate any more: the TLS listener goes.
+        let calls = plan(&http_only, &tree, &owner).unwrap();
+        assert!(
+            calls
+                .iter()
+                .any(|c| matches!(c, Call::DeleteListener { .. })),
+            "{calls:#?}"
+        );
     }
 }

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{ApplyError, Call, ListenerProtocol, PolicyAction, PoolProtocol, Ref, Tree};
+use super::{
+    ApplyError, Call, ListenerProtocol, ListenerTls, PolicyAction, PoolProtocol, Ref, Tree,
+};
 
 /// An HTTP method of the Octavia API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +46,25 @@ fn pool_protocol(protocol: PoolProtocol) -> &'static str {
     match protocol {
         PoolProtocol::Http => "HTTP",
         PoolProtocol::Https => "HTTPS",
+    }
+}
+
+/// A listener body's `default_tls_container_ref` and `sni_container_refs`.
+pub fn add_tls(body: &mut Value, tls: Option<&ListenerTls>) {
+    if let (Some(tls), Some(fields)) = (tls, body.as_object_mut()) {
+        fields.insert(
+            "default_tls_container_ref".to_owned(),
+            Value::String(tls.default_container.clone()),
+        );
+        fields.insert(
+            "sni_container_refs".to_owned(),
+            Value::Array(
+                tls.sni_containers
+                    .iter()
+                    .map(|r| Value::String(r.clone()))
+                    .collect(),
+            ),
+        );
     }
 }
 
@@ -167,27 +188,31 @@ impl Call {
                 protocol,
                 port,
                 default_pool,
+                tls,
                 tags,
-            } => post(
-                "listeners".into(),
-                json!({"listener": {
+            } => {
+                let mut body = json!({
                     "name": name,
                     "protocol": listener_protocol(*protocol),
                     "protocol_port": port,
                     "loadbalancer_id": loadbalancer,
                     "default_pool_id": default_pool.as_ref().map(id).transpose()?,
                     "tags": tags,
-                }}),
-            ),
+                });
+                add_tls(&mut body, tls.as_ref());
+                post("listeners".into(), json!({ "listener": body }))
+            }
             Call::UpdateListener {
                 listener,
                 default_pool,
-            } => put(
-                format!("listeners/{listener}"),
-                json!({"listener": {
+                tls,
+            } => {
+                let mut body = json!({
                     "default_pool_id": default_pool.as_ref().map(id).transpose()?,
-                }}),
-            ),
+                });
+                add_tls(&mut body, tls.as_ref());
+                put(format!("listeners/{listener}"), json!({ "listener": body }))
+            }
             Call::DeleteListener { listener } => delete(format!("listeners/{listener}")),
             Call::CreatePolicy {
                 listener,

@@ -102,6 +102,7 @@ prop_compose! {
                 protocol: ListenerProtocol::Http,
                 port: 80,
                 default_pool: pick(default_pool),
+                tls: None,
                 policies,
             }],
             pools,
@@ -200,6 +201,7 @@ fn tree() -> impl Strategy<Value = Tree> {
                         protocol: ListenerProtocol::Http,
                         port: if port_80 { 80 } else { 8080 },
                         default_pool: pool_id(default),
+                        tls: None,
                         policies: policies
                             .into_iter()
                             .map(|(name, owned, status, pool, rules)| ObservedPolicy {
@@ -434,6 +436,7 @@ fn named_ids(call: &Call) -> Vec<&str> {
         Call::UpdateListener {
             listener,
             default_pool,
+            ..
         } => {
             let mut ids = vec![listener.as_str()];
             ids.extend(default_pool.iter().filter_map(id));
@@ -536,6 +539,7 @@ fn listener(policies: Vec<ObservedPolicy>) -> ObservedListener {
         protocol: ListenerProtocol::Http,
         port: 80,
         default_pool: None,
+        tls: None,
         policies,
     }
 }
@@ -555,6 +559,7 @@ fn a_pool_a_foreign_policy_uses_is_not_deleted() {
             protocol: ListenerProtocol::Http,
             port: 80,
             default_pool: None,
+            tls: None,
             policies: Vec::new(),
         }],
         pools: Vec::new(),
@@ -587,6 +592,7 @@ fn positions_move_the_fewest_policies_and_new_ones_go_right_after_their_predeces
             protocol: ListenerProtocol::Http,
             port: 80,
             default_pool: None,
+            tls: None,
             policies: ["d", "a", "b", "x", "c"].into_iter().map(wanted).collect(),
         }],
         pools: vec![DesiredPool {

@@ -99,8 +99,33 @@ pub struct ObservedListener {
     pub port: u16,
     /// The pool when no policy matches, by id.
     pub default_pool: Option<String>,
+    /// A `TERMINATED_HTTPS` listener's certificates (None on other listeners).
+    pub tls: Option<ListenerTls>,
     /// The L7 policies, position 1 first.
     pub policies: Vec<ObservedPolicy>,
+}
+
+/// A `TERMINATED_HTTPS` listener's certificates, as Barbican references.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ListenerTls {
+    /// `default_tls_container_ref`: the certificate for a client whose SNI names no other.
+    pub default_container: String,
+    /// `sni_container_refs`, sorted: the certificates Octavia chooses from by SNI.
+    pub sni_containers: Vec<String>,
+}
+
+impl ListenerTls {
+    /// The same certificates with the SNI references sorted and deduplicated (Octavia does not
+    /// promise the order it lists them in).
+    pub fn normalized(&self) -> ListenerTls {
+        let mut sni_containers = self.sni_containers.clone();
+        sni_containers.sort();
+        sni_containers.dedup();
+        ListenerTls {
+            default_container: self.default_container.clone(),
+            sni_containers,
+        }
+    }
 }
 
 /// A pool member.
@@ -336,6 +361,7 @@ impl Tree {
                 protocol,
                 port,
                 default_pool,
+                tls,
                 tags,
             } => {
                 let default_pool = match default_pool {
@@ -351,6 +377,7 @@ impl Tree {
                     protocol: *protocol,
                     port: *port,
                     default_pool,
+                    tls: tls.clone(),
                     policies: Vec::new(),
                 });
                 return Ok(Some(id));
@@ -358,6 +385,7 @@ impl Tree {
             Call::UpdateListener {
                 listener,
                 default_pool,
+                tls,
             } => {
                 let default_pool = match default_pool {
                     Some(pool) => Some(Self::resolve(pool, created)?.to_owned()),
@@ -369,6 +397,9 @@ impl Tree {
                     .find(|l| l.id == *listener)
                     .ok_or_else(|| not_found("listener", listener))?;
                 found.default_pool = default_pool;
+                if let Some(tls) = tls {
+                    found.tls = Some(tls.clone());
+                }
                 found.status = active;
             }
             Call::DeleteListener { listener } => {
