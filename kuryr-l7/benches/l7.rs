@@ -1,14 +1,20 @@
-//! `cargo bench -p nephrite-kuryr-l7 --bench l7`: the kuryr-l7 router against HAProxy on the same
-//! routing table (1,000 hosts × 10 paths), the same nginx backend, one thread each, load from wrk
-//! on loopback; and the compiled table's lookup cost at 10 and 10,000 rules.
+//! `cargo bench -p nephrite-kuryr-l7 --bench l7`: the kuryr-l7 router against HAProxy and nginx
+//! on the same routing table (1,000 hosts × 10 paths), the same nginx backend, one thread (one
+//! worker) each, load from wrk on loopback; and the compiled table's lookup cost at 10 and
+//! 10,000 rules.
+//!
+//! nginx (Debian's, one worker, keep-alive to the backend) is a reverse proxy with a server
+//! block per host and, per Prefix path `/pN`, `location = /pN` and `location /pN/` (the
+//! element-wise Prefix match of an Ingress); anything else answers 404, as the router does.
 //!
 //! HAProxy runs in two configurations: the table as one `map_beg` lookup (the strongest HAProxy
 //! set-up) and as an Octavia-equivalent ordered ACL chain (what Kuryr users get from Octavia).
-//! The router is compared with map-based HAProxy pair by pair: for each of two requests (one
-//! hitting the first rule, one the last), the two are measured back to back for
-//! `L7_BENCH_SECONDS` (default 10) seconds each, in an order that flips every pair, until each
-//! request has `L7_BENCH_RUNS` (default 5) pairs; the figures are the medians over them. Each
-//! wrk run also reports steal (time the hypervisor gave other guests); a pair in which either
+//! The router is compared with map-based HAProxy and nginx set by set: for each of two requests
+//! (one hitting the first rule, one the last), the three are measured back to back for
+//! `L7_BENCH_SECONDS` (default 10) seconds each, in an order that rotates and flips every set,
+//! until each request has `L7_BENCH_RUNS` (default 5) sets; the figures are the medians over
+//! them, and the ratios router / HAProxy and router / nginx (RPS and p99) are printed. Each
+//! wrk run also reports steal (time the hypervisor gave other guests); a set in which any
 //! run saw more than `L7_BENCH_MAX_STEAL` percent (1: p99 is the slowest 1 % of the requests)
 //! is printed and taken again, at most `L7_BENCH_RETAKES` (3 × runs) times in all. The ACL
 //! chain runs once per round beside them (its figures are printed, never held to a floor).
@@ -225,6 +231,36 @@ fn haproxy_config(port: u16, nginx: u16, frontend_rules: &str) -> String {
     )
 }
 
+/// nginx as a reverse proxy on `port` to the backend on `backend` with the Ingress's rules:
+/// a server block per host, `location = /pN` and `location /pN/` per Prefix path, 404
+/// elsewhere; one worker, keep-alive on both sides.
+fn nginx_proxy_config(prefix: &Path, port: u16, backend: u16) -> String {
+    let mut servers = String::new();
+    for h in 0..HOSTS {
+        let _ = writeln!(
+            servers,
+            "  server {{ listen 127.0.0.1:{port}; server_name h{h}.example.com;"
+        );
+        for p in 0..PATHS {
+            let _ = writeln!(
+                servers,
+                "    location = /p{p} {{ proxy_pass http://be; }}\n    location /p{p}/ {{ proxy_pass http://be; }}"
+            );
+        }
+        let _ = writeln!(servers, "    location / {{ return 404; }}\n  }}");
+    }
+    format!(
+        "worker_processes 1;\nmaster_process off;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+         events {{ worker_connections 4096; }}\nhttp {{\n  access_log off;\n  \
+         keepalive_requests 1000000;\n  server_names_hash_max_size 4096;\n  \
+         server_names_hash_bucket_size 64;\n  proxy_http_version 1.1;\n  \
+         proxy_set_header Connection \"\";\n  proxy_set_header Host $host;\n  \
+         upstream be {{ server 127.0.0.1:{backend}; keepalive 64; keepalive_requests 1000000; }}\n  \
+         server {{ listen 127.0.0.1:{port} default_server; return 404; }}\n{servers}}}\n",
+        p = prefix.display()
+    )
+}
+
 fn main() {
     let seconds = env_number("L7_BENCH_SECONDS", 10);
     let runs = env_number("L7_BENCH_RUNS", 5) as usize;
@@ -248,7 +284,8 @@ fn main() {
     placement.for_load();
     let work = tempfile::tempdir().expect("temp dir");
     let port = || free_loopback_port().expect("a free port");
-    let (nginx_port, router_port, map_port, acl_port) = (port(), port(), port(), port());
+    let (nginx_port, router_port, map_port, acl_port, proxy_port) =
+        (port(), port(), port(), port(), port());
 
     // nginx: `return 200`, one worker.
     let prefix = work.path().join("nginx");
@@ -335,6 +372,27 @@ fn main() {
         &haproxy,
         &["-f", &acl_cfg.display().to_string()],
     );
+    // nginx as a reverse proxy with the same rules.
+    let proxy_prefix = work.path().join("nginx-proxy");
+    std::fs::create_dir_all(&proxy_prefix).expect("nginx-proxy dir");
+    let proxy_conf = proxy_prefix.join("nginx.conf");
+    std::fs::write(
+        &proxy_conf,
+        nginx_proxy_config(&proxy_prefix, proxy_port, nginx_port),
+    )
+    .expect("nginx-proxy nginx.conf");
+    let proxy_proc = spawn(
+        "nginx (reverse proxy)",
+        &nginx,
+        &[
+            "-p",
+            &proxy_prefix.display().to_string(),
+            "-c",
+            &proxy_conf.display().to_string(),
+            "-g",
+            "daemon off;",
+        ],
+    );
     placement.for_load();
 
     let address = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
@@ -344,6 +402,7 @@ fn main() {
         ("router", router_port),
         ("haproxy-map", map_port),
         ("haproxy-acl", acl_port),
+        ("nginx", proxy_port),
     ];
     for (name, port) in targets {
         wait_ready(address(port), first.0, first.1, name);
@@ -351,7 +410,7 @@ fn main() {
     }
 
     println!(
-        "== throughput: {HOSTS} hosts x {PATHS} paths, 1 thread each, wrk -t1 -c32, median of {runs} pairs x {seconds}s"
+        "== throughput: {HOSTS} hosts x {PATHS} paths, 1 thread each, wrk -t1 -c32, median of {runs} sets x {seconds}s"
     );
     println!("   placement: {}", placement.describe());
     let router = Target {
@@ -363,6 +422,11 @@ fn main() {
         name: "haproxy-map",
         address: address(map_port),
         pid: map_proc.0.id(),
+    };
+    let nginx_target = Target {
+        name: "nginx",
+        address: address(proxy_port),
+        pid: proxy_proc.0.id(),
     };
     let acl = Target {
         name: "haproxy-acl",
@@ -393,8 +457,9 @@ fn main() {
         quiet_limit: Duration::from_secs(env_number("L7_BENCH_QUIET_SECONDS", 30)),
         cpus: placement.cpus(),
     };
-    let results = measure_pairs(&wrk_bin, [&router, &map], &acl, &rules, &plan);
-    report(&results, [&router, &map, &acl], &rules);
+    let compared = [&router, &map, &nginx_target];
+    let results = measure_pairs(&wrk_bin, &compared, &acl, &rules, &plan);
+    report(&results, &compared, &acl, &rules);
 
     println!("   load average after: {}", load_average());
     println!("== 100 rule updates during a {seconds}s wrk run on an unchanged route");

@@ -1,7 +1,8 @@
-//! The throughput comparison, pair by pair: for each rule, the router and map-based HAProxy
-//! measured back to back (the order flipping every round), and a pair retaken when the
-//! hypervisor stole more than the limit during either of its two wrk runs. The ACL chain is
-//! measured beside them, not compared against a floor, so its runs are never retaken.
+//! The throughput comparison, set by set: for each rule, the router and its yardsticks
+//! (map-based HAProxy, nginx) measured back to back (the order rotating and flipping every
+//! round), and a set retaken when the hypervisor stole more than the limit during any of its
+//! wrk runs. The ACL chain is measured beside them, not compared against a floor, so its runs
+//! are never retaken.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -48,8 +49,8 @@ pub struct Plan {
 /// The counted runs for one rule.
 #[derive(Default)]
 pub struct RuleRuns {
-    /// The compared pair's runs: the router's, then the HAProxy it is held against.
-    pub compared: [Vec<Figures>; 2],
+    /// The compared set's runs: the router's, then each yardstick's, in the set's order.
+    pub compared: Vec<Vec<Figures>>,
     /// The runs of the target measured beside them.
     pub beside: Vec<Figures>,
 }
@@ -110,16 +111,23 @@ fn describe(figures: &Figures) -> String {
     text
 }
 
-/// Measures `compared` (the router, then the HAProxy it is held against) as pairs and
-/// `beside` once per round, until every rule has `plan.runs` counted pairs.
+/// Measures `compared` (the router, then the yardsticks it is held against) as sets and
+/// `beside` once per round, until every rule has `plan.runs` counted sets.
 pub fn measure_pairs(
     wrk_bin: &Path,
-    compared: [&Target; 2],
+    compared: &[&Target],
     beside: &Target,
     rules: &[Rule],
     plan: &Plan,
 ) -> Results {
-    let mut results: Results = rules.iter().map(|_| RuleRuns::default()).collect();
+    let n = compared.len();
+    let mut results: Results = rules
+        .iter()
+        .map(|_| RuleRuns {
+            compared: vec![Vec::new(); n],
+            beside: Vec::new(),
+        })
+        .collect();
     let mut retakes_left = plan.retakes;
     let mut round = 0;
     while results
@@ -137,11 +145,15 @@ pub fn measure_pairs(
             if results[r].compared[0].len() >= plan.runs {
                 continue;
             }
-            // The order flips every pair (ABBA), so a drift in the machine hits both alike.
-            let flipped = (round + r) % 2 == 0;
-            let order: [usize; 2] = if flipped { [1, 0] } else { [0, 1] };
+            // The order rotates every set and flips every other one (ABBA for two), so a drift
+            // in the machine hits every target alike.
+            let shift = (round + r) / 2;
+            let mut order: Vec<usize> = (0..n).map(|i| (i + shift) % n).collect();
+            if (round + r) % 2 == 0 {
+                order.reverse();
+            }
             let (probe, waited) = quiet_host(plan.max_steal, plan.quiet_limit);
-            let mut pair = [Figures::default(); 2];
+            let mut pair = vec![Figures::default(); n];
             for at in order {
                 pair[at] = measure(wrk_bin, compared[at], rule, plan);
             }
@@ -153,7 +165,7 @@ pub fn measure_pairs(
             for (target, figures) in compared.iter().zip(&pair) {
                 let _ = write!(report, " | {} {}", target.name, describe(figures));
             }
-            let steal = pair[0].steal_pct.max(pair[1].steal_pct);
+            let steal = pair.iter().map(|f| f.steal_pct).fold(0.0, f64::max);
             if steal > plan.max_steal {
                 if retakes_left > 0 {
                     retakes_left -= 1;
@@ -203,11 +215,13 @@ fn median_of(runs: &[Figures], field: impl Fn(&Figures) -> f64) -> f64 {
     median(&mut runs.iter().map(field).collect::<Vec<_>>())
 }
 
-/// Prints each target's medians and the ratios the floors are about.
-pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
+/// Prints each target's medians and the ratios: the router against each yardstick (the floors
+/// are about map-based HAProxy, `compared[1]`) and against the target measured beside them.
+pub fn report(results: &Results, compared: &[&Target], beside_target: &Target, rules: &[Rule]) {
     for (rule, rule_runs) in rules.iter().zip(results) {
-        let [router, map] = &rule_runs.compared;
-        for (target, runs) in targets.iter().zip([router, map, &rule_runs.beside]) {
+        let targets = compared.iter().copied().chain([beside_target]);
+        let runs_of = rule_runs.compared.iter().chain([&rule_runs.beside]);
+        for (target, runs) in targets.zip(runs_of) {
             let (low, high) = range(runs.iter().map(|f| f.rps));
             let busy = if runs.iter().all(|f| f.busy_pct.is_some()) {
                 let busy = |pick: fn((f64, f64)) -> f64| {
@@ -232,41 +246,53 @@ pub fn report(results: &Results, targets: [&Target; 3], rules: &[Rule]) {
             );
         }
     }
+    let ratio = |a: &[Figures], b: &[Figures], field: fn(&Figures) -> f64| {
+        median_of(a, field) / median_of(b, field)
+    };
     for (r, rule) in rules.iter().enumerate() {
         let RuleRuns {
-            compared: [router, map],
+            compared: runs,
             beside: acl,
         } = &results[r];
-        let ratio = |a: &[Figures], b: &[Figures], field: fn(&Figures) -> f64| {
-            median_of(a, field) / median_of(b, field)
-        };
-        // The same ratios pair by pair (each router run against the HAProxy run beside it).
-        let pairs = |field: fn(&Figures) -> f64| -> Vec<f64> {
-            router
-                .iter()
-                .zip(map)
-                .map(|(a, b)| field(a) / field(b))
-                .collect()
-        };
-        let (rps_pairs, p99_pairs) = (pairs(|f| f.rps), pairs(|f| f.p99_ms));
-        let (rps_low, rps_high) = range(rps_pairs.iter().copied());
-        let (p99_low, p99_high) = range(p99_pairs.iter().copied());
+        let router = &runs[0];
+        for (k, yardstick) in runs.iter().enumerate().skip(1) {
+            // The same ratios set by set (each router run against the yardstick's run of the
+            // same set).
+            let pairs = |field: fn(&Figures) -> f64| -> Vec<f64> {
+                router
+                    .iter()
+                    .zip(yardstick)
+                    .map(|(a, b)| field(a) / field(b))
+                    .collect()
+            };
+            let (rps_pairs, p99_pairs) = (pairs(|f| f.rps), pairs(|f| f.p99_ms));
+            let (rps_low, rps_high) = range(rps_pairs.iter().copied());
+            let (p99_low, p99_high) = range(p99_pairs.iter().copied());
+            let floors = if k == 1 {
+                (" (floor >= 0.95, goal 1.2)", " (floor <= 1.0, goal 0.8)")
+            } else {
+                ("", "")
+            };
+            println!(
+                "   {:<5} rule: {} / {}: RPS {:.2}{}, p99 {:.2}{}; set by set: RPS median {:.2} (sets {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (sets {p99_low:.2}..{p99_high:.2})",
+                rule.name,
+                compared[0].name,
+                compared[k].name,
+                ratio(router, yardstick, |f| f.rps),
+                floors.0,
+                ratio(router, yardstick, |f| f.p99_ms),
+                floors.1,
+                median(&mut rps_pairs.clone()),
+                median(&mut p99_pairs.clone())
+            );
+        }
         println!(
-            "   {:<5} rule: {} / {}: RPS {:.2} (floor >= 0.95, goal 1.2), p99 {:.2} (floor <= 1.0, goal 0.8); {} / {}: RPS {}, p99 {}",
+            "   {:<5} rule: {} / {}: RPS {}, p99 {}",
             rule.name,
-            targets[0].name,
-            targets[1].name,
-            ratio(router, map, |f| f.rps),
-            ratio(router, map, |f| f.p99_ms),
-            targets[0].name,
-            targets[2].name,
+            compared[0].name,
+            beside_target.name,
             beside(ratio(router, acl, |f| f.rps)),
             beside(ratio(router, acl, |f| f.p99_ms)),
-        );
-        println!(
-            "         pair by pair: RPS median {:.2} (pairs {rps_low:.2}..{rps_high:.2}), p99 median {:.2} (pairs {p99_low:.2}..{p99_high:.2})",
-            median(&mut rps_pairs.clone()),
-            median(&mut p99_pairs.clone())
         );
     }
 }
