@@ -173,11 +173,14 @@ impl ControllerArgs {
             .or(file_driver(&conf).map(Driver::from))
             .unwrap_or(Driver::Embedded);
         let openstack = match driver {
-            Driver::Octavia => Some(OpenStackSettings::from_conf(
-                &conf,
-                &self.openstack.cluster_name,
-                self.openstack.node_name.clone().unwrap_or_else(hostname),
-            )?),
+            Driver::Octavia => Some(
+                OpenStackSettings::from_conf(
+                    &conf,
+                    &self.openstack.cluster_name,
+                    self.openstack.node_name.clone().unwrap_or_else(hostname),
+                )?
+                .with_barbican(self.openstack.barbican_url.clone()),
+            ),
             _ => None,
         };
         Ok(ControllerConfig {

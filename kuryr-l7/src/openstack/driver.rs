@@ -19,12 +19,14 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use nephrite_l7::Translation;
+use nephrite_l7::model::L7Config;
 use nephrite_l7::octavia::{Desired, Ownership, PlanError, Tree, plan};
 use nephrite_runtime::ShutdownHandle;
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::ApiError;
+use super::barbican::{Barbican, container_name, name_prefix};
 use super::executor::{Executed, execute, object_of_tags};
 use super::observe::read_tree;
 use super::octavia::Octavia;
@@ -48,6 +50,10 @@ pub enum SyncError {
     /// The translation cannot be planned.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// Storing a certificate in Barbican (or listing what is stored) failed: nothing was
+    /// changed, so a TLS listener never loses a certificate to a Barbican outage.
+    #[error("storing the certificates in Barbican: {0}")]
+    Barbican(ApiError),
 }
 
 /// What one sync did.
@@ -59,6 +65,10 @@ pub struct Synced {
     pub executed: Executed,
     /// How long it took.
     pub took: Duration,
+    /// Barbican containers stored by this sync.
+    pub containers_stored: usize,
+    /// Barbican containers deleted by this sync (no listener uses them any more).
+    pub containers_deleted: usize,
 }
 
 /// The driver of one Router LB.
@@ -67,6 +77,8 @@ pub struct OctaviaDriver {
     lb_id: String,
     owner: Ownership,
     kube: Option<KubeSide>,
+    /// Barbican and the prefix of the container names of this cluster.
+    barbican: Option<(Barbican, String)>,
 }
 
 /// Annotations and Events, with `--source kube`.
@@ -104,14 +116,115 @@ impl OctaviaDriver {
                 written: BTreeMap::new(),
                 reported: BTreeSet::new(),
             }),
+            barbican: None,
         }
+    }
+
+    /// The same driver storing the certificates of TLS listeners in `barbican`, as `cluster`'s.
+    pub fn with_barbican(mut self, barbican: Barbican, cluster: &str) -> Self {
+        self.barbican = Some((barbican, cluster.to_owned()));
+        self
+    }
+
+    /// The container reference of each certificate of `config` (by container name), stored
+    /// where missing; with no Barbican, none.
+    async fn store_certificates(
+        &self,
+        config: &L7Config,
+    ) -> Result<(BTreeMap<String, String>, usize), ApiError> {
+        let Some((barbican, cluster)) = &self.barbican else {
+            return Ok((BTreeMap::new(), 0));
+        };
+        if config.certificates.is_empty() {
+            return Ok((BTreeMap::new(), 0));
+        }
+        let mut existing: BTreeMap<String, String> = BTreeMap::new();
+        for container in barbican.containers(&name_prefix(cluster)).await? {
+            if let Some(name) = container.name {
+                existing.entry(name).or_insert(container.container_ref);
+            }
+        }
+        let mut refs: BTreeMap<String, String> = BTreeMap::new();
+        let mut stored = 0;
+        for certificate in &config.certificates {
+            let name = container_name(cluster, certificate);
+            if refs.contains_key(&name) {
+                continue;
+            }
+            let reference = match existing.remove(&name) {
+                Some(reference) => reference,
+                None => {
+                    let reference = barbican.store_certificate(&name, certificate).await?;
+                    tracing::info!(
+                        container = %reference,
+                        origin = %certificate.origin,
+                        "certificate stored in Barbican"
+                    );
+                    stored += 1;
+                    reference
+                }
+            };
+            refs.insert(name, reference);
+        }
+        Ok((refs, stored))
+    }
+
+    /// Deletes this cluster's containers no listener of `tree` names and `keep` does not hold,
+    /// with their secrets, and secrets of this cluster no container holds (left by a crash
+    /// between storing a secret and its container).
+    async fn delete_unused_certificates(
+        &self,
+        tree: &Tree,
+        keep: &BTreeSet<String>,
+    ) -> Result<usize, ApiError> {
+        let Some((barbican, cluster)) = &self.barbican else {
+            return Ok(0);
+        };
+        let prefix = name_prefix(cluster);
+        let used: BTreeSet<&str> = tree
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref())
+            .flat_map(|tls| {
+                std::iter::once(tls.default_container.as_str())
+                    .chain(tls.sni_containers.iter().map(String::as_str))
+            })
+            .collect();
+        let mut deleted = 0;
+        let mut held: BTreeSet<String> = BTreeSet::new();
+        for container in barbican.containers(&prefix).await? {
+            if used.contains(container.container_ref.as_str())
+                || keep.contains(&container.container_ref)
+            {
+                held.extend(container.secret_refs.iter().map(|s| s.secret_ref.clone()));
+                continue;
+            }
+            barbican.delete_container(&container).await?;
+            tracing::info!(container = %container.container_ref, "unused certificate deleted from Barbican");
+            deleted += 1;
+        }
+        for secret in barbican.secrets(&prefix).await? {
+            if !held.contains(&secret.secret_ref) {
+                barbican.delete(&secret.secret_ref).await?;
+            }
+        }
+        Ok(deleted)
     }
 
     /// One sync of `translation`: read, plan, execute.
     pub async fn sync(&mut self, translation: &Translation) -> Result<Synced, SyncError> {
         let began = Instant::now();
         let tree = read_tree(&self.octavia, &self.lb_id).await?;
-        let desired = Desired::from_config(&translation.config);
+        let (containers, containers_stored) = self
+            .store_certificates(&translation.config)
+            .await
+            .map_err(SyncError::Barbican)?;
+        let cluster = self.barbican.as_ref().map(|(_, c)| c.as_str());
+        let desired = Desired::from_config_with_tls(&translation.config, |certificate| {
+            containers
+                .get(&container_name(cluster?, certificate))
+                .cloned()
+        });
         let calls = plan(&desired, &tree, &self.owner)?;
         let executed = execute(&self.octavia, &self.lb_id, &calls, &tree).await;
         if !calls.is_empty() {
@@ -128,11 +241,27 @@ impl OctaviaDriver {
         } else {
             tree
         };
+        // Containers go once no listener names them: after a rotation the listener names the
+        // new one, after the last TLS Ingress is gone there is no listener.
+        let containers_deleted = if executed.is_complete() && self.barbican.is_some() {
+            let keep: BTreeSet<String> = containers.into_values().collect();
+            match self.delete_unused_certificates(&after, &keep).await {
+                Ok(deleted) => deleted,
+                Err(error) => {
+                    tracing::warn!("deleting unused certificates from Barbican: {error}");
+                    0
+                }
+            }
+        } else {
+            0
+        };
         self.annotate(&after).await;
         Ok(Synced {
             planned: calls.len(),
             executed,
             took: began.elapsed(),
+            containers_stored,
+            containers_deleted,
         })
     }
 

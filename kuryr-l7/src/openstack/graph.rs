@@ -11,7 +11,7 @@
 use nephrite_l7::model::Rule;
 use nephrite_l7::octavia::{
     Call, Desired, ListenerProtocol, Ownership, PlanError, PolicyAction, PoolProtocol, Ref, Tree,
-    plan,
+    add_tls, plan,
 };
 use serde_json::{Map, Value, json};
 
@@ -109,15 +109,18 @@ fn body_of(calls: &[Call]) -> Result<Map<String, Value>, GraphError> {
                 protocol,
                 port,
                 default_pool,
+                tls,
                 tags,
             } => {
-                let mut listener = object(json!({
+                let mut body = json!({
                     "name": name,
                     "protocol": listener_protocol(*protocol),
                     "protocol_port": port,
                     "tags": tags,
                     "l7policies": [],
-                }));
+                });
+                add_tls(&mut body, tls.as_ref());
+                let mut listener = object(body);
                 if let Some(reference) = default_pool {
                     let name = pool_name(reference, &created, &pool_names)
                         .ok_or_else(|| not_in_tree(index, call))?;

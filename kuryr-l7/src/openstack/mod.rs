@@ -10,6 +10,7 @@
 //! - [`octavia::Octavia`]: load balancers, listeners, pools, members, L7 policies and rules,
 //!   each change waited out to `ACTIVE`.
 //! - [`neutron::Neutron`]: networks, subnets, ports, floating IPs, routers.
+//! - [`barbican::Barbican`]: the certificate containers of `TERMINATED_HTTPS` listeners.
 //! - [`config`]: `kuryr.conf` read into a typed [`config::KuryrConf`]; [`settings`]: the file
 //!   and the controller's flags merged (a flag wins) into [`settings::OpenStackSettings`].
 //! - [`observe`]: the Router LB's L7 tree read into `nephrite_l7::octavia::Tree`;
@@ -22,6 +23,7 @@
 //!   retry can help.
 
 pub mod auth;
+pub mod barbican;
 pub mod config;
 pub mod driver;
 mod error;

@@ -11,8 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use nephrite_l7::model::{CompareType, DEFAULT_REDIRECT_CODE, Rule, RuleType};
 use nephrite_l7::octavia::{
-    ListenerProtocol, ObservedListener, ObservedMember, ObservedPolicy, ObservedPool, ObservedRule,
-    PolicyAction, PoolProtocol, ProvisioningStatus, Tree,
+    ListenerProtocol, ListenerTls, ObservedListener, ObservedMember, ObservedPolicy, ObservedPool,
+    ObservedRule, PolicyAction, PoolProtocol, ProvisioningStatus, Tree,
 };
 use reqwest::Method;
 
@@ -107,6 +107,12 @@ pub async fn read_tree(octavia: &Octavia, lb_id: &str) -> Result<Tree, ApiError>
             },
             port: listener.protocol_port,
             default_pool: listener.default_pool_id,
+            tls: listener
+                .default_tls_container_ref
+                .map(|default_container| ListenerTls {
+                    default_container,
+                    sni_containers: listener.sni_container_refs,
+                }),
             policies: observed,
         });
     }

@@ -64,6 +64,11 @@ pub struct OpenStackArgs {
     /// `[ingress] l7_router_uuid`: an existing load balancer to adopt.
     #[arg(long, env = "KURYR_L7_ROUTER_UUID")]
     pub l7_router_uuid: Option<String>,
+    /// Barbican's URL, where the certificates of TLS listeners are stored (default: the
+    /// catalog's `key-manager` with Keystone credentials; with noauth and no URL, Octavia gets
+    /// no TLS listener).
+    #[arg(long, env = "KURYR_L7_BARBICAN_URL")]
+    pub barbican_url: Option<String>,
 }
 
 /// Where a service is and who the controller is there.
@@ -94,6 +99,8 @@ pub struct OpenStackSettings {
     pub cluster: String,
     /// The Node with the router state.
     pub node_name: String,
+    /// Barbican (with Octavia's credentials), for TLS listeners; None: no TLS listener.
+    pub barbican: Option<ServiceAccess>,
 }
 
 /// Why the flags and file do not make a configuration.
@@ -200,6 +207,26 @@ impl OpenStackSettings {
             l7_router_uuid: conf.ingress.l7_router_uuid.clone(),
             cluster: cluster.to_owned(),
             node_name,
-        })
+            barbican: None,
+        }
+        .with_barbican(None))
+    }
+
+    /// Barbican at `url` with Octavia's credentials; without a URL, the catalog's
+    /// `key-manager` when the credentials are Keystone's, else none.
+    pub fn with_barbican(mut self, url: Option<String>) -> OpenStackSettings {
+        let credentials = self.octavia.credentials.clone();
+        self.barbican = match url {
+            Some(url) => Some(ServiceAccess {
+                credentials,
+                endpoint: Endpoint::Url(url.trim_end_matches('/').to_owned()),
+            }),
+            None if matches!(credentials, Credentials::NoAuth { .. }) => None,
+            None => Some(ServiceAccess {
+                credentials,
+                endpoint: Endpoint::public("key-manager"),
+            }),
+        };
+        self
     }
 }

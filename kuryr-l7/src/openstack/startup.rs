@@ -18,6 +18,7 @@ use nephrite_runtime::ShutdownHandle;
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::barbican::Barbican;
 use super::driver::{BACKOFF_MAX, BACKOFF_START, OctaviaDriver};
 use super::neutron::Neutron;
 use super::octavia::{Octavia, Settle};
@@ -187,12 +188,25 @@ pub async fn start(
             settings.node_name
         );
     }
-    let driver = OctaviaDriver::new(
+    let mut driver = OctaviaDriver::new(
         octavia,
         state.router_lb.id.clone(),
         Ownership::new(settings.cluster.clone()),
         kube.map(|client| (client, identity.to_owned())),
     );
+    match &settings.barbican {
+        Some(access) => {
+            let session = Arc::new(Session::new(access.credentials.clone(), REQUEST_TIMEOUT)?);
+            driver = driver.with_barbican(
+                Barbican::new(session, access.endpoint.clone()),
+                &settings.cluster,
+            );
+        }
+        None => tracing::info!(
+            "no Barbican (--barbican-url): Ingress and Route certificates are not stored and \
+             the Router LB gets no TERMINATED_HTTPS listener"
+        ),
+    }
     Ok((driver, state))
 }
 

@@ -117,6 +117,12 @@ pub struct Listener {
     /// The pool requests go to when no L7 policy matches.
     #[serde(default)]
     pub default_pool_id: Option<String>,
+    /// A `TERMINATED_HTTPS` listener's default certificate (a Barbican reference).
+    #[serde(default)]
+    pub default_tls_container_ref: Option<String>,
+    /// A `TERMINATED_HTTPS` listener's SNI certificates (Barbican references).
+    #[serde(default)]
+    pub sni_container_refs: Vec<String>,
     /// Its L7 policies.
     #[serde(default)]
     pub l7policies: Vec<IdRef>,
