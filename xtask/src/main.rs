@@ -80,7 +80,7 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
     ("dashboard", &[("nephrite-preparer", "dashboard")]),
     ("ntc", &[("nephrite-topology", "plan")]),
     ("topology", &[("nephrite-topology", "plan")]),
-    ("ntc-churn", &[("nephrite-topology", "churn")]),
+    ("ntc-churn", &[("nephrite-ntc", "churn")]),
     (
         "nimbess",
         &[
