@@ -47,7 +47,8 @@ tasks:
                   build an OCI image per daemon with podman (nephrite/<daemon>:<version>,
                   from scratch, release binaries unless --dev) and run each one's --version
   bench DOMAIN    run a domain's benchmarks: preparer, dashboard, ntc (or topology),
-                  ntc-churn, nimbess, nimbess-services, l7, l7-octavia, bmm
+                  ntc-churn, nimbess, nimbess-services, l7 (or l7-router),
+                  l7-octavia, bmm
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
                   write bmm-provider's clusterctl provider repository (default
@@ -94,6 +95,7 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
         &[("nephrite-nimbess-agent", "services")],
     ),
     ("l7", &[("nephrite-kuryr-l7", "l7")]),
+    ("l7-router", &[("nephrite-kuryr-l7", "l7")]),
     ("l7-octavia", &[("nephrite-kuryr-l7", "l7_octavia")]),
     ("bmm", &[("nephrite-bmm-provider", "bmm")]),
 ];
