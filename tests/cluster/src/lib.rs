@@ -9,12 +9,14 @@
 //! `cluster down` when done, even on failure), and it owns the host's `ip nimbess` tables while it
 //! runs, so `cargo xtask test` runs this crate alone, after the rest of the suite.
 //!
-//! One concern per module: [`cluster`] (up, down, kubectl), [`pods`] (the namespaces, pods and
+//! One concern per module: [`cluster`] (up, down, kubectl), [`ingress`] (kuryr-l7's controller
+//! and router as host processes), [`pods`] (the namespaces, pods and
 //! their network namespaces), [`probe`] (a TCP connection from inside a pod's network
 //! namespace, no exec and no shell in the image), [`reachability`] (the expected and observed
 //! matrices and how they print).
 
 pub mod cluster;
+pub mod ingress;
 pub mod pods;
 pub mod probe;
 pub mod reachability;

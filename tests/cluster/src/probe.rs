@@ -43,21 +43,27 @@ impl Outcome {
 /// Connect to `to` from the network namespace `netns` (the host's when `None`) and ask for
 /// `path`.
 pub fn probe(netns: Option<&File>, to: SocketAddr, path: &str) -> Outcome {
+    probe_host(netns, to, &to.to_string(), path)
+}
+
+/// [`probe`] with `host` as the request's `Host` (for an L7 router choosing by host name).
+pub fn probe_host(netns: Option<&File>, to: SocketAddr, host: &str, path: &str) -> Outcome {
     let netns = netns.and_then(|f| f.try_clone().ok());
     let path = path.to_owned();
+    let host = host.to_owned();
     std::thread::spawn(move || {
         if let Some(netns) = netns
             && let Err(e) = setns(netns.as_fd(), CloneFlags::CLONE_NEWNET)
         {
             return Outcome::Blocked(format!("setns: {e}"));
         }
-        connect(to, &path)
+        connect(to, &host, &path)
     })
     .join()
     .unwrap_or_else(|_| Outcome::Blocked("the probe thread panicked".to_owned()))
 }
 
-fn connect(to: SocketAddr, path: &str) -> Outcome {
+fn connect(to: SocketAddr, host: &str, path: &str) -> Outcome {
     let mut stream = match TcpStream::connect_timeout(&to, CONNECT_TIMEOUT) {
         Ok(stream) => stream,
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Outcome::Refused,
@@ -65,7 +71,7 @@ fn connect(to: SocketAddr, path: &str) -> Outcome {
     };
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {to}\r\nconnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
     if let Err(e) = stream.write_all(request.as_bytes()) {
         return Outcome::Blocked(format!("write: {e}"));
     }

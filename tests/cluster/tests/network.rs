@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nephrite_cluster_tests::cluster::Cluster;
+use nephrite_cluster_tests::ingress::KuryrL7;
 use nephrite_cluster_tests::pods::{self, NAMESPACES, POD_NAMES, PORTS, Pod, echo_pod, port_name};
-use nephrite_cluster_tests::probe::{Outcome, probe};
+use nephrite_cluster_tests::probe::{Outcome, probe, probe_host};
 use nephrite_cluster_tests::reachability::{Matrix, converge};
 use serde_json::{Value, json};
 
@@ -510,7 +511,59 @@ fn service_cases(
             )),
         },
     ));
+    results.push((
+        "an Ingress through kuryr-l7 reaches the ready endpoints".to_owned(),
+        ingress_case(cluster, &ready).map_err(|e| format!("{e:#}")),
+    ));
     Ok(results)
+}
+
+/// kuryr-l7's controller and router on the host; an Ingress for `echo.s.example` in front of
+/// Service `plain`: every request through the router is answered by a ready pod, both of them.
+fn ingress_case(cluster: &Cluster, ready: &BTreeSet<String>) -> anyhow::Result<String> {
+    let host = "echo.s.example";
+    cluster.apply(&json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": "echo", "namespace": SERVICE_NS},
+        "spec": {"rules": [{"host": host, "http": {"paths": [{
+            "path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "plain", "port": {"number": 80}}},
+        }]}}]},
+    }))?;
+    let kuryr = KuryrL7::start(cluster)?;
+    let router = kuryr.router;
+    let mut last = Outcome::Refused;
+    pods::wait_for(
+        CONVERGE_TIMEOUT,
+        &format!("an answer through the router at {router}"),
+        || {
+            last = probe_host(None, router, host, "/ingress");
+            Ok(last.answered_by().is_some())
+        },
+    )
+    .with_context(|| {
+        format!(
+            "the last request gave {last:?}; kuryr-l7's logs are in {}",
+            kuryr.logs.display()
+        )
+    })?;
+    let mut seen = BTreeSet::new();
+    for i in 0..20 {
+        match probe_host(None, router, host, "/ingress") {
+            Outcome::Answered(pod) => {
+                seen.insert(pod);
+            }
+            other => anyhow::bail!("request {} of 20 through {router}: {other:?}", i + 1),
+        }
+    }
+    anyhow::ensure!(
+        &seen == ready,
+        "20 requests for {host} through the router were answered by {seen:?}, expected exactly {ready:?}"
+    );
+    Ok(format!(
+        "20 requests for {host} through {router} answered by {seen:?}"
+    ))
 }
 
 /// The number of ready endpoints in Service `name`'s EndpointSlices.
