@@ -24,6 +24,7 @@ mod catalog;
 mod convert;
 mod deployments;
 mod grpc;
+mod history;
 mod in_process;
 mod modifications;
 mod watching;

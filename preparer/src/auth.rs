@@ -44,6 +44,7 @@ const WRITE: &[&str] = &[
     "UpdateDeployment",
     "ApproveDeployment",
     "DeleteDeployment",
+    "RollbackDeployment",
     "StartModification",
     "RenewModification",
     "EndModification",

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::daemon::ServeCommand;
 
+mod diff;
 pub mod jsonpath;
 mod output;
 mod run;
@@ -286,6 +287,40 @@ pub enum DeploymentCommand {
     Approve {
         /// Id.
         id: String,
+    },
+    /// List a deployment's kept revisions: number, when, who, what.
+    History {
+        /// Id.
+        id: String,
+        /// Output format (`table`, `json`, `yaml`, `name`, `jsonpath=…`).
+        #[arg(
+            short = 'o',
+            long = "output",
+            default_value = "table",
+            value_name = "FORMAT"
+        )]
+        output: ListFormat,
+    },
+    /// Show how a deployment's package changed between two kept revisions (a line diff of
+    /// their YAML).
+    Diff {
+        /// Id.
+        id: String,
+        /// The older revision.
+        #[arg(long)]
+        from: i64,
+        /// The newer revision.
+        #[arg(long)]
+        to: i64,
+    },
+    /// Write a kept revision's package as the deployment's new one (a new revision); it is
+    /// prepared, validated and approved again as any change.
+    Rollback {
+        /// Id.
+        id: String,
+        /// The revision to return to.
+        #[arg(long)]
+        to: i64,
     },
     /// Delete a deployment and its descendants.
     Delete {

@@ -27,7 +27,9 @@ pub mod sqlite;
 
 /// The deployment row, the page of a listing and the kinds of change are the Data API's own
 /// values: the store keeps and returns them as they are.
-pub use nephrite_preparer_client::{DEFAULT_PAGE, DeploymentInfo, EntityKind, MAX_PAGE, Window};
+pub use nephrite_preparer_client::{
+    DEFAULT_PAGE, DeploymentInfo, DeploymentRevision, EntityKind, MAX_PAGE, Window,
+};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -164,21 +166,6 @@ pub struct NewDeployment {
     /// Who creates it (a caller's identity, or `preparer` for the loop's children): its
     /// first revision's author.
     pub author: String,
-}
-
-/// One revision of a deployment's package: the package it had after one write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeploymentRevision {
-    /// 1 for the package it was created with, one more for each later write that changed it.
-    pub number: i64,
-    /// When it was written, RFC 3339.
-    pub created: String,
-    /// Who wrote it: a caller's identity, or `preparer` for the preparation loop.
-    pub author: String,
-    /// One line saying what the write was.
-    pub summary: String,
-    /// The package, YAML (empty in a listing of revisions).
-    pub package_yaml: String,
 }
 
 /// Revisions kept per deployment when the daemon is not told otherwise.

@@ -170,6 +170,21 @@ async fn call(client: &mut Client, method: &str) -> Result<(), tonic::Status> {
             .await
             .map(drop),
         "Watch" => client.watch(pb::WatchRequest::default()).await.map(drop),
+        "ListDeploymentRevisions" => client.list_deployment_revisions(get()).await.map(drop),
+        "GetDeploymentRevision" => client
+            .get_deployment_revision(pb::GetDeploymentRevisionRequest {
+                deployment_id: id(),
+                number: 1,
+            })
+            .await
+            .map(drop),
+        "RollbackDeployment" => client
+            .rollback_deployment(pb::RollbackDeploymentRequest {
+                deployment_id: id(),
+                number: 1,
+            })
+            .await
+            .map(drop),
         other => panic!("the test does not know how to call {other}: teach `call`"),
     }
 }

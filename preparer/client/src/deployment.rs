@@ -119,3 +119,20 @@ pub struct Modification {
     /// When the lease ends unless renewed, RFC 3339.
     pub lease_expires: String,
 }
+
+/// One revision of a deployment's package: the package it had after one write that changed
+/// it (its history).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeploymentRevision {
+    /// 1 for the package it was created with, one more for each later write that changed it.
+    pub number: i64,
+    /// When it was written, RFC 3339.
+    pub created: String,
+    /// Who wrote it: a caller's identity, `anonymous`, `in-process`, or `preparer` for the
+    /// preparation loop.
+    pub author: String,
+    /// One line saying what the write was.
+    pub summary: String,
+    /// The package, YAML (empty in a listing of revisions).
+    pub package_yaml: String,
+}

@@ -14,8 +14,9 @@ use tonic::Streaming;
 use crate::wire::required_info;
 use crate::{
     CatalogQuery, Change, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Listing, Modification, Plugin,
-    PluginQuery, REVISION_HEADER, Site, SiteInfo, Template, TemplateInfo, WireError,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Listing,
+    Modification, Plugin, PluginQuery, REVISION_HEADER, Site, SiteInfo, Template, TemplateInfo,
+    WireError,
 };
 
 /// The preparer's Data API over a gRPC channel (cheap to clone: clones share the channel).
@@ -230,6 +231,48 @@ impl DataApi for PreparerClient {
         let answer = self.wire().approve_deployment(request).await;
         let info = answer.map_err(refused(call))?.into_inner().info;
         required_info("ApproveDeploymentResponse.info", info).map_err(invalid(call))
+    }
+
+    async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, DataError> {
+        let answer = self.wire().list_deployment_revisions(get(id)).await;
+        Ok(answer
+            .map_err(refused("ListDeploymentRevisions"))?
+            .into_inner()
+            .revisions
+            .into_iter()
+            .map(DeploymentRevision::from)
+            .collect())
+    }
+
+    async fn deployment_revision(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentRevision, DataError> {
+        let request = pb::GetDeploymentRevisionRequest {
+            deployment_id: id.to_owned(),
+            number,
+        };
+        let answer = self.wire().get_deployment_revision(request).await;
+        Ok(answer
+            .map_err(refused("GetDeploymentRevision"))?
+            .into_inner()
+            .into())
+    }
+
+    async fn rollback_deployment(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentInfo, DataError> {
+        let call = "RollbackDeployment";
+        let request = pb::RollbackDeploymentRequest {
+            deployment_id: id.to_owned(),
+            number,
+        };
+        let answer = self.wire().rollback_deployment(request).await;
+        let info = answer.map_err(refused(call))?.into_inner().info;
+        required_info("RollbackDeploymentResponse.info", info).map_err(invalid(call))
     }
 
     async fn delete_deployment(&self, id: &str) -> Result<bool, DataError> {

@@ -32,7 +32,7 @@ pub use catalog::{
 pub use change::{Change, EntityKind};
 pub use deployment::{
     Created, Deployment, DeploymentInfo, DeploymentPage, DeploymentQuery, DeploymentRequest,
-    Modification,
+    DeploymentRevision, Modification,
 };
 pub use error::{DataError, ErrorKind, WireError};
 pub use grpc::PreparerClient;
@@ -92,6 +92,18 @@ pub trait DataApi: Send + Sync {
     async fn approve_deployment(&self, id: &str) -> Result<DeploymentInfo, DataError>;
     /// Deletes a deployment and its descendants; whether it existed.
     async fn delete_deployment(&self, id: &str) -> Result<bool, DataError>;
+    /// A deployment's kept revisions (its history), oldest first, without their packages.
+    async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, DataError>;
+    /// One kept revision of a deployment, with its package.
+    async fn deployment_revision(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentRevision, DataError>;
+    /// Writes kept revision `number`'s package as the deployment's new one (a new revision),
+    /// its prepared and approved marks removed: it prepares and approves as any change.
+    async fn rollback_deployment(&self, id: &str, number: i64)
+    -> Result<DeploymentInfo, DataError>;
 
     /// Takes the exclusive lease of a deployment for `lease` (`None`: the server's default).
     async fn start_modification(

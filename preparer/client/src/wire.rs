@@ -13,8 +13,8 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 
 use crate::{
     CatalogQuery, Change, Created, Deployment, DeploymentInfo, DeploymentPage, DeploymentQuery,
-    DeploymentRequest, EntityKind, Modification, Plugin, PluginQuery, PluginType, Site, SiteInfo,
-    Template, TemplateInfo, Window, WireError,
+    DeploymentRequest, DeploymentRevision, EntityKind, Modification, Plugin, PluginQuery,
+    PluginType, Site, SiteInfo, Template, TemplateInfo, Window, WireError,
 };
 
 fn gvk(gvk: GroupVersionKind) -> Gvk {
@@ -311,6 +311,30 @@ impl From<pb::DeploymentInfo> for DeploymentInfo {
             prepared: info.prepared,
             approved: info.approved,
             error: info.error,
+        }
+    }
+}
+
+impl From<DeploymentRevision> for pb::DeploymentRevision {
+    fn from(revision: DeploymentRevision) -> Self {
+        pb::DeploymentRevision {
+            number: revision.number,
+            created: revision.created,
+            author: revision.author,
+            summary: revision.summary,
+            package_yaml: revision.package_yaml,
+        }
+    }
+}
+
+impl From<pb::DeploymentRevision> for DeploymentRevision {
+    fn from(revision: pb::DeploymentRevision) -> Self {
+        DeploymentRevision {
+            number: revision.number,
+            created: revision.created,
+            author: revision.author,
+            summary: revision.summary,
+            package_yaml: revision.package_yaml,
         }
     }
 }

@@ -223,6 +223,42 @@ impl Data for DataService {
         Ok(Response::new(pb::DeleteResponse { deleted }))
     }
 
+    async fn list_deployment_revisions(
+        &self,
+        request: Request<pb::GetRequest>,
+    ) -> Result<pb::ListDeploymentRevisionsResponse> {
+        let revisions = self.deployment_revisions(&request.into_inner().id).await?;
+        Ok(Response::new(pb::ListDeploymentRevisionsResponse {
+            revisions: revisions
+                .into_iter()
+                .map(pb::DeploymentRevision::from)
+                .collect(),
+        }))
+    }
+
+    async fn get_deployment_revision(
+        &self,
+        request: Request<pb::GetDeploymentRevisionRequest>,
+    ) -> Result<pb::DeploymentRevision> {
+        let r = request.into_inner();
+        let revision = self.deployment_revision(&r.deployment_id, r.number).await?;
+        Ok(Response::new(revision.into()))
+    }
+
+    async fn rollback_deployment(
+        &self,
+        request: Request<pb::RollbackDeploymentRequest>,
+    ) -> Result<pb::RollbackDeploymentResponse> {
+        let author = author_of(&request);
+        let r = request.into_inner();
+        let rolled = self
+            .rollback_deployment(&r.deployment_id, r.number, &author)
+            .await?;
+        Ok(Response::new(pb::RollbackDeploymentResponse {
+            info: info(rolled),
+        }))
+    }
+
     async fn start_modification(
         &self,
         request: Request<pb::StartModificationRequest>,

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use nephrite_preparer_client::{
     CatalogQuery, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, EntityKind, Listing, Modification, Plugin,
-    PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Listing,
+    Modification, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
 };
 
 use super::{DataService, Writer};
@@ -155,6 +155,35 @@ impl DataApi for DataService {
     async fn delete_deployment(&self, id: &str) -> Result<bool, DataError> {
         let call = "DeleteDeployment";
         DataService::delete_deployment(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, DataError> {
+        let call = "ListDeploymentRevisions";
+        DataService::deployment_revisions(self, id)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn deployment_revision(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentRevision, DataError> {
+        let call = "GetDeploymentRevision";
+        DataService::deployment_revision(self, id, number)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn rollback_deployment(
+        &self,
+        id: &str,
+        number: i64,
+    ) -> Result<DeploymentInfo, DataError> {
+        let call = "RollbackDeployment";
+        DataService::rollback_deployment(self, id, number, IN_PROCESS)
             .await
             .map_err(refused(call))
     }

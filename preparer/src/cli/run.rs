@@ -377,6 +377,44 @@ async fn deployment(client: &dyn DataApi, command: DeploymentCommand) -> anyhow:
             client.approve_deployment(&id).await?;
             Ok(String::new())
         }
+        DeploymentCommand::History { id, output } => {
+            let revisions = client.deployment_revisions(&id).await?;
+            let mut table = Table::new(["REVISION", "CREATED", "AUTHOR", "SUMMARY"]);
+            for r in &revisions {
+                table.row([
+                    r.number.to_string(),
+                    r.created.clone(),
+                    r.author.clone(),
+                    r.summary.clone(),
+                ]);
+            }
+            let names: Vec<String> = revisions
+                .iter()
+                .map(|r| format!("{id}@{}", r.number))
+                .collect();
+            let items = revisions
+                .iter()
+                .map(|r| {
+                    json!({"revision": r.number, "created": r.created, "author": r.author,
+                           "summary": r.summary})
+                })
+                .collect();
+            listing(&output, "revision", &table, &names, items)
+        }
+        DeploymentCommand::Diff { id, from, to } => {
+            let old = client.deployment_revision(&id, from).await?;
+            let new = client.deployment_revision(&id, to).await?;
+            Ok(super::diff::unified(
+                &format!("deployment {id} revision {from}"),
+                &old.package_yaml,
+                &format!("deployment {id} revision {to}"),
+                &new.package_yaml,
+            ))
+        }
+        DeploymentCommand::Rollback { id, to } => {
+            client.rollback_deployment(&id, to).await?;
+            Ok(String::new())
+        }
         DeploymentCommand::Delete { id } => {
             if !client.delete_deployment(&id).await? {
                 bail!("deployment not found: {id}");
