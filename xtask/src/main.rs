@@ -103,7 +103,10 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
 /// Packages whose binaries a domain's benchmarks execute but cargo does not build for them (a
 /// bench gets only its own package's binaries): built with `--release` (where `cargo bench`'s
 /// profile puts binaries) before the domain runs.
-const BENCH_BINARIES: &[(&str, &[&str])] = &[("nimbess", &["nephrite-nimbess-cni"])];
+const BENCH_BINARIES: &[(&str, &[&str])] = &[
+    ("nimbess", &["nephrite-nimbess-cni"]),
+    ("nimbess-services", &["nephrite-nimbess-cni"]),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

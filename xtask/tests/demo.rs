@@ -188,7 +188,7 @@ fn the_demo_walks_the_whole_path_and_ctrl_c_at_any_step_leaves_nothing() {
     assert!(status.success(), "the demo failed:\n{output}");
     for line in [
         "clusters Ready            3/3 (3 bare-metal instances Ready)",
-        "child deployments         4 (upf@edge01, upf@edge02, smf@regional, amf@regional)",
+        "child deployments         4 (upf@edge01, upf@edge02, amf@regional, smf@regional)",
         "SMF approved after UPFs   yes",
         "NFDeployedTopology        4 instances, 8 connectivities",
         "HTTP through the router   8/8 200",

@@ -195,13 +195,16 @@ pub fn create_topology(lab: &Lab, preparer: SocketAddr, root: &Path) -> anyhow::
     .to_owned())
 }
 
-/// The children of `parent`.
+/// The children of `parent`, by site and NF type (ntc creates them concurrently, so the
+/// preparer's creation order is not theirs to keep).
 pub fn list_children(lab: &Lab, preparer: SocketAddr, parent: &str) -> anyhow::Result<Vec<Child>> {
-    parse_children(&preparer_cli(
+    let mut children = parse_children(&preparer_cli(
         lab,
         preparer,
         &["deployment", "list", "--parent", parent, "-o", "json"],
-    )?)
+    )?)?;
+    children.sort_by(|a, b| (&a.site, &a.nf_type).cmp(&(&b.site, &b.nf_type)));
+    Ok(children)
 }
 
 /// The children of the free5GC topology on [`CLUSTERS`]: upf-west on edge01, upf-east on

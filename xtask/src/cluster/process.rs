@@ -237,6 +237,11 @@ mod tests {
             .arg(&marker)
             .spawn()
             .unwrap();
+        // Until the child has exec'd `sh`, its command line is still this test's.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !is_ours(child.id(), dir.path()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(is_ours(child.id(), dir.path()));
         assert_eq!(processes_naming(dir.path()), [child.id()]);
         child.kill().unwrap();
