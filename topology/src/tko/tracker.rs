@@ -46,6 +46,10 @@ const BUSY_PAUSE: Duration = Duration::from_millis(100);
 const SETTLE: Duration = Duration::from_millis(50);
 /// The longest a burst of changes is gathered before its reconciles start.
 const MAX_SETTLE: Duration = Duration::from_millis(500);
+/// How long a parent whose reconcile failed (its lease held by a preparation, the preparer
+/// restarting) waits before it is reconciled again when no change comes first: with the
+/// echoes of its own writes ignored, nothing else would bring it back.
+const RETRY: Duration = Duration::from_secs(1);
 /// How long the tracker holds a parent's lease for one reconcile at most: an ntc killed
 /// mid-reconcile leaves the parent to other writers after that.
 const RECONCILE_LEASE: Duration = Duration::from_secs(15);
@@ -99,11 +103,14 @@ async fn watch(
     // The listing's reconciles write after the listing's revision: their echoes come in the
     // watch, and are known as such.
     let mut own = OwnWrites::default();
+    let mut failed = BTreeSet::new();
     for parent in following.followed.parents() {
         if shutdown.is_triggered() {
             return Ok(());
         }
-        reconcile_logged(&data, policy, following, &parent, &mut own).await;
+        if !reconcile_logged(&data, policy, following, &parent, &mut own).await {
+            failed.insert(parent);
+        }
     }
     let mut stream = data
         .watch(listed.revision, &[EntityKind::Deployment, EntityKind::Site])
@@ -111,24 +118,38 @@ async fn watch(
     // Each child carrying `nf-deployment-name`, with its parent: as listed, then as watched.
     let mut parent_of = listed.parent_of;
     loop {
+        let retry_in = if failed.is_empty() {
+            Duration::MAX
+        } else {
+            RETRY
+        };
         let change = tokio::select! {
-            change = stream.next() => change,
+            change = stream.next() => Some(change),
+            () = tokio::time::sleep(retry_in) => None,
             _ = shutdown.triggered() => return Ok(()),
         };
-        let Some(change) = change.transpose()? else {
-            return Ok(());
-        };
-        let mut dirty = BTreeSet::new();
-        note(change, following, &mut parent_of, &mut own, &mut dirty);
-        // A burst (a hundred sites relabelled, a thousand children prepared) is one reconcile
-        // per parent, not one per change: the changes already there, and those that follow
-        // within SETTLE of the last, up to MAX_SETTLE after the first, are taken together.
-        let ended = coalesce(&mut stream, following, &mut parent_of, &mut own, &mut dirty).await?;
+        // The parents whose last reconcile failed are reconciled again with the next burst,
+        // or on their own after RETRY.
+        let mut dirty = std::mem::take(&mut failed);
+        let mut ended = false;
+        if let Some(change) = change {
+            let Some(change) = change.transpose()? else {
+                return Ok(());
+            };
+            note(change, following, &mut parent_of, &mut own, &mut dirty);
+            // A burst (a hundred sites relabelled, a thousand children prepared) is one
+            // reconcile per parent, not one per change: the changes already there, and those
+            // that follow within SETTLE of the last, up to MAX_SETTLE after the first, are
+            // taken together.
+            ended = coalesce(&mut stream, following, &mut parent_of, &mut own, &mut dirty).await?;
+        }
         for parent in dirty {
             if shutdown.is_triggered() {
                 return Ok(());
             }
-            reconcile_logged(&data, policy, following, &parent, &mut own).await;
+            if !reconcile_logged(&data, policy, following, &parent, &mut own).await {
+                failed.insert(parent);
+            }
         }
         if ended {
             return Ok(());
@@ -252,16 +273,24 @@ pub struct Wrote {
     pub rows: Vec<(String, String)>,
 }
 
+/// Reconciles `parent`, recording what it wrote in `own`; whether it succeeded (a failure is
+/// logged, and the caller tries again).
 async fn reconcile_logged(
     data: &dyn DataApi,
     policy: &RolloutPolicy,
     following: &Following,
     parent: &str,
     own: &mut OwnWrites,
-) {
+) -> bool {
     match reconcile(data, policy, following, parent).await {
-        Ok(wrote) => own.record(wrote),
-        Err(error) => tracing::warn!(%parent, %error, "tracker: reconcile failed"),
+        Ok(wrote) => {
+            own.record(wrote);
+            true
+        }
+        Err(error) => {
+            tracing::warn!(%parent, %error, "tracker: reconcile failed, trying again");
+            false
+        }
     }
 }
 
