@@ -5,43 +5,16 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use nephrite_krm::Package;
 use nephrite_proto::nephrite::krm::v1::GroupVersionKind;
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
+use support::plugin_process::{PluginProcess, example_binary};
 use support::*;
 
-struct PluginProcess {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for PluginProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn plugin_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let path = debug.join("examples").join("annotate_plugin");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test -p nephrite-preparer` (it builds the examples)",
-        path.display()
-    );
-    path
-}
-
 fn spawn_plugin(mode: &str, port: u16) -> PluginProcess {
-    let child = Command::new(plugin_binary())
+    let child = Command::new(example_binary("annotate_plugin"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--mode", mode])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -8,8 +8,7 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use nephrite_krm::{Gvk, Package};
 use nephrite_merge::DeploymentResource;
@@ -17,38 +16,12 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use serde_json::json;
 
 use support::binary::ok;
+use support::plugin_process::{PluginProcess, example_binary};
 use support::*;
-
-struct PluginProcess {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for PluginProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn scheduler_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let path = debug.join("examples").join("capacity_scheduler");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test -p nephrite-preparer` (it builds the examples)",
-        path.display()
-    );
-    path
-}
 
 async fn spawn_scheduler(mode: &str) -> PluginProcess {
     let port = nephrite_test_services::free_loopback_port().expect("free port");
-    let child = Command::new(scheduler_binary())
+    let child = Command::new(example_binary("capacity_scheduler"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--mode", mode])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

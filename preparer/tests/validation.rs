@@ -9,8 +9,7 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use nephrite_krm::Package;
 use nephrite_merge::DeploymentResource;
@@ -18,34 +17,8 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use std::process::Output;
 
 use support::binary::ok;
+use support::plugin_process::{PluginProcess, example_binary};
 use support::*;
-
-struct PluginProcess {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for PluginProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn validator_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let path = debug.join("examples").join("replicas_validator");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test -p nephrite-preparer` (it builds the examples)",
-        path.display()
-    );
-    path
-}
 
 fn port() -> u16 {
     nephrite_test_services::free_loopback_port().expect("free port")
@@ -53,7 +26,7 @@ fn port() -> u16 {
 
 async fn spawn_validator() -> PluginProcess {
     let port = port();
-    let child = Command::new(validator_binary())
+    let child = Command::new(example_binary("replicas_validator"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

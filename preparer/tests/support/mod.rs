@@ -13,6 +13,7 @@ use nephrite_runtime::ServeArgs;
 use tonic::transport::Channel;
 
 pub mod binary;
+pub mod plugin_process;
 pub mod terminal_svg;
 pub mod webdriver;
 
