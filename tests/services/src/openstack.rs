@@ -1,4 +1,5 @@
-//! The real OpenStack APIs kuryr-l7 talks to, Octavia 19 and Neutron 29, on loopback.
+//! The real OpenStack APIs kuryr-l7 talks to, Octavia 19 and Neutron 29 (and, on demand,
+//! Barbican 23 for TLS certificates), on loopback.
 //!
 //! A home-made simulator would agree with the client that wrote it; these are the servers
 //! themselves, from PyPI ([`install_venvs`]), on a private MariaDB and RabbitMQ, without
@@ -20,11 +21,13 @@ use std::time::{Duration, Instant};
 use crate::server_process::log_tail;
 use crate::{MariaDb, RabbitMq, Unavailable};
 
+mod barbican;
 mod keystone;
 mod neutron;
 mod octavia;
 mod venv;
 
+use barbican::Barbican;
 pub use keystone::Keystone;
 use neutron::Neutron;
 use octavia::Octavia;
@@ -53,6 +56,7 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct OpenStack {
     // Declared in stop order: the APIs, then the broker and the database under them.
+    barbican: OnceLock<Result<Barbican, Unavailable>>,
     octavia: Octavia,
     neutron: Neutron,
     rabbitmq: RabbitMq,
@@ -113,6 +117,7 @@ impl OpenStack {
             )
         });
         Ok(OpenStack {
+            barbican: OnceLock::new(),
             octavia: octavia?,
             neutron: neutron?,
             rabbitmq,
@@ -131,6 +136,21 @@ impl OpenStack {
         self.neutron.url()
     }
 
+    /// Barbican's API, `http://127.0.0.1:PORT` (secrets and containers under `/v1/`, the
+    /// project as `X-Project-Id`), started by the first call (its Python environment installed
+    /// when missing; 5–40 s) and kept with these services. Octavia takes the container
+    /// references Barbican hands out without reading them (`noop_cert_manager`: its Barbican
+    /// client needs Keystone), so a test reads the containers back from here.
+    ///
+    /// Err is the first start's [`Unavailable`], returned to every caller.
+    pub fn barbican_url(&self) -> Result<String, Unavailable> {
+        self.barbican
+            .get_or_init(|| Barbican::start(&venv::ensure(venv::BARBICAN)?))
+            .as_ref()
+            .map(Barbican::url)
+            .map_err(Clone::clone)
+    }
+
     /// How long [`OpenStack::start`] took.
     pub fn started_in(&self) -> Duration {
         self.started_in
@@ -143,7 +163,8 @@ impl OpenStack {
     }
 
     /// The process ids of every server started (their children not included): Octavia's API
-    /// and worker, Neutron's gunicorn, RabbitMQ's node and epmd, MariaDB.
+    /// and worker, Neutron's gunicorn, RabbitMQ's node and epmd, MariaDB, then Barbican's
+    /// gunicorn once [`OpenStack::barbican_url`] started it.
     pub fn pids(&self) -> Vec<u32> {
         let mut pids = self.octavia.pids().to_vec();
         pids.extend([
@@ -152,7 +173,19 @@ impl OpenStack {
             self.rabbitmq.epmd_pid(),
             self.mariadb.pid(),
         ]);
+        if let Some(Ok(barbican)) = self.barbican.get() {
+            pids.push(barbican.pid());
+        }
         pids
+    }
+
+    /// Barbican's directory (configuration, SQLite database, logs) once
+    /// [`OpenStack::barbican_url`] started it.
+    pub fn barbican_dir(&self) -> Option<&Path> {
+        match self.barbican.get() {
+            Some(Ok(barbican)) => Some(barbican.dir()),
+            _ => None,
+        }
     }
 
     /// The directories holding each server's configuration and logs (Octavia, Neutron,

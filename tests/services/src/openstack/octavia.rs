@@ -7,6 +7,12 @@
 //! The worker needs a certificate authority to exist (a throwaway one made with `openssl`),
 //! the API casts to it over RabbitMQ, and both keep their state in MariaDB. The API runs with
 //! `auth_strategy = noauth`: the project comes from `X-Project-Id` or a body's `project_id`.
+//!
+//! The certificate manager is `noop_cert_manager`: Octavia's `barbican_cert_manager` reaches
+//! Barbican only through a Keystone session (its API calls `set_acls` with the service user's
+//! Keystone id, and its worker loads every TLS listener's certificate when it creates it), so
+//! with noauth a `TERMINATED_HTTPS` listener would stay `PENDING_CREATE`. The noop manager takes
+//! a container reference as it is; what [Barbican](super::barbican) holds is read by the test.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -242,6 +248,7 @@ workers = 1
 client_ca = {ca_certificate}
 
 [certificates]
+cert_manager = noop_cert_manager
 cert_generator = local_cert_generator
 ca_certificate = {ca_certificate}
 ca_private_key = {ca_private_key}
@@ -279,6 +286,7 @@ mod tests {
             "network_driver = network_noop_driver",
             "amphora_driver = amphora_noop_driver",
             "client_ca = /d/ca.pem",
+            "cert_manager = noop_cert_manager",
             "ca_private_key = /d/ca.key",
             "heartbeat_timeout_threshold = 0",
         ] {

@@ -1,4 +1,4 @@
-//! The Python environments Octavia, Neutron and Keystone run from: installed from PyPI once, then kept
+//! The Python environments Octavia, Neutron, Keystone and Barbican run from: installed from PyPI once, then kept
 //! under the workspace's `target/` directory.
 //!
 //! Debian packages neither service, and an unpinned `pip install` pulls newer libraries
@@ -52,6 +52,14 @@ pub(crate) const KEYSTONE: Spec = Spec {
     requirements: &["keystone==30.0.0", "PyMySQL", "gunicorn"],
 };
 
+/// Barbican 23 (the key manager, for Octavia's TLS listeners) with gunicorn to serve it. Its
+/// constraints sit beside this module.
+pub(crate) const BARBICAN: Spec = Spec {
+    name: "barbican",
+    constraints: include_str!("barbican-constraints.txt"),
+    requirements: &["barbican==23.0.0", "gunicorn"],
+};
+
 /// Written into an environment once `pip install` succeeded.
 const COMPLETE_MARKER: &str = ".nephrite-venv-complete";
 
@@ -80,7 +88,7 @@ impl Venv {
     }
 }
 
-/// Install (or find already installed) the Octavia, Neutron and Keystone environments under the
+/// Install (or find already installed) the Octavia, Neutron, Keystone and Barbican environments under the
 /// workspace's `target/openstack-venvs/`, and return their directories.
 ///
 /// `cargo xtask test` calls this before the test run so the tests do not pay for it; a test
@@ -89,7 +97,7 @@ impl Venv {
 /// Err is [`Unavailable`]: no `python3` with the `venv` module, or `pip` failed (offline,
 /// PyPI unreachable), with pip's output.
 pub fn install_venvs() -> Result<Vec<PathBuf>, Unavailable> {
-    let installs: Vec<_> = [OCTAVIA, NEUTRON, KEYSTONE]
+    let installs: Vec<_> = [OCTAVIA, NEUTRON, KEYSTONE, BARBICAN]
         .into_iter()
         .map(|spec| std::thread::spawn(move || ensure(spec)))
         .collect();
@@ -146,9 +154,9 @@ fn install(spec: Spec, dir: &Path, what: &str) -> Result<(), Unavailable> {
     }
     let how = format!(
         "cargo xtask test, or: python3 -m venv {dir} && {dir}/bin/pip install -c \
-         tests/services/openstack/{name}-constraints.txt {requirements}",
+         {constraints} {requirements}",
         dir = dir.display(),
-        name = spec.name,
+        constraints = constraints_file(spec),
         requirements = spec.requirements.join(" "),
     );
     let venv = Command::new(&python)
@@ -202,6 +210,15 @@ fn install(spec: Spec, dir: &Path, what: &str) -> Result<(), Unavailable> {
     std::fs::write(dir.join(COMPLETE_MARKER), spec.requirements.join("\n")).map_err(|e| {
         Unavailable::failed(what, format!("cannot mark {} complete: {e}", dir.display()))
     })
+}
+
+/// Where `spec`'s constraints are in the workspace, for a person installing by hand.
+fn constraints_file(spec: Spec) -> String {
+    if spec.name == BARBICAN.name {
+        "tests/services/src/openstack/barbican-constraints.txt".to_owned()
+    } else {
+        format!("tests/services/openstack/{}-constraints.txt", spec.name)
+    }
 }
 
 /// "Octavia" for "octavia".

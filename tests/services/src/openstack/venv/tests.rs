@@ -42,6 +42,18 @@ fn the_constraints_pin_the_releases_the_services_are_known_to_work_with() {
             .lines()
             .any(|l| l == "keystone==30.0.0")
     );
+    assert!(
+        BARBICAN
+            .constraints
+            .lines()
+            .any(|l| l == "barbican==23.0.0")
+    );
+    assert!(
+        BARBICAN
+            .constraints
+            .lines()
+            .any(|l| l.starts_with("gunicorn=="))
+    );
     for spec in [OCTAVIA, NEUTRON, KEYSTONE] {
         assert!(
             spec.constraints.lines().any(|l| l.starts_with("PyMySQL==")),
