@@ -47,6 +47,7 @@ fn main() {
                 netns: format!("/run/netns/p{k}"),
                 network: "bench".into(),
                 address,
+                address6: None,
                 pod: None,
                 mac: None,
             })

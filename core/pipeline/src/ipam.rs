@@ -1,6 +1,8 @@
 //! IP address management as a pure allocator: per network, the lowest free
 //! host address, never the gateway, never one held by another owner.
-//! Allocation is idempotent per owner (container, ifname).
+//! Allocation is idempotent per owner (container, ifname). A dual-stack
+//! network has a second pool, of its IPv6 subnet ([`Pool6`], `ipam/v6.rs`):
+//! an owner holds one address of each family or none.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -13,6 +15,9 @@ use crate::network::NetworkSpec;
 
 #[cfg(test)]
 mod tests;
+mod v6;
+
+pub use v6::Pool6;
 
 /// Who holds an address: a container's interface.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,17 +45,17 @@ mod held_list {
     use serde::{Deserializer, Serializer};
 
     #[derive(Serialize, Deserialize)]
-    struct Entry {
-        address: Ipv4Addr,
+    struct Entry<A> {
+        address: A,
         #[serde(flatten)]
         owner: Owner,
     }
 
-    pub(super) fn serialize<S: Serializer>(
-        held: &BTreeMap<Ipv4Addr, Owner>,
+    pub(crate) fn serialize<A: Serialize + Copy, S: Serializer>(
+        held: &BTreeMap<A, Owner>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        let list: Vec<Entry> = held
+        let list: Vec<Entry<A>> = held
             .iter()
             .map(|(a, o)| Entry {
                 address: *a,
@@ -60,10 +65,12 @@ mod held_list {
         list.serialize(s)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<Ipv4Addr, Owner>, D::Error> {
-        let list = Vec::<Entry>::deserialize(d)?;
+    pub(crate) fn deserialize<'de, A, D>(d: D) -> Result<BTreeMap<A, Owner>, D::Error>
+    where
+        A: Deserialize<'de> + Ord,
+        D: Deserializer<'de>,
+    {
+        let list = Vec::<Entry<A>>::deserialize(d)?;
         Ok(list.into_iter().map(|e| (e.address, e.owner)).collect())
     }
 }
@@ -86,10 +93,13 @@ impl Pool {
     }
 }
 
-/// Address pools by network.
+/// Address pools by network: the IPv4 pool of every network, the IPv6
+/// pool of each dual-stack one (absent in older state: none).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ipam {
     pools: BTreeMap<String, Pool>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pools6: BTreeMap<String, Pool6>,
 }
 
 impl Ipam {
@@ -139,6 +149,7 @@ impl Ipam {
                 }
             }
         }
+        self.sync_v6(specs)?;
         self.pools
             .retain(|name, pool| !pool.held.is_empty() || specs.iter().any(|s| &s.name == name));
         Ok(())
@@ -225,8 +236,10 @@ impl Ipam {
         Ok(())
     }
 
-    /// Release whatever `owner` holds on `network`; returns the address released.
+    /// Release whatever `owner` holds on `network` (both families);
+    /// returns the IPv4 address released.
     pub fn release(&mut self, network: &str, owner: &Owner) -> Option<Ipv4Addr> {
+        self.release6(network, owner);
         let pool = self.pools.get_mut(network)?;
         let addr = pool
             .held

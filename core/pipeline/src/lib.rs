@@ -60,7 +60,7 @@ pub use fabric::{
 pub use family::{AddressFamily, IpCidr, Ipv6Cidr, dual_stack, lowest_free_v6};
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
-pub use ipam::{Ipam, Owner, Pool};
+pub use ipam::{Ipam, Owner, Pool, Pool6};
 pub use isolation::{Path, connection_allowed, ingress_admits, tiered_connection_allowed};
 pub use model::{Model, Network, PortRequest};
 pub use module::{
@@ -68,7 +68,7 @@ pub use module::{
     copy_id, egress_id, ingress_id, port_id,
 };
 pub use network::{
-    AclAction, AclProtocol, AclRule, DEFAULT_MTU, MetaFunction, MetaModule, MetaPipeline,
+    AclAction, AclProtocol, AclRule, DEFAULT_MTU, Egress6, MetaFunction, MetaModule, MetaPipeline,
     NetworkKind, NetworkSpec, acl_verdict,
 };
 pub use placement::{cluster_load_balancers, load_balancer_name, place_load_balancers};

@@ -8,10 +8,13 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 use crate::addr::{Ipv4Cidr, Mac};
 use crate::build::{Rendered, build_network, port_pipeline};
+use crate::family::Ipv6Cidr;
 use crate::module::{Gate, Pipeline, PodName, Port, PortId, RenderFacts, port_id};
 use crate::network::{AclRule, MetaPipeline, NetworkSpec};
 use crate::plan::{RenderPlan, diff};
+use dual::check_address6;
 
+mod dual;
 mod incremental;
 #[cfg(test)]
 mod tests;
@@ -38,6 +41,9 @@ pub struct PortRequest {
     pub network: String,
     /// The address IPAM gave it.
     pub address: Ipv4Cidr,
+    /// Its IPv6 address (a dual-stack network's ports have one, other
+    /// networks' none).
+    pub address6: Option<Ipv6Cidr>,
     /// The pod the runtime named (`CNI_ARGS`), if any.
     pub pod: Option<PodName>,
     /// The MAC the container's interface must carry (a reserved VIF's);
@@ -59,6 +65,10 @@ pub struct PortRequest {
 pub struct Model {
     networks: BTreeMap<String, Network>,
     ports: BTreeMap<PortId, Port>,
+    /// The IPv6 addresses of the ports of dual-stack networks, by port
+    /// (absent in older state: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    addresses6: BTreeMap<PortId, Ipv6Cidr>,
 }
 
 impl Model {
@@ -80,6 +90,16 @@ impl Model {
     /// One port.
     pub fn port(&self, id: &str) -> Option<&Port> {
         self.ports.get(id)
+    }
+
+    /// The IPv6 address of a port on a dual-stack network.
+    pub fn address6(&self, port: &str) -> Option<Ipv6Cidr> {
+        self.addresses6.get(port).copied()
+    }
+
+    /// The IPv6 addresses of the ports of dual-stack networks.
+    pub fn addresses6(&self) -> &BTreeMap<PortId, Ipv6Cidr> {
+        &self.addresses6
     }
 
     /// The port of a container's interface.
@@ -152,11 +172,14 @@ impl Model {
             match wanted.get(key) {
                 None if in_use => return Err(Error::NetworkInUse(key.clone())),
                 Some(new)
-                    if in_use && (new.kind != net.spec.kind || new.subnet != net.spec.subnet) =>
+                    if in_use
+                        && (new.kind != net.spec.kind
+                            || new.subnet != net.spec.subnet
+                            || new.subnet6 != net.spec.subnet6) =>
                 {
                     return Err(Error::InvalidNetwork {
                         network: key.clone(),
-                        why: "kind and subnet cannot change while ports exist".into(),
+                        why: "kind and subnets cannot change while ports exist".into(),
                     });
                 }
                 _ => {}
@@ -249,7 +272,11 @@ impl Model {
         if same_net.iter().any(|p| p.address.addr == req.address.addr) {
             return Err(bad_addr("held by another port"));
         }
+        let address6 = check_address6(net, &req, &self.addresses6)?;
         let slot = self.free_slot(&req.network);
+        if let Some(a) = address6 {
+            self.addresses6.insert(id.clone(), a);
+        }
         self.ports.insert(
             id.clone(),
             Port {
@@ -270,6 +297,7 @@ impl Model {
         if let Some((net, p, others)) = self.neighbourhood(&id) {
             incremental::attached(net, p, &others, &mut plan);
         }
+        plan.addresses6.extend(address6.map(|a| (id, a)));
         plan.normalize();
         Ok(plan)
     }
@@ -308,6 +336,23 @@ impl Model {
     /// Unknown network, the port exists, its slot or address is taken on
     /// its network.
     pub fn insert_port(&mut self, port: Port) -> Result<RenderPlan, Error> {
+        self.insert_port6(port, None)
+    }
+
+    /// [`Model::insert_port`] for a port that has an IPv6 address too (a
+    /// dual-stack network's), as [`Model::address6`] gave it.
+    ///
+    /// # Errors
+    /// As [`Model::insert_port`]; the IPv6 address is outside the network's
+    /// IPv6 subnet or held by another port.
+    pub fn insert_port6(
+        &mut self,
+        port: Port,
+        address6: Option<Ipv6Cidr>,
+    ) -> Result<RenderPlan, Error> {
+        if let Some(a) = address6 {
+            self.check_free6(&port.network, &port.id, a)?;
+        }
         if !self.networks.contains_key(&port.network) {
             return Err(Error::UnknownNetwork(port.network.clone()));
         }
@@ -330,6 +375,9 @@ impl Model {
         }
         let id = port.id.clone();
         self.ports.insert(id.clone(), port);
+        if let Some(a) = address6 {
+            self.addresses6.insert(id.clone(), a);
+        }
         let mut plan = RenderPlan::default();
         if let Some((net, p, others)) = self.neighbourhood(&id) {
             incremental::attached(net, p, &others, &mut plan);
@@ -337,6 +385,7 @@ impl Model {
                 incremental::went_live(net, p, &others, &mut plan);
             }
         }
+        plan.addresses6.extend(address6.map(|a| (id, a)));
         plan.normalize();
         Ok(plan)
     }
@@ -356,6 +405,7 @@ impl Model {
         if self.ports.remove(port).is_none() {
             return Err(Error::UnknownPort(port.to_string()));
         }
+        self.addresses6.remove(port);
         plan.normalize();
         Ok(plan)
     }

@@ -5,12 +5,30 @@
 //! functions every port pipeline of the network copies.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::addr::Ipv4Cidr;
+use crate::family::Ipv6Cidr;
+
+#[cfg(test)]
+mod tests;
+mod text;
+
+/// What happens to a pod's IPv6 packet leaving the pod networks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Egress6 {
+    /// Source-NAT to the host's address, as IPv4 (the default: a pod
+    /// prefix of unique-local addresses is not routed outside).
+    #[default]
+    Masquerade,
+    /// Forwarded with the pod's own address (the prefix is routed to the
+    /// host by the operator's network).
+    Routed,
+}
 
 /// How a network forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
@@ -97,13 +115,28 @@ pub fn acl_verdict(
 }
 
 /// A network as declared by the operator (the agent's config file).
+///
+/// Its subnets are given as `subnet: <v4>` (IPv4 only, as before), or
+/// `subnets: [<v4>, <v6>]` in either order (dual-stack), or `subnet` plus
+/// `subnet6` (the form it serializes to). An IPv6-only network (no IPv4
+/// subnet) is refused with an error naming the network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "text::NetworkText")]
 pub struct NetworkSpec {
     /// The meta key: the CNI network name.
     pub name: String,
-    /// The subnet pods are addressed from.
+    /// The IPv4 subnet pods are addressed from.
     pub subnet: Ipv4Cidr,
+    /// The IPv6 subnet pods are also addressed from (dual-stack), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet6: Option<Ipv6Cidr>,
+    /// The IPv6 gateway; defaults to the IPv6 subnet's first address after
+    /// the subnet-router anycast. Never handed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway6: Option<Ipv6Addr>,
+    /// IPv6 traffic leaving the pod networks: masquerade (default) or routed.
+    #[serde(default, skip_serializing_if = "is_default_egress6")]
+    pub egress6: Egress6,
     /// L2 (default) or L3.
     #[serde(default)]
     pub kind: NetworkKind,
@@ -124,12 +157,19 @@ pub struct NetworkSpec {
 /// Default pod MTU.
 pub const DEFAULT_MTU: u32 = 1500;
 
+fn is_default_egress6(e: &Egress6) -> bool {
+    *e == Egress6::default()
+}
+
 impl NetworkSpec {
     /// A plain L2 network with defaults.
     pub fn l2(name: &str, subnet: Ipv4Cidr) -> Self {
         NetworkSpec {
             name: name.to_string(),
             subnet,
+            subnet6: None,
+            gateway6: None,
+            egress6: Egress6::default(),
             kind: NetworkKind::L2,
             vlan: None,
             gateway: None,
@@ -141,6 +181,28 @@ impl NetworkSpec {
     /// The gateway address: the declared one or the subnet's first host.
     pub fn gateway(&self) -> Option<Ipv4Addr> {
         self.gateway.or_else(|| self.subnet.first_host())
+    }
+
+    /// The same network with an IPv6 subnet too (dual-stack).
+    pub fn with_v6(mut self, subnet6: Ipv6Cidr) -> Self {
+        self.subnet6 = Some(subnet6);
+        self
+    }
+
+    /// The IPv6 gateway: the declared one or the IPv6 subnet's first host;
+    /// `None` without an IPv6 subnet.
+    pub fn gateway6(&self) -> Option<Ipv6Addr> {
+        let subnet6 = self.subnet6?;
+        self.gateway6.or_else(|| subnet6.first_host())
+    }
+
+    /// The families the network's pods are addressed in.
+    pub fn families(&self) -> Vec<crate::family::AddressFamily> {
+        let mut out = vec![crate::family::AddressFamily::IPv4];
+        if self.subnet6.is_some() {
+            out.push(crate::family::AddressFamily::IPv6);
+        }
+        out
     }
 
     /// The MTU of pod interfaces.
@@ -177,6 +239,7 @@ impl NetworkSpec {
                 self.subnet
             )));
         }
+        self.validate_v6()?;
         if let Some(vlan) = self.vlan {
             if self.kind == NetworkKind::L3 {
                 return Err(bad("vlan is for l2 networks".into()));
@@ -189,6 +252,40 @@ impl NetworkSpec {
             && !(576..=65535).contains(&mtu)
         {
             return Err(bad(format!("mtu {mtu} is outside 576..=65535")));
+        }
+        Ok(())
+    }
+}
+
+impl NetworkSpec {
+    fn validate_v6(&self) -> Result<(), Error> {
+        let bad = |why: String| Error::InvalidNetwork {
+            network: self.name.clone(),
+            why,
+        };
+        let Some(subnet6) = self.subnet6 else {
+            if let Some(gw) = self.gateway6 {
+                return Err(bad(format!("gateway6 {gw} without an IPv6 subnet")));
+            }
+            return Ok(());
+        };
+        // Room for the subnet-router anycast, a gateway and one pod.
+        if subnet6.prefix > 126 {
+            return Err(bad(format!(
+                "IPv6 subnet {subnet6} has no room for hosts (at most /126)"
+            )));
+        }
+        if subnet6.addr != subnet6.network() {
+            return Err(bad(format!(
+                "IPv6 subnet {subnet6} has host bits set (its prefix is {}/{})",
+                subnet6.network(),
+                subnet6.prefix
+            )));
+        }
+        if let Some(gw) = self.gateway6
+            && (!subnet6.contains(gw) || gw == subnet6.network())
+        {
+            return Err(bad(format!("gateway6 {gw} is not a host of {subnet6}")));
         }
         Ok(())
     }

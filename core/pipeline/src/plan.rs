@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Mac;
+use crate::family::Ipv6Cidr;
 use crate::model::Model;
 use crate::module::{Gate, Module, ModuleId, ModuleKind, Port, PortId};
 use crate::network::{AclRule, NetworkSpec};
@@ -150,6 +151,9 @@ pub struct RenderPlan {
     pub networks_changed: Vec<NetworkSpec>,
     /// Ports that appeared.
     pub ports_added: Vec<Port>,
+    /// The IPv6 addresses of the ports that appeared on dual-stack networks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub addresses6: BTreeMap<PortId, Ipv6Cidr>,
     /// Module instances that appeared.
     pub modules_created: Vec<Module>,
     /// Module instances that changed.
@@ -298,6 +302,8 @@ pub fn diff(before: &Model, after: &Model) -> RenderPlan {
     for (id, port) in after.ports() {
         if !before.ports().contains_key(id) {
             plan.ports_added.push(port.clone());
+            plan.addresses6
+                .extend(after.address6(id).map(|a| (id.clone(), a)));
         }
     }
     for (id, port) in before.ports() {

@@ -32,7 +32,15 @@ fn base() -> (Model, Ipam) {
     let specs: Vec<NetworkSpec> = NETS
         .iter()
         .enumerate()
-        .map(|(i, n)| NetworkSpec::l2(n, format!("10.{i}.0.0/24").parse().expect("cidr")))
+        .map(|(i, n)| {
+            let spec = NetworkSpec::l2(n, format!("10.{i}.0.0/24").parse().expect("cidr"));
+            // red is dual-stack: its ports carry an IPv6 address too
+            if i == 1 {
+                spec.with_v6("fd00:1::/64".parse().expect("cidr6"))
+            } else {
+                spec
+            }
+        })
         .collect();
     let mut model = Model::new();
     model.apply_networks(&specs).expect("networks");
@@ -55,7 +63,7 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) -> Option<RenderPlan> {
             if model.port_of(&format!("c{container}"), "eth0").is_some() {
                 return None;
             }
-            let address = ipam.allocate(net, &owner(container)).expect("address");
+            let (address, address6) = ipam.allocate_dual(net, &owner(container)).expect("address");
             model
                 .add_port(PortRequest {
                     container_id: format!("c{container}"),
@@ -63,6 +71,7 @@ fn apply(model: &mut Model, ipam: &mut Ipam, op: &Op) -> Option<RenderPlan> {
                     netns: String::new(),
                     network: net.into(),
                     address,
+                    address6,
                     pod: None,
                     mac: None,
                 })
@@ -164,10 +173,14 @@ proptest! {
         let ids: Vec<String> = model.ports().keys().cloned().collect();
         prop_assume!(!ids.is_empty());
         let port = model.ports()[pick.get(&ids)].clone();
+        let address6 = model.address6(&port.id);
+        prop_assert_eq!(address6.is_some(), port.network == "red", "dual-stack ports only");
         let before = model.clone();
         let before_rendered = model.rendered();
         let removed = model.remove_port(&port.id).expect("remove");
-        let inserted = model.insert_port(port.clone()).expect("insert");
+        prop_assert_eq!(model.address6(&port.id), None);
+        let inserted = model.insert_port6(port.clone(), address6).expect("insert");
+        prop_assert_eq!(inserted.addresses6.get(&port.id).copied(), address6);
         prop_assert_eq!(&model, &before);
         prop_assert_eq!(model.rendered(), before_rendered);
         prop_assert_eq!(removed.fib_removed, inserted.fib_added);
@@ -188,13 +201,14 @@ proptest! {
         }
         let before = model.clone();
         let before_rendered = model.rendered();
-        let addr = ipam.allocate(NETS[network as usize], &owner(200)).expect("address");
+        let (addr, address6) = ipam.allocate_dual(NETS[network as usize], &owner(200)).expect("address");
         let mut added = model.add_port(PortRequest {
             container_id: "new".into(),
             ifname: "eth0".into(),
             netns: String::new(),
             network: NETS[network as usize].into(),
             address: addr,
+            address6,
             pod: None,
             mac: None,
         }).expect("add");

@@ -254,6 +254,7 @@ impl Agent {
             netns: req.netns.clone(),
             network: req.network.clone(),
             address,
+            address6: None,
             pod: pod_name(req),
             mac,
         }) {

@@ -34,6 +34,7 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
                 netns: format!("/run/netns/{c}"),
                 network: "blue".into(),
                 address,
+                address6: None,
                 pod: None,
                 mac: requested_mac(k),
             })

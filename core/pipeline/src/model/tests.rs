@@ -17,6 +17,7 @@ fn req(c: &str, network: &str, addr: &str) -> PortRequest {
         netns: format!("/var/run/netns/{c}"),
         network: network.into(),
         address: addr.parse().expect("cidr"),
+        address6: None,
         pod: None,
         mac: None,
     }

@@ -81,6 +81,7 @@ async fn the_pod_interface_carries_the_requested_mac_and_check_holds_it_to_it() 
             netns: netns_path.clone(),
             network: network.clone(),
             address: address.parse().expect("cidr"),
+            address6: None,
             pod: None,
             mac,
         })
