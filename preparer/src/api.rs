@@ -18,6 +18,7 @@ use crate::store::Store;
 
 pub use deployments::Writer;
 pub use grpc::server;
+pub use leases::DEFAULT_NAMED_LEASE;
 pub use watching::{FeedStream, SLOW_WATCHER, WATCH_BUFFER, Watchers};
 
 mod catalog;
@@ -26,6 +27,7 @@ mod deployments;
 mod grpc;
 mod history;
 mod in_process;
+mod leases;
 mod modifications;
 mod watching;
 

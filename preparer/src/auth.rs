@@ -11,7 +11,7 @@
 //! | role | may call |
 //! |---|---|
 //! | `read` | `Get*`, `List*`, `Watch` |
-//! | `write` | what `read` may, and register / delete templates and sites, create / update / approve / delete deployments, modifications |
+//! | `write` | what `read` may, and register / delete templates and sites, create / update / approve / delete deployments, modifications, named leases (`AcquireLease`, `RenewLease`, `ReleaseLease`; `GetLease` is `read`'s) |
 //! | `plugin` | `UpdateDeployment`, `RenewModification`, `EndModification`, `CancelModification`: only with a modification token, so only the deployments the preparer handed it |
 //! | `admin` | everything, and alone `RegisterPlugin` / `DeletePlugin` |
 //!
@@ -49,6 +49,9 @@ const WRITE: &[&str] = &[
     "RenewModification",
     "EndModification",
     "CancelModification",
+    "AcquireLease",
+    "RenewLease",
+    "ReleaseLease",
 ];
 
 const PLUGIN: &[&str] = &[
@@ -107,7 +110,13 @@ mod tests {
         let policy = roles();
         let can =
             |role: &str, method: &str| policy.allows(&[role.to_owned()], &method_path(method));
-        for method in ["GetDeployment", "ListSites", "ListPlugins", "Watch"] {
+        for method in [
+            "GetDeployment",
+            "ListSites",
+            "ListPlugins",
+            "Watch",
+            "GetLease",
+        ] {
             assert!(can("read", method) && can("write", method), "{method}");
             assert!(!can("plugin", method), "{method}");
         }
@@ -116,6 +125,9 @@ mod tests {
             "DeleteDeployment",
             "RegisterSite",
             "EndModification",
+            "AcquireLease",
+            "RenewLease",
+            "ReleaseLease",
         ] {
             assert!(can("write", method) && !can("read", method), "{method}");
         }

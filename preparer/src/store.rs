@@ -1,5 +1,5 @@
-//! The deployment store: templates, sites, plugins, deployments, modification leases and the
-//! change log, behind one [`Store`] trait with two backends over the same SQL
+//! The deployment store: templates, sites, plugins, deployments, modification leases, named
+//! leases and the change log, behind one [`Store`] trait with two backends over the same SQL
 //! ([`sql::SqlStore`]): SQLite (the embedded default) and PostgreSQL (several daemons on one
 //! database).
 //!
@@ -59,6 +59,23 @@ pub enum StoreError {
         id: String,
         /// The token presented.
         token: String,
+    },
+    /// Another holder has the named lease.
+    #[error("lease {name} is held by {holder} until {until_ms} ms (store clock)")]
+    LeaseHeld {
+        /// The lease.
+        name: String,
+        /// Who holds it.
+        holder: String,
+        /// When its holding ends unless renewed (unix ms, store clock).
+        until_ms: i64,
+    },
+    /// The token does not hold the named lease (another holder took it, it was released, or
+    /// the token never held it).
+    #[error("lease {name} is not held by this token: another holder took it or it was released")]
+    LeaseNotHeld {
+        /// The lease.
+        name: String,
     },
     /// `Watch` from a revision the log no longer holds.
     #[error("revision {revision} is compacted (oldest kept is {oldest})")]
@@ -254,6 +271,23 @@ impl CatalogFilter {
     }
 }
 
+/// A named lease as stored (expiry and `now_ms` on the store's clock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// Its name.
+    pub name: String,
+    /// Its holder (empty once released).
+    pub holder: String,
+    /// The holder's token (empty once released).
+    pub token: String,
+    /// How many times it was granted anew (a fencing number).
+    pub transitions: i64,
+    /// When it ends unless renewed (unix ms).
+    pub expires_ms: i64,
+    /// The store's clock when the statement ran (unix ms).
+    pub now_ms: i64,
+}
+
 /// One change in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
@@ -380,6 +414,31 @@ pub trait Store: Send + Sync + 'static {
     async fn current_revision(&self) -> Result<i64, StoreError>;
     /// Drops changes older than the newest `keep`.
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError>;
+
+    /// Takes the named lease `name` for `holder` with `token` for `duration_ms` on the store's
+    /// clock: granted when it is free, expired or already `holder`'s (its token and
+    /// transitions then kept), [`StoreError::LeaseHeld`] otherwise. One conditional statement
+    /// decides, so two candidates never both win; a grant to a new holding logs a change.
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        token: &str,
+        duration_ms: i64,
+    ) -> Result<LeaseRecord, StoreError>;
+    /// Extends the lease `token` holds by `duration_ms` from the store's now
+    /// ([`StoreError::LeaseNotHeld`] when it does not).
+    async fn renew_lease(
+        &self,
+        name: &str,
+        token: &str,
+        duration_ms: i64,
+    ) -> Result<LeaseRecord, StoreError>;
+    /// Frees the lease `token` holds, logging a change ([`StoreError::LeaseNotHeld`] when it
+    /// does not hold it).
+    async fn release_lease(&self, name: &str, token: &str) -> Result<(), StoreError>;
+    /// The named lease as it is ([`StoreError::NotFound`] when never acquired).
+    async fn get_lease(&self, name: &str) -> Result<LeaseRecord, StoreError>;
 
     /// A deployment's kept revisions, oldest first, without their packages.
     async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, StoreError>;

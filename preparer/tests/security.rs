@@ -185,6 +185,30 @@ async fn call(client: &mut Client, method: &str) -> Result<(), tonic::Status> {
             })
             .await
             .map(drop),
+        "AcquireLease" => client
+            .acquire_lease(pb::AcquireLeaseRequest {
+                name: id(),
+                holder: "probe".into(),
+                duration_ms: 1_000,
+            })
+            .await
+            .map(drop),
+        "RenewLease" => client
+            .renew_lease(pb::RenewLeaseRequest {
+                name: id(),
+                token: "not-a-lease".into(),
+                duration_ms: 1_000,
+            })
+            .await
+            .map(drop),
+        "ReleaseLease" => client
+            .release_lease(pb::ReleaseLeaseRequest {
+                name: id(),
+                token: "not-a-lease".into(),
+            })
+            .await
+            .map(drop),
+        "GetLease" => client.get_lease(get()).await.map(drop),
         other => panic!("the test does not know how to call {other}: teach `call`"),
     }
 }

@@ -13,6 +13,9 @@ pub enum EntityKind {
     Plugin,
     /// A deployment.
     Deployment,
+    /// A named lease: put when a new holder takes it, deleted when released (renewals make
+    /// no change).
+    Lease,
 }
 
 impl EntityKind {
@@ -23,6 +26,7 @@ impl EntityKind {
             EntityKind::Site => "site",
             EntityKind::Plugin => "plugin",
             EntityKind::Deployment => "deployment",
+            EntityKind::Lease => "lease",
         }
     }
 
@@ -33,6 +37,7 @@ impl EntityKind {
             "site" => EntityKind::Site,
             "plugin" => EntityKind::Plugin,
             "deployment" => EntityKind::Deployment,
+            "lease" => EntityKind::Lease,
             _ => return None,
         })
     }

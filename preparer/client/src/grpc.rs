@@ -14,9 +14,9 @@ use tonic::Streaming;
 use crate::wire::required_info;
 use crate::{
     CatalogQuery, Change, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Listing,
-    Modification, Plugin, PluginQuery, REVISION_HEADER, Site, SiteInfo, Template, TemplateInfo,
-    WireError,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Lease,
+    Listing, Modification, Plugin, PluginQuery, REVISION_HEADER, Site, SiteInfo, Template,
+    TemplateInfo, WireError,
 };
 
 /// The preparer's Data API over a gRPC channel (cheap to clone: clones share the channel).
@@ -342,6 +342,51 @@ impl DataApi for PreparerClient {
         let answer = self.wire().cancel_modification(request).await;
         answer.map_err(refused("CancelModification"))?;
         Ok(())
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError> {
+        let request = pb::AcquireLeaseRequest {
+            name: name.to_owned(),
+            holder: holder.to_owned(),
+            duration_ms: lease_ms(duration),
+        };
+        let answer = self.wire().acquire_lease(request).await;
+        Ok(answer.map_err(refused("AcquireLease"))?.into_inner().into())
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        token: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError> {
+        let request = pb::RenewLeaseRequest {
+            name: name.to_owned(),
+            token: token.to_owned(),
+            duration_ms: lease_ms(duration),
+        };
+        let answer = self.wire().renew_lease(request).await;
+        Ok(answer.map_err(refused("RenewLease"))?.into_inner().into())
+    }
+
+    async fn release_lease(&self, name: &str, token: &str) -> Result<(), DataError> {
+        let request = pb::ReleaseLeaseRequest {
+            name: name.to_owned(),
+            token: token.to_owned(),
+        };
+        let answer = self.wire().release_lease(request).await;
+        answer.map_err(refused("ReleaseLease"))?;
+        Ok(())
+    }
+
+    async fn get_lease(&self, name: &str) -> Result<Lease, DataError> {
+        let answer = self.wire().get_lease(get(name)).await;
+        Ok(answer.map_err(refused("GetLease"))?.into_inner().into())
     }
 
     async fn watch(

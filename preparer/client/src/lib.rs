@@ -22,6 +22,7 @@ pub mod change;
 pub mod deployment;
 mod error;
 mod grpc;
+pub mod lease;
 pub mod listing;
 mod window;
 pub mod wire;
@@ -36,6 +37,7 @@ pub use deployment::{
 };
 pub use error::{DataError, ErrorKind, WireError};
 pub use grpc::PreparerClient;
+pub use lease::Lease;
 pub use listing::{Listing, REVISION_HEADER};
 pub use window::{DEFAULT_PAGE, MAX_PAGE, Window};
 
@@ -127,6 +129,29 @@ pub trait DataApi: Send + Sync {
     ) -> Result<DeploymentInfo, DataError>;
     /// Releases the lease without writing.
     async fn cancel_modification(&self, id: &str, token: &str) -> Result<(), DataError>;
+
+    /// Takes the named lease `name` for `holder` for `duration` (`None`: the server's
+    /// default): granted when it is free, expired or already `holder`'s (its token then
+    /// kept), refused as busy ([`DataError::is_busy`], the message naming the holder and
+    /// the expiry) otherwise.
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError>;
+    /// Extends the lease `token` holds; refused as [`ErrorKind::FailedPrecondition`] once
+    /// another holder took it or it was released.
+    async fn renew_lease(
+        &self,
+        name: &str,
+        token: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError>;
+    /// Frees the lease `token` holds (refused as the renewal is when it no longer does).
+    async fn release_lease(&self, name: &str, token: &str) -> Result<(), DataError>;
+    /// The lease as it is, without its token (not found when never acquired).
+    async fn get_lease(&self, name: &str) -> Result<Lease, DataError>;
 
     /// Every change after `from_revision` (0: from the oldest kept) of the `kinds` given (empty:
     /// all), then changes as they happen. From a listing's revision: the changes after the

@@ -13,7 +13,7 @@ use nephrite_proto::nephrite::preparer::data::v1 as pb;
 
 use crate::{
     CatalogQuery, Change, Created, Deployment, DeploymentInfo, DeploymentPage, DeploymentQuery,
-    DeploymentRequest, DeploymentRevision, EntityKind, Modification, Plugin, PluginQuery,
+    DeploymentRequest, DeploymentRevision, EntityKind, Lease, Modification, Plugin, PluginQuery,
     PluginType, Site, SiteInfo, Template, TemplateInfo, Window, WireError,
 };
 
@@ -471,6 +471,32 @@ impl From<pb::Modification> for Modification {
     }
 }
 
+impl From<Lease> for pb::Lease {
+    fn from(lease: Lease) -> Self {
+        pb::Lease {
+            name: lease.name,
+            holder: lease.holder,
+            token: lease.token,
+            transitions: lease.transitions,
+            expires: lease.expires,
+            remaining_ms: u64::try_from(lease.remaining.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl From<pb::Lease> for Lease {
+    fn from(lease: pb::Lease) -> Self {
+        Lease {
+            name: lease.name,
+            holder: lease.holder,
+            token: lease.token,
+            transitions: lease.transitions,
+            expires: lease.expires,
+            remaining: std::time::Duration::from_millis(lease.remaining_ms),
+        }
+    }
+}
+
 impl From<EntityKind> for pb::EntityKind {
     fn from(kind: EntityKind) -> Self {
         match kind {
@@ -478,6 +504,7 @@ impl From<EntityKind> for pb::EntityKind {
             EntityKind::Site => pb::EntityKind::Site,
             EntityKind::Plugin => pb::EntityKind::Plugin,
             EntityKind::Deployment => pb::EntityKind::Deployment,
+            EntityKind::Lease => pb::EntityKind::Lease,
         }
     }
 }
@@ -489,6 +516,7 @@ pub fn entity_kind(field: &'static str, value: i32) -> Result<EntityKind, WireEr
         Ok(pb::EntityKind::Site) => Ok(EntityKind::Site),
         Ok(pb::EntityKind::Plugin) => Ok(EntityKind::Plugin),
         Ok(pb::EntityKind::Deployment) => Ok(EntityKind::Deployment),
+        Ok(pb::EntityKind::Lease) => Ok(EntityKind::Lease),
         Ok(pb::EntityKind::Unspecified) | Err(_) => Err(WireError::UnknownValue { field, value }),
     }
 }

@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status};
 
 use super::DataService;
 use super::deployments::Writer;
+use super::leases;
 
 type Result<T> = std::result::Result<Response<T>, Status>;
 type Stream_<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
@@ -303,6 +304,43 @@ impl Data for DataService {
         let r = request.into_inner();
         self.cancel_modification(&r.deployment_id, &r.token).await?;
         Ok(Response::new(pb::CancelModificationResponse {}))
+    }
+
+    async fn acquire_lease(&self, request: Request<pb::AcquireLeaseRequest>) -> Result<pb::Lease> {
+        let r = request.into_inner();
+        let acquired = self
+            .acquire_lease(&r.name, &r.holder, lease(r.duration_ms))
+            .await
+            .map_err(leases::status)?;
+        Ok(Response::new(acquired.into()))
+    }
+
+    async fn renew_lease(&self, request: Request<pb::RenewLeaseRequest>) -> Result<pb::Lease> {
+        let r = request.into_inner();
+        let renewed = self
+            .renew_lease(&r.name, &r.token, lease(r.duration_ms))
+            .await
+            .map_err(leases::status)?;
+        Ok(Response::new(renewed.into()))
+    }
+
+    async fn release_lease(
+        &self,
+        request: Request<pb::ReleaseLeaseRequest>,
+    ) -> Result<pb::ReleaseLeaseResponse> {
+        let r = request.into_inner();
+        self.release_lease(&r.name, &r.token)
+            .await
+            .map_err(leases::status)?;
+        Ok(Response::new(pb::ReleaseLeaseResponse {}))
+    }
+
+    async fn get_lease(&self, request: Request<pb::GetRequest>) -> Result<pb::Lease> {
+        let got = self
+            .get_lease(&request.into_inner().id)
+            .await
+            .map_err(leases::status)?;
+        Ok(Response::new(got.into()))
     }
 
     type WatchStream = Stream_<pb::Change>;

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use nephrite_preparer_client::{
     CatalogQuery, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Listing,
-    Modification, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Lease,
+    Listing, Modification, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
 };
 
 use super::{DataService, Writer};
@@ -22,6 +22,11 @@ const IN_PROCESS: &str = "in-process";
 /// The error of `call` as a remote caller would see it.
 fn refused(call: &'static str) -> impl Fn(ApiError) -> DataError {
     move |error| DataError::from_status(call, &tonic::Status::from(error))
+}
+
+/// The error of the lease call `call` as a remote caller would see it.
+fn lease_refused(call: &'static str) -> impl Fn(ApiError) -> DataError {
+    move |error| DataError::from_status(call, &super::leases::status(error))
 }
 
 #[async_trait]
@@ -228,6 +233,40 @@ impl DataApi for DataService {
         DataService::cancel_modification(self, id, token)
             .await
             .map_err(refused(call))
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError> {
+        DataService::acquire_lease(self, name, holder, duration)
+            .await
+            .map_err(lease_refused("AcquireLease"))
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        token: &str,
+        duration: Option<Duration>,
+    ) -> Result<Lease, DataError> {
+        DataService::renew_lease(self, name, token, duration)
+            .await
+            .map_err(lease_refused("RenewLease"))
+    }
+
+    async fn release_lease(&self, name: &str, token: &str) -> Result<(), DataError> {
+        DataService::release_lease(self, name, token)
+            .await
+            .map_err(lease_refused("ReleaseLease"))
+    }
+
+    async fn get_lease(&self, name: &str) -> Result<Lease, DataError> {
+        DataService::get_lease(self, name)
+            .await
+            .map_err(lease_refused("GetLease"))
     }
 
     async fn watch(

@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS deployment_revisions (
   deployment_id TEXT COLLATE "C" NOT NULL, number BIGINT NOT NULL, created TEXT NOT NULL,
   author TEXT NOT NULL, summary TEXT NOT NULL, package TEXT NOT NULL,
   PRIMARY KEY (deployment_id, number));
+CREATE TABLE IF NOT EXISTS leases (
+  name TEXT COLLATE "C" PRIMARY KEY, holder TEXT NOT NULL, token TEXT NOT NULL,
+  expires_ms BIGINT NOT NULL, transitions BIGINT NOT NULL);
 "#;
 
 /// Whether the change log is an old one, numbered by a sequence (`BIGSERIAL`): its revision

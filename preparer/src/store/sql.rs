@@ -24,13 +24,14 @@ use nephrite_merge::metadata::Metadata;
 
 use super::{
     CatalogFilter, Change, DEFAULT_REVISIONS_KEPT, DeploymentFilter, DeploymentInfo,
-    DeploymentRecord, DeploymentRevision, DeploymentUpdate, EntityKind, NewDeployment,
+    DeploymentRecord, DeploymentRevision, DeploymentUpdate, EntityKind, LeaseRecord, NewDeployment,
     PluginRecord, SiteRecord, Store, StoreError, TemplateRecord, Window,
 };
 
 mod catalog;
 mod changes;
 mod deployments;
+mod leases;
 mod listing;
 mod revisions;
 
@@ -564,6 +565,36 @@ impl<C: Connection> Store for SqlStore<C> {
     }
     async fn compact_changes(&self, keep: i64) -> Result<(), StoreError> {
         self.run(move |tx| changes::compact(tx, keep)).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        token: &str,
+        duration_ms: i64,
+    ) -> Result<LeaseRecord, StoreError> {
+        let (name, holder, token) = (name.to_owned(), holder.to_owned(), token.to_owned());
+        self.run(move |tx| leases::acquire(tx, &name, &holder, &token, duration_ms))
+            .await
+    }
+    async fn renew_lease(
+        &self,
+        name: &str,
+        token: &str,
+        duration_ms: i64,
+    ) -> Result<LeaseRecord, StoreError> {
+        let (name, token) = (name.to_owned(), token.to_owned());
+        self.run_each(move |tx| leases::renew(tx, &name, &token, duration_ms))
+            .await
+    }
+    async fn release_lease(&self, name: &str, token: &str) -> Result<(), StoreError> {
+        let (name, token) = (name.to_owned(), token.to_owned());
+        self.run(move |tx| leases::release(tx, &name, &token)).await
+    }
+    async fn get_lease(&self, name: &str) -> Result<LeaseRecord, StoreError> {
+        let name = name.to_owned();
+        self.run_each(move |tx| leases::get(tx, &name)).await
     }
 
     async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, StoreError> {

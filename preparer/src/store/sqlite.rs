@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS deployment_revisions (
   deployment_id TEXT NOT NULL, number INTEGER NOT NULL, created TEXT NOT NULL,
   author TEXT NOT NULL, summary TEXT NOT NULL, package TEXT NOT NULL,
   PRIMARY KEY (deployment_id, number));
+CREATE TABLE IF NOT EXISTS leases (
+  name TEXT PRIMARY KEY, holder TEXT NOT NULL, token TEXT NOT NULL,
+  expires_ms INTEGER NOT NULL, transitions INTEGER NOT NULL);
 ";
 
 /// One SQLite connection.

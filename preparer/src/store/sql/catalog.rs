@@ -201,6 +201,12 @@ pub(super) fn delete(tx: &mut dyn Tx, kind: EntityKind, id: &str) -> Result<bool
         EntityKind::Site => "sites",
         EntityKind::Plugin => "plugins",
         EntityKind::Deployment => "deployments",
+        EntityKind::Lease => {
+            return Err(StoreError::Backend {
+                backend: tx.backend(),
+                message: format!("lease {id}: leases are released, not deleted"),
+            });
+        }
     };
     let deleted = tx.execute(&format!("DELETE FROM {table} WHERE id = ?"), &[id.into()])? > 0;
     if deleted {
