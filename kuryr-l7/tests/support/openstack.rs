@@ -215,12 +215,23 @@ impl World {
         identity: &str,
         log: &str,
     ) -> anyhow::Result<(Daemon, PathBuf)> {
+        self.controller_with(identity, log, &[])
+    }
+
+    /// [`World::controller_logging`] with `extra` flags.
+    pub fn controller_with(
+        &self,
+        identity: &str,
+        log: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<(Daemon, PathBuf)> {
         let log = self.dir.path().join(format!("{log}.log"));
         let daemon = Command::new(BIN)
             .args(["controller", "--source", "kube", "--listen", "127.0.0.1:0"])
             .arg("--config-file")
             .arg(&self.conf)
             .args(["--cluster-name", &self.cluster, "--identity", identity])
+            .args(extra)
             .env("KURYR_NODE_NAME", NODE)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("RUST_LOG", "info")
