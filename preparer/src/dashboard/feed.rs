@@ -225,6 +225,8 @@ impl Feed {
                 EntityKind::Template => CatalogKind::Templates,
                 EntityKind::Site => CatalogKind::Sites,
                 EntityKind::Plugin => CatalogKind::Plugins,
+                // The dashboards show no leases.
+                EntityKind::Lease => continue,
             };
             pending.entry(kind).or_default().insert(change.id);
         }
