@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::daemon::ServeCommand;
 
-mod diff;
+pub(crate) mod diff;
 pub mod jsonpath;
 mod output;
 mod run;

@@ -21,9 +21,11 @@ use crate::api::DataService;
 use crate::dashboard::{Board, Connector, Feed, FeedConfig, Outcome, Request, perform};
 
 mod auth;
+pub mod history;
 pub mod pages;
 mod routes;
 mod tls;
+mod writes;
 
 pub use tls::WebTlsError;
 
@@ -35,6 +37,8 @@ pub(crate) struct Shared {
     board: RwLock<Board>,
     changed: watch::Sender<u64>,
     connect: Connector,
+    /// The Data API itself, for the writes made as the signed-in caller.
+    api: DataService,
     shutdown: ShutdownHandle,
     auth: auth::WebAuth,
 }
@@ -101,11 +105,12 @@ pub async fn start(
     let local_addr = listener
         .local_addr()
         .map_err(|source| WebTlsError::Bind { addr, source })?;
-    let connect = in_process(api);
+    let connect = in_process(api.clone());
     let shared = Arc::new(Shared {
         board: RwLock::new(Board::default()),
         changed: watch::channel(0).0,
         connect: Arc::clone(&connect),
+        api,
         shutdown: shutdown.clone(),
         auth,
     });

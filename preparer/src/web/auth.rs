@@ -9,10 +9,19 @@
 //! - the connection's verified client certificate (its subject CN, else first SAN).
 //!
 //! Roles come from `--auth-policy` over the preparer's table ([`crate::auth`]): pages and
-//! event streams need what `Watch` needs (`read`), Approve and Delete what
-//! `ApproveDeployment` / `DeleteDeployment` need (`write`). Without a policy file every
-//! authenticated caller has the table's default role (`write`), as on the gRPC API. The login
-//! page, the style sheet and the script are open.
+//! event streams need what `Watch` needs (`read`), a deployment's history and diff what
+//! `ListDeploymentRevisions` / `GetDeploymentRevision` need (`read`), Approve, Delete and Roll
+//! back what `ApproveDeployment` / `DeleteDeployment` / `RollbackDeployment` need (`write`).
+//! Without a policy file every authenticated caller has the table's default role (`write`), as
+//! on the gRPC API. The login page, the style sheet and the script are open. The caller's
+//! identity goes with the request ([`Author`]) so the page's writes are recorded under it.
+//!
+//! Cross-site requests: the session cookie is `SameSite=Strict`, so a browser does not send it
+//! with another site's form; and a form post whose `Origin` names another site than the one
+//! asked (`Host`) is refused before anything else (`403`), signed in or not — a page
+//! elsewhere cannot make a browser on the operator's machine approve, delete or roll back
+//! through a dashboard that serves loopback without credentials. Scripts (no `Origin`) are
+//! not affected.
 
 use std::sync::Arc;
 
@@ -41,6 +50,19 @@ pub(super) struct WebAuth {
     policy: AuthPolicy,
     certificates: bool,
     tls: bool,
+}
+
+/// Who makes a request: the authenticated caller's identity, set by [`guard`] (absent when
+/// the dashboard needs no credentials).
+#[derive(Debug, Clone)]
+pub(super) struct Author(pub String);
+
+impl Author {
+    /// The name a write is recorded under: the caller's, else `anonymous` (as the gRPC API
+    /// records a caller without credentials).
+    pub(super) fn name_of(author: Option<&Author>) -> &str {
+        author.map_or("anonymous", |Author(name)| name.as_str())
+    }
 }
 
 /// An authenticated caller.
@@ -126,16 +148,60 @@ fn method_of(request: &Request) -> &'static str {
         if path.ends_with("/delete") {
             return "DeleteDeployment";
         }
+        if path.ends_with("/rollback") {
+            return "RollbackDeployment";
+        }
+    }
+    if path.starts_with("/deployments/") {
+        if path.ends_with("/history") {
+            return "ListDeploymentRevisions";
+        }
+        if path.ends_with("/diff") {
+            return "GetDeploymentRevision";
+        }
+    }
+    if path.starts_with("/events/history/") {
+        return "ListDeploymentRevisions";
     }
     "Watch"
+}
+
+/// Whether a form post comes from another site: its `Origin` (scheme, host and port) names
+/// another authority than the `Host` it was sent to, or is `null` (an opaque origin).
+fn cross_site(request: &Request) -> bool {
+    if request.method() != Method::POST {
+        return false;
+    }
+    let Some(origin) = request.headers().get(header::ORIGIN) else {
+        return false;
+    };
+    let origin = origin.to_str().unwrap_or("null");
+    let authority = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    match (authority, host) {
+        (Some(authority), Some(host)) => !authority.eq_ignore_ascii_case(host),
+        _ => true,
+    }
 }
 
 /// Checks every request but the login page and the static assets.
 pub(super) async fn guard(
     State(shared): State<Arc<Shared>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
+    if cross_site(&request) {
+        let live = "<p role=\"alert\" class=\"error\">A form sent from another site is refused: \
+open the dashboard and use its own buttons.</p>";
+        let page = pages::page("Forbidden", View::Deployments, "", "", live);
+        return (StatusCode::FORBIDDEN, Html(page)).into_response();
+    }
     let path = request.uri().path();
     let auth = &shared.auth;
     if !auth.required() || path == "/login" || path.starts_with("/assets/") {
@@ -159,6 +225,10 @@ pub(super) async fn guard(
             match method {
                 "ApproveDeployment" => "approve deployments",
                 "DeleteDeployment" => "delete deployments",
+                "RollbackDeployment" => "roll deployments back",
+                "ListDeploymentRevisions" | "GetDeploymentRevision" => {
+                    "read deployments' histories"
+                }
                 _ => "read the dashboard",
             }
         );
@@ -169,6 +239,7 @@ pub(super) async fn guard(
         let page = pages::page("Forbidden", View::Deployments, "", "", &live);
         return (StatusCode::FORBIDDEN, Html(page)).into_response();
     }
+    request.extensions_mut().insert(Author(caller.name));
     next.run(request).await
 }
 

@@ -326,7 +326,8 @@ pub fn deployment(board: &Board, id: &str, package: &Result<String, String>) -> 
     let _ = write!(
         html,
         "<div class=\"actions\"><form method=\"post\" action=\"/deployments/{id_attr}/approve\" data-confirm=\"Approve this deployment?\"><button type=\"submit\">Approve</button></form>\
-<form method=\"post\" action=\"/deployments/{id_attr}/delete\" data-confirm=\"Delete this deployment and its descendants?\"><button type=\"submit\" class=\"danger\">Delete</button></form></div>"
+<form method=\"post\" action=\"/deployments/{id_attr}/delete\" data-confirm=\"Delete this deployment and its descendants?\"><button type=\"submit\" class=\"danger\">Delete</button></form>\
+<a class=\"history\" href=\"/deployments/{id_attr}/history\">History, diff and rollback</a></div>"
     );
     let count = board.child_count(&row.id);
     if count > 0 {

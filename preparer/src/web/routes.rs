@@ -1,22 +1,23 @@
 //! The web dashboard's routes: the pages (`/`, `/templates`, `/sites`, `/plugins`,
-//! `/deployments/<id>`), their event streams (`/events/…`), approve and delete (POST, then
-//! back to a page), the login form, and the embedded script and style sheet; every route
-//! behind [`super::auth::guard`].
+//! `/deployments/<id>`, a deployment's `…/history` and `…/diff`), their event streams
+//! (`/events/…`), approve, delete and roll back (POST, then back to a page), the login form,
+//! and the embedded script and style sheet; every route behind [`super::auth::guard`].
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use futures::Stream;
 
 use super::Shared;
+use super::auth::Author;
 use super::pages::{self, View};
 use crate::dashboard::{CatalogKind, DeploymentFilter, FilterError, Outcome, Request};
 
@@ -44,6 +45,13 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/deployments/{id}", get(deployment_page))
         .route("/deployments/{id}/approve", post(approve))
         .route("/deployments/{id}/delete", post(delete))
+        .route(
+            "/deployments/{id}/history",
+            get(super::history::history_page),
+        )
+        .route("/deployments/{id}/diff", get(super::history::diff_page))
+        .route("/deployments/{id}/rollback", post(super::history::rollback))
+        .route("/events/history/{id}", get(super::history::history_events))
         .route("/events/deployments", get(deployments_events))
         .route("/events/catalog/{kind}", get(catalog_events))
         .route("/events/deployment/{id}", get(deployment_events))
@@ -197,9 +205,16 @@ async fn deployment_page(State(shared): State<Arc<Shared>>, Path(id): Path<Strin
     .into_response()
 }
 
-async fn approve(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+/// Approves as the signed-in caller (see [`super::writes`]).
+async fn approve(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    author: Option<Extension<Author>>,
+) -> Response {
+    let author = Author::name_of(author.as_ref().map(|Extension(a)| a));
+    let result = super::writes::approve(&shared.api, &id, author).await;
     answer(
-        shared.perform(Request::Approve(id.clone())).await,
+        Outcome::Done(Request::Approve(id.clone()), result),
         &format!("/deployments/{}", pages::encode(&id)),
         "approve",
         &id,
@@ -238,21 +253,21 @@ fn answer(outcome: Outcome, then: &str, verb: &str, id: &str) -> Response {
 /// A fingerprint of a page's fragment: the page passes it to its event stream (`have=`),
 /// which then sends the fragment only once it differs from what the page already shows (a
 /// needless swap would move the reader's focus and selection).
-fn fingerprint(html: &str) -> u64 {
+pub(super) fn fingerprint(html: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     html.hash(&mut hasher);
     hasher.finish()
 }
 
-fn have(params: &HashMap<String, String>) -> Option<u64> {
+pub(super) fn have(params: &HashMap<String, String>) -> Option<u64> {
     params.get("have").and_then(|h| h.parse().ok())
 }
 
 /// The `live` events of one page: its fragment when it differs from what the page shows
 /// (`have`), then again after every change to the board that alters it, until the client
 /// leaves or the daemon stops.
-fn live<R, F>(
+pub(super) fn live<R, F>(
     shared: Arc<Shared>,
     have: Option<u64>,
     render: R,
