@@ -209,3 +209,88 @@ async fn a_validator_refusing_a_package_keeps_it_unapproved_with_its_reasons() {
     assert!(!get(&mut client, &orphan).await.info.unwrap().approved);
     daemon.stop().await;
 }
+
+/// The web dashboard's page of a refused deployment shows the validator's reasons, and they
+/// leave it once the fixed package is validated and approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validators_reasons_show_on_the_web_dashboard() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!("sqlite:{}", dir.path().join("p.db").display());
+    let mut command = serve_command(&store);
+    let web_port = port();
+    command.web = Some(([127, 0, 0, 1], web_port).into());
+    let daemon = nephrite_preparer::daemon::start(&command, false)
+        .await
+        .expect("daemon starts");
+    let mut client = pb::data_client::DataClient::new(
+        nephrite_runtime::dial(&daemon.endpoint)
+            .await
+            .expect("dial"),
+    );
+    let server = format!(
+        "http://{}",
+        daemon.endpoint.to_string().trim_start_matches("tcp://")
+    );
+    let validator = spawn_validator().await;
+    ok(cli(
+        &server,
+        &[
+            "plugin",
+            "register",
+            "replicas",
+            "--type",
+            "validate",
+            "--endpoint",
+            &format!("http://127.0.0.1:{}", validator.port),
+            "--trigger",
+            "example.org/v1/Scaler",
+        ],
+    )
+    .await);
+    register_template(&mut client, "big", &scaler("web", 7)).await;
+    let big = create(&mut client, "big", "").await;
+    let refused = wait_error(&mut client, &big).await;
+    let page_url = format!("http://127.0.0.1:{web_port}/deployments/{big}");
+    let reasons = "Preparation error: validation failed: plugin replicas refused Scaler web: \
+                   spec.replicas is 7, more than the 3 allowed";
+    assert!(
+        refused.error.ends_with("more than the 3 allowed"),
+        "{refused:?}"
+    );
+    let page = wait_for("the reasons on the web page", || {
+        let url = page_url.clone();
+        async move {
+            let page = reqwest::get(&url).await.ok()?.text().await.ok()?;
+            page.contains(reasons).then_some(page)
+        }
+    })
+    .await;
+    assert!(
+        page.contains("<dd id=\"state\"><span class=\"error\">error</span></dd>")
+            && page.contains("<dt>Approved</dt><dd>no</dd>"),
+        "{page}"
+    );
+
+    let package = get(&mut client, &big).await.package_yaml;
+    let fixed = package.replace("replicas: 7", "replicas: 3");
+    assert_ne!(fixed, package);
+    client
+        .update_deployment(pb::UpdateDeploymentRequest {
+            deployment_id: big.clone(),
+            package_yaml: fixed,
+            ..Default::default()
+        })
+        .await
+        .expect("update");
+    let page = wait_for("the page approved, without the reasons", || {
+        let url = page_url.clone();
+        async move {
+            let page = reqwest::get(&url).await.ok()?.text().await.ok()?;
+            page.contains("<dt>Approved</dt><dd>yes</dd>")
+                .then_some(page)
+        }
+    })
+    .await;
+    assert!(!page.contains("spec.replicas is 7"), "{page}");
+    daemon.stop().await.expect("clean stop");
+}
