@@ -183,3 +183,53 @@ fn paging_through_100000_rows_keeps_the_window_on_the_selection() {
     key(&mut app, KeyCode::PageUp);
     assert_eq!(app.window().selected(), 99_999 - rows);
 }
+
+/// The text of the screen `draw` makes of `app`, one line per terminal row.
+fn screen(app: &mut App) -> String {
+    let backend = ratatui::backend::TestBackend::new(120, 20);
+    let mut terminal = ratatui::Terminal::new(backend).expect("terminal");
+    terminal
+        .draw(|frame| crate::tui::draw::draw(frame, app))
+        .expect("draw");
+    let buffer = terminal.backend().buffer();
+    (0..buffer.area.height)
+        .map(|y| {
+            (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_validators_reasons_show_in_the_list_and_the_opened_deployment() {
+    let mut app = app_with(3);
+    let reasons = "validation failed: plugin replicas refused Scaler web: spec.replicas is 7";
+    let refused = DeploymentRow {
+        id: "d000001".to_owned(),
+        parent_id: "d000000".to_owned(),
+        template_id: "odd".to_owned(),
+        site_id: "site-1".to_owned(),
+        updated: "t1".to_owned(),
+        error: reasons.to_owned(),
+        ..DeploymentRow::default()
+    };
+    app.board.apply(Update::Deployments(vec![refused]));
+    let list = screen(&mut app);
+    let row = list
+        .lines()
+        .find(|line| line.contains("site-1"))
+        .unwrap_or_else(|| panic!("its row in:\n{list}"));
+    assert!(row.contains("error"), "the list marks it: {row}");
+    key(&mut app, KeyCode::Down);
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Some(Request::Package("d000001".to_owned()))
+    );
+    let detail = screen(&mut app);
+    assert!(
+        detail.contains(&format!("error: {reasons}")),
+        "the opened deployment shows the reasons:\n{detail}"
+    );
+}
