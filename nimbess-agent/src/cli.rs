@@ -2,7 +2,8 @@
 //! ([`crate::daemon`]); `ports`, `networks`, `pipelines` and `verify` ask a
 //! running agent over its socket (with `--token-file`, or `--ca`, `--cert`
 //! and `--key`, when the agent requires credentials); `fabric forget-host`
-//! edits the fabric's store directly.
+//! edits the fabric's store directly; `teardown` takes this network
+//! namespace's kernel data plane down ([`crate::teardown`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,6 +63,25 @@ pub enum Cmd {
     /// Operate on the fabric's store directly (no agent needed).
     #[command(subcommand)]
     Fabric(FabricCmd),
+    /// Remove every bridge, veth, VXLAN device, route, rule and nftables table
+    /// the kernel driver made in this network namespace, and nothing else.
+    /// Refused while an agent answers on `--socket`.
+    Teardown(TeardownArgs),
+}
+
+/// `teardown` flags.
+#[derive(Debug, clap::Args)]
+pub struct TeardownArgs {
+    /// The socket of this host's agent, which must not be serving.
+    #[arg(long, env = "NIMBESS_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Tear down even when an agent answers on the socket (it would render
+    /// its data plane again on its next change).
+    #[arg(long)]
+    pub force: bool,
+    /// Output: `table` (one line per object removed) or `json`.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// `fabric` subcommands.
@@ -151,6 +171,7 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
                 forgotten.addresses, forgotten.ports
             );
         }
+        Cmd::Teardown(args) => teardown(&args).await?,
         Cmd::Verify(c) => {
             let drift = InspectClient::connect(&c.socket, &c.credentials)
                 .await?
@@ -167,6 +188,30 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `teardown`: refused while an agent serves on the socket, unless forced.
+async fn teardown(args: &TeardownArgs) -> anyhow::Result<()> {
+    if !args.force && std::os::unix::net::UnixStream::connect(&args.socket).is_ok() {
+        anyhow::bail!(
+            "an agent is serving on {}: stop it first (or serve with --teardown-on-exit), \
+             or pass --force",
+            args.socket.display()
+        );
+    }
+    let removed = crate::teardown::teardown()
+        .await
+        .context("teardown of the kernel data plane")?;
+    match args.output {
+        Output::Json | Output::Dot => println!("{}", serde_json::to_string(&removed)?),
+        Output::Table => {
+            for r in &removed {
+                println!("removed {r}");
+            }
+            println!("{} objects of Nimbess removed", removed.len());
+        }
+    }
+    Ok(())
 }
 
 fn field<'a>(v: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {

@@ -57,6 +57,11 @@ pub struct ServeCommand {
     /// `*.yaml` there, reloaded on change within seconds).
     #[arg(long, env = "NIMBESS_RESOURCES")]
     pub resources: Option<crate::northbound::Source>,
+    /// On SIGTERM, once the server has stopped, remove the kernel data plane
+    /// (as `nimbess-agent teardown` does); without it the data plane stays
+    /// for the next start to adopt.
+    #[arg(long, env = "NIMBESS_TEARDOWN_ON_EXIT")]
+    pub teardown_on_exit: bool,
     /// Multi-host fabric flags.
     #[command(flatten)]
     pub fabric: FabricArgs,
@@ -134,7 +139,14 @@ pub async fn run(command: &ServeCommand) -> anyhow::Result<()> {
         command.config.clone(),
         command.service_cidr,
     )?;
-    serve(agent, &command.socket, &command.serve).await
+    serve(agent, &command.socket, &command.serve).await?;
+    if command.teardown_on_exit && kind == DriverKind::Kernel {
+        let removed = crate::teardown::teardown()
+            .await
+            .context("--teardown-on-exit")?;
+        tracing::info!(objects = removed.len(), "data plane torn down");
+    }
+    Ok(())
 }
 
 /// The northbound's source feeding the agent (`--kube`, `--resources`).

@@ -15,7 +15,8 @@
 //! - [`fabric`]: the multi-host fabric's shared state in etcd;
 //! - [`vif`]: addresses reserved for a pod's VIFs (kuryr-l7's VIF handler), plugged by ADDs
 //!   naming them;
-//! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names.
+//! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names;
+//! - [`teardown`]: the kernel data plane taken down on purpose (`nimbess-agent teardown`).
 //!
 //! The CNI plugin, `nimbess-cni`, is its own crate (`nephrite-nimbess-cni`, beside this one),
 //! linked against the client crate only.
@@ -32,4 +33,5 @@ pub mod grpc;
 pub mod naming;
 pub mod northbound;
 pub mod state;
+pub mod teardown;
 pub mod vif;

@@ -20,6 +20,8 @@ use super::nftables::{
 };
 use crate::driver::DriverError;
 
+pub mod tables;
+
 /// The expressions of one ACL rule.
 fn rule_expressions(rule: &AclRule) -> Attrs {
     let mut list = Attrs::default();
