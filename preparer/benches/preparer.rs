@@ -20,8 +20,9 @@
 //!    (target < 200 MB).
 //!
 //! 4. concurrent writers: changes committed per second by 8 writers on two stores sharing one
-//!    database, per backend — what numbering the change log in commit order costs
-//!    (`preparer/writers.rs`).
+//!    database, per backend, and on PostgreSQL the ratio to a yardstick run beside it (the same
+//!    transactions without the commit-order step): what numbering the change log in commit
+//!    order costs (`preparer/writers.rs`).
 //!
 //! `PREPARER_BENCH_PARTS` picks parts (default `merge,writers,placement,pages`);
 //! `PREPARER_BENCH_SKIP_PAGES=1` stops after the placements.

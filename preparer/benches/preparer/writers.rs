@@ -1,62 +1,172 @@
-//! Concurrent writers: what numbering the change log in commit order costs.
+//! Concurrent writers: what numbering the change log in commit order costs, against a
+//! yardstick measured in the same run.
 //!
 //! On PostgreSQL a revision is taken from one counter row inside the writing transaction
 //! (`store::sql`), so writers queue on that row from their last statement to their commit.
 //! This part measures changes committed per second with `PREPARER_BENCH_WRITERS` (default 8)
 //! writers spread over two stores of four connections each (two replicas on one database),
-//! each making `PREPARER_BENCH_WRITES` (default 300) writes of the daemon's common kinds in
+//! each making `PREPARER_BENCH_WRITES` (default 1,000) writes of the daemon's common kinds in
 //! turn: create a deployment (one change), take its modification and write it (one change).
-//! `PREPARER_BENCH_WRITER_RUNS` (default 3) runs per backend, each on a fresh store, SQLite
-//! and PostgreSQL taking turns; medians, fastest and slowest. Compare the figure with one of
-//! an earlier build to see the cost of a change to the log.
+//!
+//! The yardstick runs the very same store code and transactions on a database where the
+//! commit-order step is taken out: once the store has created its schema, `store_meta` becomes
+//! a view over the renamed table whose `INSTEAD OF UPDATE` trigger draws the revision from a
+//! sequence (as the `BIGSERIAL` did before the counter row) and touches no row, so no writer
+//! waits for another's commit ([`without_commit_order`]). The yardstick pays a PL/pgSQL call a
+//! change that the old `BIGSERIAL` default did not, which flatters the ratio slightly.
+//!
+//! After one uncounted warm-up run on PostgreSQL (the first run of a fresh server was the
+//! slowest of every set), `PREPARER_BENCH_WRITER_RUNS` (default 3) runs, each on fresh
+//! stores: SQLite, then
+//! PostgreSQL in commit order and the yardstick, the two taking turns at going first. Per run
+//! the ratio commit order / yardstick; the median of the runs' ratios, their spread, and the
+//! medians of each figure.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use nephrite_merge::metadata::Metadata;
 use nephrite_preparer::store::{self, DeploymentInfo, DeploymentUpdate, NewDeployment, Store};
+use nephrite_test_services::Postgres;
 use nephrite_test_services::machine::load_average;
 
 use super::{Backends, env_usize};
 
-/// Prints the changes per second of concurrent writers, per backend.
+/// Turns a migrated store's database into the yardstick: the revision counter row replaced by
+/// a sequence drawn in an `INSTEAD OF UPDATE` trigger (no row lock, so revisions in draw
+/// order, not commit order). A statement appending more than one change is refused (the
+/// sequence would not give consecutive numbers); the bench's writes append one each.
+const WITHOUT_COMMIT_ORDER: &str = r#"
+BEGIN;
+ALTER TABLE store_meta RENAME TO store_meta_kept;
+CREATE SEQUENCE yardstick_revision MINVALUE 0 START 0;
+SELECT setval('yardstick_revision', (SELECT value FROM store_meta_kept WHERE key = 'revision'));
+CREATE VIEW store_meta AS SELECT key, value FROM store_meta_kept;
+CREATE FUNCTION yardstick_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.key <> 'revision' OR NEW.value - OLD.value <> 1 THEN
+    RAISE EXCEPTION 'the yardstick numbers one change a statement (key %, % changes)',
+      NEW.key, NEW.value - OLD.value;
+  END IF;
+  NEW.value := nextval('yardstick_revision');
+  RETURN NEW;
+END $$;
+CREATE TRIGGER yardstick_revision INSTEAD OF UPDATE ON store_meta
+  FOR EACH ROW EXECUTE FUNCTION yardstick_revision();
+COMMIT;
+"#;
+
+/// Applies [`WITHOUT_COMMIT_ORDER`] to `database`; the counter row's value, which stays as it
+/// is while the yardstick runs.
+fn without_commit_order(pg: &Postgres, database: &str) -> String {
+    pg.psql(database, WITHOUT_COMMIT_ORDER)
+        .expect("the yardstick's schema");
+    counter(pg, database)
+}
+
+fn counter(pg: &Postgres, database: &str) -> String {
+    pg.psql(
+        database,
+        "SELECT value FROM store_meta_kept WHERE key = 'revision'",
+    )
+    .expect("the counter row")
+}
+
+fn median(figures: &[f64]) -> f64 {
+    let mut sorted = figures.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn spread(figures: &[f64]) -> (f64, f64) {
+    let mut sorted = figures.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (sorted[0], sorted[sorted.len() - 1])
+}
+
+/// Prints the changes per second of concurrent writers, per backend, and the ratio of
+/// PostgreSQL in commit order to the yardstick.
 pub async fn figures(backends: &mut Backends) {
     let writers = env_usize("PREPARER_BENCH_WRITERS", 8).max(1);
-    let writes = env_usize("PREPARER_BENCH_WRITES", 300).max(2);
+    let writes = env_usize("PREPARER_BENCH_WRITES", 1_000).max(2);
     let runs = env_usize("PREPARER_BENCH_WRITER_RUNS", 3).max(1);
     let dir = backends.dir.path().to_owned();
     let mut sqlite = Vec::new();
-    let mut postgres = Vec::new();
-    for run in 0..runs {
-        let spec = format!("sqlite:{}", dir.join(format!("writers-{run}.db")).display());
-        let replicas = vec![store::open(&spec).await.expect("sqlite store")];
-        sqlite.push(changes_per_second(replicas, writers, writes).await);
-        let Some((_, url)) = backends.database() else {
-            continue;
-        };
+    let mut ordered = Vec::new();
+    let mut yardstick = Vec::new();
+    let mut ratios = Vec::new();
+    if let Some((_, url)) = backends.database() {
         let mut replicas = Vec::new();
         for _ in 0..2 {
             replicas.push(store::open(&url).await.expect("postgres store"));
         }
-        postgres.push(changes_per_second(replicas, writers, writes).await);
+        let warm = changes_per_second(replicas, writers, writes).await;
+        println!("writers: PostgreSQL warm-up run (not counted): {warm:.0} changes/s");
     }
-    for (backend, figures) in [("SQLite", sqlite), ("PostgreSQL", postgres)] {
-        if figures.is_empty() {
+    for run in 0..runs {
+        let spec = format!("sqlite:{}", dir.join(format!("writers-{run}.db")).display());
+        let replicas = vec![store::open(&spec).await.expect("sqlite store")];
+        sqlite.push(changes_per_second(replicas, writers, writes).await);
+        if backends.pg.is_none() {
             continue;
         }
-        let mut sorted = figures.clone();
-        sorted.sort_by(f64::total_cmp);
+        let mut this_run = [0.0; 2];
+        for in_commit_order in [run % 2 == 0, run % 2 == 1] {
+            let (name, url) = backends.database().expect("a PostgreSQL database");
+            let mut replicas = Vec::new();
+            for _ in 0..2 {
+                replicas.push(store::open(&url).await.expect("postgres store"));
+            }
+            let pg = backends.pg.as_ref().expect("PostgreSQL");
+            let kept = (!in_commit_order).then(|| without_commit_order(pg, &name));
+            let figure = changes_per_second(replicas, writers, writes).await;
+            if let Some(kept) = kept {
+                assert_eq!(
+                    counter(pg, &name),
+                    kept,
+                    "the yardstick left the counter row alone"
+                );
+                yardstick.push(figure);
+                this_run[1] = figure;
+            } else {
+                ordered.push(figure);
+                this_run[0] = figure;
+            }
+        }
+        ratios.push(this_run[0] / this_run[1]);
+    }
+    let line = |what: &str, figures: &[f64]| {
+        let (slowest, fastest) = spread(figures);
         println!(
-            "writers: {backend}, {writers} writers × {writes} writes: median {:.0} changes/s of \
-             {} runs (slowest {:.0}, fastest {:.0}; runs {:?}) [load {}]",
-            sorted[sorted.len() / 2],
-            sorted.len(),
-            sorted[0],
-            sorted[sorted.len() - 1],
+            "writers: {what}, {writers} writers × {writes} writes: median {:.0} changes/s of \
+             {} runs (slowest {slowest:.0}, fastest {fastest:.0}; runs {:?}) [load {}]",
+            median(figures),
+            figures.len(),
             figures.iter().map(|f| f.round()).collect::<Vec<_>>(),
             load_average()
         );
+    };
+    line("SQLite", &sqlite);
+    if ratios.is_empty() {
+        return;
     }
+    line("PostgreSQL, commit order", &ordered);
+    line(
+        "PostgreSQL, yardstick (same transactions, no commit-order step)",
+        &yardstick,
+    );
+    let (low, high) = spread(&ratios);
+    println!(
+        "writers: PostgreSQL commit order / yardstick: median ratio {:.2}× of {} interleaved \
+         runs (spread {low:.2}–{high:.2}; runs {:?}; ratio of the medians {:.2}×; goal ≥ 0.8×)",
+        median(&ratios),
+        ratios.len(),
+        ratios
+            .iter()
+            .map(|r| (r * 100.0).round() / 100.0)
+            .collect::<Vec<_>>(),
+        median(&ordered) / median(&yardstick),
+    );
 }
 
 /// Runs the writers over `replicas` (writer i on replica i mod n): changes committed per
