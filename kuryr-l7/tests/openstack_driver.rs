@@ -6,7 +6,8 @@
 //!   floating IP are created, the Node annotation written in the seed's shape, Ingress and
 //!   Route status carry the floating IP, each object's state annotation names its Octavia ids, and the tree read back from Octavia
 //!   routes every conformance request to the same backend as the translation;
-//! - an endpoint change replaces members only (policy and pool ids unchanged);
+//! - an endpoint change replaces members only (policy and pool ids unchanged), planned from the
+//!   tree the last sync left (the log says `tree_reads=0`);
 //! - a Route survives the deletion of another Route to the same Service, and an Ingress on a
 //!   shared pool survives the deletion of the other Ingress on it;
 //! - a rule Octavia refuses: a Warning Event on its Ingress, retried, while other objects sync;
@@ -224,11 +225,24 @@ async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
         (policies, pools)
     };
     let before = ids(&tree);
+    let syncs_before = sync_lines(&log_text(&log)).len();
     world
         .apply(&backend("web", &["10.0.1.10", "10.0.1.12"]))
         .await?;
     let (tree, _) = world.converged(&lb.id, "the endpoint change").await?;
     ensure!(ids(&tree) == before, "only members changed");
+    // Planned from the tree the last sync left (the calls performed on it): no full read of
+    // the tree for the change, and the tree kept after it (every call performed exactly).
+    let new_syncs = eventually("the endpoint change's sync logged", async || {
+        let lines = sync_lines(&log_text(&log));
+        Ok((lines.len() > syncs_before).then(|| lines[syncs_before..].to_vec()))
+    })
+    .await?;
+    ensure!(
+        new_syncs.iter().any(|l| l.contains("tree_reads=0"))
+            && new_syncs.iter().all(|l| l.contains("exact=true")),
+        "the endpoint change was planned from the kept tree: {new_syncs:#?}"
+    );
 
     // Two Routes to one Service; deleting one keeps the other's policy and pool.
     let route_state = |name: &'static str| {
@@ -395,4 +409,28 @@ async fn scenario(cloud: &OpenStack) -> anyhow::Result<()> {
     controller.terminate();
     drop(world.server);
     Ok(())
+}
+
+/// The controller's "Octavia sync" log lines (a sync that made calls), escape codes removed.
+fn sync_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .map(|line| {
+            let mut plain = String::with_capacity(line.len());
+            let mut chars = line.chars();
+            while let Some(c) = chars.next() {
+                if c == '\u{1b}' {
+                    // CSI: ESC [ parameters final-letter.
+                    for c in chars.by_ref() {
+                        if c.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                } else {
+                    plain.push(c);
+                }
+            }
+            plain
+        })
+        .filter(|line| line.contains("Octavia sync"))
+        .collect()
 }

@@ -2,9 +2,13 @@
 //! controller's translation.
 //!
 //! Every new snapshot (and every [`RESYNC`], so objects deleted by hand come back) is one sync:
-//! read the tree from Octavia ([`read_tree`]), plan the calls (`nephrite_l7::octavia::plan`,
-//! pure), run them one at a time ([`execute`]). An endpoint change makes a plan of member calls
-//! only, since the plan is minimal. A sync with failed calls (a 5xx, a timeout, an object in
+//! plan the calls (`nephrite_l7::octavia::plan`, pure) from the tree, run them one at a time
+//! ([`execute_onto`](super::executor::execute_onto)). The tree is read from Octavia in full
+//! ([`read_tree`]) on the first sync, at every periodic resync, after a leadership change and
+//! after a failed call; otherwise it is the tree the last sync left, the calls Octavia accepted
+//! performed on it with the ids it answered, so a change costs its calls and their settling and
+//! nothing more. An endpoint change makes a plan of member calls only, since the plan is
+//! minimal. A sync with failed calls (a 5xx, a timeout, an object in
 //! `ERROR`) publishes a Warning Event `OctaviaError` on each Ingress/Route concerned, and the
 //! next sync comes after a backoff (1 s doubling to 60 s) or at the next snapshot, whichever is
 //! first: the calls of other objects ran anyway. After a sync each Ingress/Route gets the ids of
@@ -27,7 +31,7 @@ use tokio::sync::watch;
 
 use super::ApiError;
 use super::barbican::{Barbican, container_name, name_prefix};
-use super::executor::{Executed, execute, object_of_tags};
+use super::executor::{Executed, execute_onto, object_of_tags};
 use super::observe::read_tree;
 use super::octavia::Octavia;
 use super::state::{Named, ObjectState, PolicyState, annotation_of};
@@ -69,6 +73,10 @@ pub struct Synced {
     pub containers_stored: usize,
     /// Barbican containers deleted by this sync (no listener uses them any more).
     pub containers_deleted: usize,
+    /// Times this sync read the whole tree from Octavia: 0 when it planned from the tree the
+    /// last sync left and every call went through, 1 on the first sync, after a periodic
+    /// resync, or when a call failed (read afterwards), 2 when both.
+    pub tree_reads: usize,
 }
 
 /// The driver of one Router LB.
@@ -79,6 +87,11 @@ pub struct OctaviaDriver {
     kube: Option<KubeSide>,
     /// Barbican and the prefix of the container names of this cluster.
     barbican: Option<(Barbican, String)>,
+    /// What Octavia holds as the last sync left it (its read plus the calls Octavia accepted,
+    /// performed on it), planned from by the next sync instead of a read. None on start, after
+    /// a failed call or sync, after a periodic resync and when leadership changes: the next sync
+    /// reads the whole tree.
+    kept: Option<Tree>,
 }
 
 /// Annotations and Events, with `--source kube`.
@@ -117,6 +130,7 @@ impl OctaviaDriver {
                 reported: BTreeSet::new(),
             }),
             barbican: None,
+            kept: None,
         }
     }
 
@@ -211,10 +225,18 @@ impl OctaviaDriver {
         Ok(deleted)
     }
 
-    /// One sync of `translation`: read, plan, execute.
+    /// One sync of `translation`: plan from the tree the last sync left (read in full when there
+    /// is none), execute, and keep the tree the calls made (read again when a call failed).
     pub async fn sync(&mut self, translation: &Translation) -> Result<Synced, SyncError> {
         let began = Instant::now();
-        let tree = read_tree(&self.octavia, &self.lb_id).await?;
+        let mut tree_reads = 0;
+        let tree = match self.kept.take() {
+            Some(tree) => tree,
+            None => {
+                tree_reads += 1;
+                read_tree(&self.octavia, &self.lb_id).await?
+            }
+        };
         let (containers, containers_stored) = self
             .store_certificates(&translation.config)
             .await
@@ -226,9 +248,12 @@ impl OctaviaDriver {
                 .cloned()
         });
         let calls = plan(&desired, &tree, &self.owner)?;
-        let executed = execute(&self.octavia, &self.lb_id, &calls, &tree).await;
+        let mut after = tree;
+        let (executed, exact) = execute_onto(&self.octavia, &self.lb_id, &calls, &mut after).await;
         if !calls.is_empty() {
             tracing::info!(
+                tree_reads,
+                exact,
                 planned = calls.len(),
                 done = executed.done,
                 skipped = executed.skipped,
@@ -236,10 +261,11 @@ impl OctaviaDriver {
                 "Octavia sync"
             );
         }
-        let after = if executed.done > 0 {
-            read_tree(&self.octavia, &self.lb_id).await?
+        let after = if exact {
+            after
         } else {
-            tree
+            tree_reads += 1;
+            read_tree(&self.octavia, &self.lb_id).await?
         };
         // Containers go once no listener names them: after a rotation the listener names the
         // new one, after the last TLS Ingress is gone there is no listener.
@@ -256,12 +282,16 @@ impl OctaviaDriver {
             0
         };
         self.annotate(&after).await;
+        if exact {
+            self.kept = Some(after);
+        }
         Ok(Synced {
             planned: calls.len(),
             executed,
             took: began.elapsed(),
             containers_stored,
             containers_deleted,
+            tree_reads,
         })
     }
 
@@ -324,8 +354,11 @@ impl OctaviaDriver {
                         return;
                     }
                 }
-                () = tokio::time::sleep(wait) => {}
-                () = lost => {}
+                // A periodic resync (or a retry) reads the whole tree: what changed in Octavia
+                // behind the driver's back is found there.
+                () = tokio::time::sleep(wait) => self.kept = None,
+                // Another controller may have led meanwhile.
+                () = lost => self.kept = None,
                 _ = shutdown.triggered() => return,
             }
         }

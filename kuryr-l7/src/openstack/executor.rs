@@ -8,6 +8,11 @@
 //! it was for (from the tags of the object the call creates or changes), for a Warning Event
 //! and a retry with backoff; the next plan, made from what Octavia then holds, picks up exactly
 //! what is missing.
+//!
+//! [`execute_onto`] also performs every accepted call on a copy of the tree
+//! ([`Tree::apply`], with the ids from Octavia's answers), so the driver knows what Octavia holds
+//! after a sync without reading the tree back, and the next sync plans from it without reading
+//! it first.
 
 use nephrite_l7::octavia::{ApplyError, Call, Method, OBJECT_TAG, Tree, answer_key};
 use serde_json::Value;
@@ -88,6 +93,36 @@ pub fn object_of(call: &Call, tree: &Tree) -> Option<String> {
 /// Runs `plan` on load balancer `lb_id`, `tree` being what it was made from (for naming the
 /// objects of failed calls).
 pub async fn execute(octavia: &Octavia, lb_id: &str, plan: &[Call], tree: &Tree) -> Executed {
+    run(octavia, lb_id, plan, tree, None).await
+}
+
+/// Runs `plan` as [`execute`] does, `kept` being the tree it was made from, and performs each
+/// call Octavia accepted on `kept`. Returns what ran and whether `kept` is now what Octavia
+/// holds: true only when every call was accepted and performed with the id Octavia answered (a
+/// failed call may leave Octavia half way, and a delete answered 404 means someone else changed
+/// the tree: the caller reads it again).
+pub async fn execute_onto(
+    octavia: &Octavia,
+    lb_id: &str,
+    plan: &[Call],
+    kept: &mut Tree,
+) -> (Executed, bool) {
+    let before = kept.clone();
+    let mut exact = true;
+    let executed = run(octavia, lb_id, plan, &before, Some((kept, &mut exact))).await;
+    let exact = exact && executed.is_complete();
+    (executed, exact)
+}
+
+/// [`execute`], performing each accepted call on the tree of `onto` too (its flag cleared when
+/// that tree may no longer be what Octavia holds).
+async fn run(
+    octavia: &Octavia,
+    lb_id: &str,
+    plan: &[Call],
+    tree: &Tree,
+    mut onto: Option<(&mut Tree, &mut bool)>,
+) -> Executed {
     let mut created: Vec<Option<String>> = Vec::with_capacity(plan.len());
     let mut executed = Executed::default();
     for (index, call) in plan.iter().enumerate() {
@@ -126,11 +161,25 @@ pub async fn execute(octavia: &Octavia, lb_id: &str, plan: &[Call], tree: &Tree)
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 });
+                if let Some((kept, exact)) = onto.as_mut() {
+                    let answered = id.clone().unwrap_or_default();
+                    let missing_id = answer_key(call).is_some() && id.is_none();
+                    if missing_id
+                        || kept
+                            .apply(call, &created, &mut || answered.clone())
+                            .is_err()
+                    {
+                        **exact = false;
+                    }
+                }
                 created.push(id);
             }
             Err(error) if error.is_not_found() && matches!(request.method, Method::Delete) => {
                 // Gone already (deleted by hand, or with its parent): what the call wanted.
                 executed.done += 1;
+                if let Some((_, exact)) = onto.as_mut() {
+                    **exact = false;
+                }
                 created.push(None);
             }
             Err(error) => {
