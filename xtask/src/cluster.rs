@@ -12,12 +12,13 @@
 //! ([`teardown`]).
 //!
 //! One concern per module: [`config`] (shared facts and paths), [`pki`], [`control_plane`],
-//! [`echo`] (the Deployment left for a first try),
+//! [`echo`] (the Deployment left for a first try), [`demo`] (`cargo xtask demo --kubernetes`),
 //! [`runtime`], [`kubelet`], [`network`], [`images`], [`process`] (detached processes and their
 //! pid files), [`mod@up`] and [`teardown`].
 
 mod config;
 mod control_plane;
+pub mod demo;
 mod echo;
 mod images;
 mod kubelet;
@@ -52,7 +53,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     match command.as_str() {
         "up" => up(dir_flag(rest)?),
         "down" => down(dir_flag(rest)?),
-        "test" if rest.is_empty() => test(),
+        "test" if rest.is_empty() => test(Binaries::Build),
         "test" => bail!("unexpected arguments {rest:?}\n\n{USAGE}"),
         other => bail!("unknown cluster command `{other}`\n\n{USAGE}"),
     }
@@ -92,7 +93,7 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
     } else {
         format!("cargo xtask cluster down --dir {}", dir.display())
     };
-    let up = up::up(&dir).with_context(|| {
+    let up = up::up(&dir, &[]).with_context(|| {
         format!(
             "the cluster did not come up; its logs are in {}/logs; remove what started with: {down}",
             dir.display()
@@ -134,15 +135,35 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo test -p nephrite-cluster-tests`: the tests bring up their own cluster with `up` (in a
-/// temporary directory, building the node's binaries first when missing) and remove it with
-/// `down`. Not part of `cargo xtask test`: a cold build of the node's binaries and the run
-/// would take the suite past its time budget on two cores (README, *One-node cluster*).
-fn test() -> anyhow::Result<()> {
+/// Whether the cluster's tests build the workspace binaries they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binaries {
+    /// `cargo build` them first (`cargo xtask cluster test`).
+    Build,
+    /// Take those in `target/debug` as they are: `cargo xtask test` has just built every
+    /// binary of the workspace, and building them again with another feature set would
+    /// recompile them ([`config::PREBUILT_ENV`]).
+    Prebuilt,
+}
+
+/// `cargo test -p nephrite-cluster-tests`: the tests bring up their own cluster with this
+/// xtask's `cluster up` (in a temporary directory, building the node's binaries first when
+/// missing) and remove it with `cluster down`. `cargo xtask test` runs it as root after the
+/// rest of the suite (it owns the host's nimbess tables and a kubelet while it runs).
+pub fn test(binaries: Binaries) -> anyhow::Result<()> {
     let began = std::time::Instant::now();
-    let status = crate::cargo_command()
+    let mut command = crate::cargo_command();
+    command
         .args(["test", "--package", TESTS, "--", "--nocapture"])
-        .current_dir(crate::workspace_root())
+        .env(
+            config::XTASK_ENV,
+            std::env::current_exe().context("finding this xtask's binary")?,
+        )
+        .current_dir(crate::workspace_root());
+    if binaries == Binaries::Prebuilt {
+        command.env(config::PREBUILT_ENV, "1");
+    }
+    let status = command
         .status()
         .with_context(|| format!("running cargo test -p {TESTS}"))?;
     crate::ensure_success(&format!("cargo test -p {TESTS}"), status)?;

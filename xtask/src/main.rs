@@ -36,8 +36,10 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   test            test packages, fmt check, clippy, layering and licence checks, cargo doc,
                   doc tests, all tests
-  demo [--keep]   the toolkit end to end: BMM clusters, the preparer and ntc deploying a
-                  free5GC-like topology, NF pods on nimbess, their endpoints behind kuryr-l7
+  demo [--kubernetes] [--keep] [--no-build]
+                  the toolkit end to end: BMM clusters, the preparer and ntc deploying a
+                  free5GC-like topology, NF pods on nimbess, their endpoints behind kuryr-l7;
+                  --kubernetes (as root): the NFs as Deployments on a one-node cluster
   lint            fmt check, clippy, layering and licence checks
   layering        check that no core/ crate depends on an IO crate, and that daemons
                   use the wire (nephrite_proto) only in their edge modules
@@ -155,16 +157,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cargo xtask demo [--keep] [--no-build]`: builds the daemons (unless `--no-build`) and runs
-/// `nephrite_e2e::demo`.
+/// `cargo xtask demo [--kubernetes] [--keep] [--no-build]`: builds the daemons (unless
+/// `--no-build`) and runs `nephrite_e2e::demo`, or with `--kubernetes` the same path ending on
+/// the one-node cluster (`cluster::demo`, as root).
 fn demo(args: &[String]) -> anyhow::Result<()> {
     let mut keep = false;
     let mut build = true;
+    let mut kubernetes = false;
     for arg in args {
         match arg.as_str() {
             "--keep" => keep = true,
             "--no-build" => build = false,
-            other => bail!("unknown demo flag `{other}` (expected --keep or --no-build)"),
+            "--kubernetes" => kubernetes = true,
+            other => {
+                bail!("unknown demo flag `{other}` (expected --kubernetes, --keep or --no-build)")
+            }
         }
     }
     let build = build.then(|| {
@@ -176,7 +183,12 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
         command.current_dir(workspace_root());
         command
     });
-    nephrite_e2e::demo::run(nephrite_e2e::demo::Options { keep, build })
+    let options = nephrite_e2e::demo::Options { keep, build };
+    if kubernetes {
+        cluster::demo::run(options)
+    } else {
+        nephrite_e2e::demo::run(options)
+    }
 }
 
 fn lint() -> anyhow::Result<()> {
@@ -317,15 +329,40 @@ fn layering_step() -> anyhow::Result<()> {
     })
 }
 
-/// Doc tests first, then the main suite, so the runner's summary is the last thing printed.
 /// The tests on the real one-node cluster (`tests/cluster`): they own the host's nimbess
-/// tables and a kubelet while they run, so the suite's parallel run leaves them out.
+/// tables and a kubelet while they run, so the suite's parallel run leaves them out and
+/// [`test_suite`] runs them alone afterwards.
 const CLUSTER_TESTS: &str = "nephrite-cluster-tests";
 
+/// Doc tests, then the main suite, then (as root) the cluster tests on a cluster of their own;
+/// the cluster tests run even when the main suite failed, and the step fails naming both.
 fn test_suite() -> anyhow::Result<()> {
     step("doc tests", || {
         cargo(&["test", "--workspace", "--features", FEATURES, "--doc"])
     })?;
+    let main = main_suite();
+    let on_cluster = if nephrite_test_services::running_as_root() {
+        step(
+            "cluster tests (NetworkPolicy matrix, Services, Ingress)",
+            || cluster::test(cluster::Binaries::Prebuilt),
+        )
+    } else {
+        eprintln!(
+            "\nxtask: SKIPPED, NOT PASSED: the cluster tests ({CLUSTER_TESTS}: the NetworkPolicy \
+             matrix, the Service cases and the Ingress on a real one-node Kubernetes) need root; \
+             run `cargo xtask test` as root (CI does) or `cargo xtask cluster test` as root\n"
+        );
+        Ok(())
+    };
+    match (main, on_cluster) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(main), Err(cluster)) => bail!("{main:#}\nand {cluster:#}"),
+    }
+}
+
+/// Every test but the cluster tests' and the doc tests, with nextest when it can be had.
+fn main_suite() -> anyhow::Result<()> {
     if !nextest_available() {
         // The suite's host-network tests share the host's nftables tables and take turns only
         // under nextest's test groups (`.config/nextest.toml`): install it rather than run them
@@ -391,11 +428,18 @@ fn nextest_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// The `test` flow's kube step: builds kube-apiserver and etcd when missing. Without Go the
-/// tests that need them skip loudly; under CI that is a failure here already.
+/// The `test` flow's kube step: builds kube-apiserver and etcd when missing, and as root (when
+/// the suite runs the cluster tests) the node's binaries with them, all in one `go build` so
+/// the packages they share compile once. Without Go the tests that need them skip loudly;
+/// under CI that is a failure here already.
 fn kube_for_tests() -> anyhow::Result<()> {
-    match kube::ensure(kube::SumMode::Verify) {
-        Ok(_) => Ok(()),
+    let built = if nephrite_test_services::running_as_root() {
+        kube::ensure_node(kube::SumMode::Verify).map(drop)
+    } else {
+        kube::ensure(kube::SumMode::Verify).map(drop)
+    };
+    match built {
+        Ok(()) => Ok(()),
         Err(e) if std::env::var_os("CI").is_none_or(|ci| ci.is_empty() || ci == "false") => {
             eprintln!("xtask: WARNING: kube-apiserver not built, its tests will skip: {e:#}");
             Ok(())

@@ -36,12 +36,32 @@ pub fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// `cargo xtask <args>` (the alias spelt out: `cargo run -p xtask --`), from the workspace root.
+/// The variable naming the xtask binary to run (`cargo xtask cluster test` and `cargo xtask
+/// test` set it to themselves); without it the tests `cargo run` xtask.
+pub const XTASK_ENV: &str = "NEPHRITE_XTASK";
+
+/// The variable that, set to `1`, has the tests take the workspace binaries in `target/debug`
+/// as they are when there (`cargo xtask test` has just built them all).
+pub const PREBUILT_ENV: &str = "NEPHRITE_CLUSTER_PREBUILT";
+
+/// Whether [`PREBUILT_ENV`] says to take the built binaries as they are.
+pub fn prebuilt() -> bool {
+    std::env::var_os(PREBUILT_ENV).is_some_and(|v| v == "1")
+}
+
+/// `cargo xtask <args> --dir <dir>`: the binary [`XTASK_ENV`] names, else the alias spelt out
+/// (`cargo run -p xtask --`), from the workspace root.
 fn xtask(args: &[&str], dir: &Path) -> Command {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = match std::env::var_os(XTASK_ENV).filter(|x| !x.is_empty()) {
+        Some(xtask) => Command::new(xtask),
+        None => {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut command = Command::new(cargo);
+            command.args(["run", "--quiet", "--package", "xtask", "--"]);
+            command
+        }
+    };
     command
-        .args(["run", "--quiet", "--package", "xtask", "--"])
         .args(args)
         .arg("--dir")
         .arg(dir)

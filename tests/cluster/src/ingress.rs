@@ -41,24 +41,10 @@ impl KuryrL7 {
     /// Build `kuryr-l7` when needed and start the controller and the router, logging into
     /// the cluster's `logs/`.
     pub fn start(cluster: &Cluster) -> anyhow::Result<KuryrL7> {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--package",
-                "nephrite-kuryr-l7",
-                "--bin",
-                "kuryr-l7",
-            ])
-            .current_dir(workspace_root())
-            .status()
-            .context("running cargo build -p nephrite-kuryr-l7")?;
-        anyhow::ensure!(
-            status.success(),
-            "cargo build -p nephrite-kuryr-l7 failed ({status})"
-        );
         let binary = target_dir().join("debug").join("kuryr-l7");
+        if !(crate::cluster::prebuilt() && binary.is_file()) {
+            build()?;
+        }
         let logs = cluster.dir().join("logs");
         let rules = free_port()?;
         let router = free_port()?;
@@ -106,4 +92,26 @@ impl Drop for KuryrL7 {
             let _ = child.wait();
         }
     }
+}
+
+/// `cargo build` of `kuryr-l7` (the dev profile, as the workspace's tests use it).
+fn build() -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--package",
+            "nephrite-kuryr-l7",
+            "--bin",
+            "kuryr-l7",
+        ])
+        .current_dir(workspace_root())
+        .status()
+        .context("running cargo build -p nephrite-kuryr-l7")?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build -p nephrite-kuryr-l7 failed ({status})"
+    );
+    Ok(())
 }

@@ -115,15 +115,17 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     }
 }
 
-fn report_leftovers(left: Vec<String>) -> anyhow::Result<()> {
+/// An error naming what cleanup could not undo, if anything.
+pub fn report_leftovers(left: Vec<String>) -> anyhow::Result<()> {
     if left.is_empty() {
         return Ok(());
     }
     bail!("the demo could not clean up: {}", left.join("; "))
 }
 
-/// Builds the binaries the demo runs.
-fn run_build(lab: &Lab, progress: &Progress, mut command: Command) -> anyhow::Result<()> {
+/// Builds the binaries the demo runs with `command`, as the step `build the daemons`, its
+/// output in the lab's `build` log and its last line shown live.
+pub fn run_build(lab: &Lab, progress: &Progress, mut command: Command) -> anyhow::Result<()> {
     let step = progress.step("build the daemons (dev profile)");
     let log = lab.log("build");
     let out = std::fs::File::create(&log)?;
@@ -170,6 +172,25 @@ fn print_summary(outcome: &Outcome) {
     } = outcome;
     println!();
     println!("Summary");
+    print_topology_summary(provisioned, deployed);
+    let interfaces: usize = pods.pods.iter().map(|p| p.interfaces.len()).sum();
+    println!(
+        "  pods                      {} pods, {interfaces} interfaces ({} data plane)",
+        pods.pods.len(),
+        pods.driver
+    );
+    match &pods.ping {
+        Ok(stats) | Err(stats) => println!("  ping                      {stats}"),
+    }
+    println!(
+        "  HTTP through the router   {}/{} 200",
+        routed.ok, routed.sent
+    );
+}
+
+/// The summary's lines on what BMM provisioned and what ntc deployed through the preparer,
+/// shared with `cargo xtask demo --kubernetes`.
+pub fn print_topology_summary(provisioned: &bmm::Provisioned, deployed: &tko::Deployed) {
     println!(
         "  clusters Ready            {}/{} ({} bare-metal instances Ready)",
         provisioned.clusters_ready,
@@ -193,19 +214,6 @@ fn print_summary(outcome: &Outcome) {
     println!(
         "  NFDeployedTopology        {} instances, {} connectivities",
         deployed.deployed_instances, deployed.connectivities
-    );
-    let interfaces: usize = pods.pods.iter().map(|p| p.interfaces.len()).sum();
-    println!(
-        "  pods                      {} pods, {interfaces} interfaces ({} data plane)",
-        pods.pods.len(),
-        pods.driver
-    );
-    match &pods.ping {
-        Ok(stats) | Err(stats) => println!("  ping                      {stats}"),
-    }
-    println!(
-        "  HTTP through the router   {}/{} 200",
-        routed.ok, routed.sent
     );
 }
 

@@ -27,6 +27,7 @@ struct Daemon {
     name: String,
     program: String,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     child: Child,
     log: PathBuf,
 }
@@ -153,12 +154,29 @@ impl Lab {
 
     /// Starts the workspace binary `program` as the daemon `name`, its output in its log.
     pub fn spawn(&mut self, name: &str, program: &str, args: &[&str]) -> anyhow::Result<()> {
+        self.spawn_with_env(name, program, args, &[])
+    }
+
+    /// [`Lab::spawn`] with `env` added to the daemon's environment (e.g. `KUBECONFIG` for a
+    /// daemon that reads a cluster).
+    pub fn spawn_with_env(
+        &mut self,
+        name: &str,
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let (child, log) = self.start(name, program, &args, false)?;
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let (child, log) = self.start(name, program, &args, &env, false)?;
         self.daemons.push(Daemon {
             name: name.to_owned(),
             program: program.to_owned(),
             args,
+            env,
             child,
             log,
         });
@@ -176,7 +194,7 @@ impl Lab {
         let mut daemon = self.daemons.remove(index);
         daemon.child.kill()?;
         daemon.child.wait()?;
-        let (child, _) = self.start(name, &daemon.program, &daemon.args, true)?;
+        let (child, _) = self.start(name, &daemon.program, &daemon.args, &daemon.env, true)?;
         daemon.child = child;
         self.daemons.push(daemon);
         Ok(())
@@ -187,6 +205,7 @@ impl Lab {
         name: &str,
         program: &str,
         args: &[String],
+        env: &[(String, String)],
         append: bool,
     ) -> anyhow::Result<(Child, PathBuf)> {
         let log = self.log(name);
@@ -204,6 +223,7 @@ impl Lab {
             .stderr(out)
             .env("RUST_LOG", &self.log_level)
             .envs(self.credentials(name))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("RUST_BACKTRACE")
             .process_group(0)
             .spawn()

@@ -35,7 +35,7 @@ pub struct Pods {
 }
 
 /// The NF instance of a child: UPFs by their site's region (`upf-west`, `upf-east`).
-fn instance(child: &Child) -> String {
+pub fn instance(child: &Child) -> String {
     if child.nf_type != "upf" {
         return child.nf_type.clone();
     }

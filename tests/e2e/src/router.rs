@@ -14,7 +14,7 @@ use crate::pods::Pod;
 use crate::progress::Progress;
 
 /// The namespace of the demo's Services and Ingress.
-const NAMESPACE: &str = "free5gc";
+pub const NAMESPACE: &str = "free5gc";
 
 /// What the router step gave.
 pub struct Routed {
@@ -31,8 +31,6 @@ pub struct Routed {
 /// The Services, EndpointSlices and the Ingress for `endpoints` (instance, address).
 fn objects(endpoints: &[(String, SocketAddr)]) -> String {
     let mut yaml = String::new();
-    let mut paths = String::new();
-    let mut hosts = String::new();
     for (name, addr) in endpoints {
         let _ = write!(
             yaml,
@@ -45,6 +43,18 @@ fn objects(endpoints: &[(String, SocketAddr)]) -> String {
             addr.port(),
             addr.ip()
         );
+    }
+    yaml.push_str(&ingress(endpoints.iter().map(|(name, _)| name.as_str())));
+    yaml
+}
+
+/// The Ingress `nf-management` in namespace `free5gc` putting the Service (port 80, named
+/// `http`) of each of `names` behind the router by host (`<name>.free5gc.demo/`) and by path
+/// (`mgmt.free5gc.demo/<name>`).
+pub fn ingress<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut paths = String::new();
+    let mut hosts = String::new();
+    for name in names {
         let _ = write!(
             paths,
             "      - path: /{name}\n        pathType: Prefix\n        \
@@ -56,13 +66,11 @@ fn objects(endpoints: &[(String, SocketAddr)]) -> String {
              pathType: Prefix\n        backend: {{service: {{name: {name}, port: {{number: 80}}}}}}\n"
         );
     }
-    let _ = write!(
-        yaml,
+    format!(
         "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: nf-management, \
          namespace: {NAMESPACE}}}\nspec:\n  rules:\n  - host: mgmt.free5gc.demo\n    http:\n      \
          paths:\n{paths}{hosts}"
-    );
-    yaml
+    )
 }
 
 /// An HTTP endpoint on loopback for each of `names`, answering with its name.
@@ -118,19 +126,31 @@ pub fn wait_serving(
     router: SocketAddr,
     endpoints: &[(String, SocketAddr)],
 ) -> anyhow::Result<()> {
+    wait_serving_host(
+        lab,
+        router,
+        endpoints.first().map(|(name, _)| name.as_str()),
+        Duration::from_secs(30),
+    )
+}
+
+/// Waits until the router listens and, when `first` is given, answers 200 for
+/// `<first>.free5gc.demo/`, at most `timeout` for the answer.
+pub fn wait_serving_host(
+    lab: &mut Lab,
+    router: SocketAddr,
+    first: Option<&str>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
     lab.wait_listening("kuryr-l7 router", router)?;
-    let Some((first, _)) = endpoints.first() else {
+    let Some(first) = first else {
         return Ok(());
     };
-    interrupt::wait_for(
-        "the router to serve the Ingress",
-        Duration::from_secs(30),
-        || {
-            lab.check_daemons()?;
-            let (status, _) = http::get(router, &format!("{first}.free5gc.demo"), "/")?;
-            Ok((status == 200).then_some(()))
-        },
-    )
+    interrupt::wait_for("the router to serve the Ingress", timeout, || {
+        lab.check_daemons()?;
+        let (status, _) = http::get(router, &format!("{first}.free5gc.demo"), "/")?;
+        Ok((status == 200).then_some(()))
+    })
 }
 
 /// Calls every endpoint through the router, by host and by path: (answered 200 by the right
@@ -138,18 +158,35 @@ pub fn wait_serving(
 pub fn call_all(
     router: SocketAddr,
     endpoints: &[(String, SocketAddr)],
+    news: impl FnMut(&str),
+) -> anyhow::Result<(usize, usize)> {
+    call_each(
+        router,
+        endpoints.iter().map(|(name, _)| name.as_str()),
+        |name, body| body.starts_with(&format!("{name} management")),
+        news,
+    )
+}
+
+/// Calls each of `names` through the router, by host (`<name>.free5gc.demo/healthz`) and by
+/// path (`mgmt.free5gc.demo/<name>/status`): (answered 200 with a body `right(name, body)`
+/// accepts, sent), each answer passed to `news`.
+pub fn call_each<'a>(
+    router: SocketAddr,
+    names: impl IntoIterator<Item = &'a str>,
+    right: impl Fn(&str, &str) -> bool,
     mut news: impl FnMut(&str),
 ) -> anyhow::Result<(usize, usize)> {
     let mut ok = 0;
     let mut sent = 0;
-    for (name, _) in endpoints {
+    for name in names {
         for (host, path) in [
             (format!("{name}.free5gc.demo"), "/healthz".to_owned()),
             ("mgmt.free5gc.demo".to_owned(), format!("/{name}/status")),
         ] {
             sent += 1;
             let (status, body) = http::get(router, &host, &path)?;
-            if status == 200 && body.starts_with(&format!("{name} management")) {
+            if status == 200 && right(name, &body) {
                 ok += 1;
             }
             news(&format!("{host}{path} → {status} {}", body.trim()));

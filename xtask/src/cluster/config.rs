@@ -18,6 +18,20 @@ pub const POD_SUBNET: &str = "10.244.0.0/24";
 /// The node's name (its kubelet's identity is `system:node:<NODE_NAME>`).
 pub const NODE_NAME: &str = "nephrite-node";
 
+/// The variable naming the xtask binary the cluster tests run `cluster up` and `down` with
+/// (else they `cargo run` it).
+pub const XTASK_ENV: &str = "NEPHRITE_XTASK";
+
+/// The variable that, set to `1`, has `cluster up` and the cluster tests take the workspace
+/// binaries they run from `target/debug` when there, without `cargo build` (`cargo xtask test`
+/// has just built them all, with the suite's feature set).
+pub const PREBUILT_ENV: &str = "NEPHRITE_CLUSTER_PREBUILT";
+
+/// Whether [`PREBUILT_ENV`] says to take the built binaries as they are.
+pub fn prebuilt() -> bool {
+    std::env::var_os(PREBUILT_ENV).is_some_and(|v| v == "1")
+}
+
 /// The images' tag: the workspace's version.
 pub const IMAGE_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -107,7 +107,7 @@ pub fn down(dir: &Path, node: &NodeBinaries) -> Report {
     kill_pod_processes(&mut report);
     unmount_under(dir, &mut report);
     remove_pod_cgroups(&mut report);
-    remove_agent_network(&mut report);
+    remove_agent_network(&gateways(dir), &mut report);
     let recorded =
         std::fs::read_to_string(dir.join("run").join(HOST_DIRS_FILE)).unwrap_or_default();
     for host_dir in recorded.lines().filter(|l| HOST_DIRS.contains(l)) {
@@ -356,19 +356,18 @@ fn unmount_under(dir: &Path, report: &mut Report) {
 
 /// Remove the pod network's bridge (the link holding the gateway of [`POD_SUBNET`]), the
 /// veths still on it (the FIB-miss sink and its peer, any port left), and the agent's tables.
-fn remove_agent_network(report: &mut Report) {
-    let gateway = pod_gateway();
+fn remove_agent_network(gateways: &[String], report: &mut Report) {
     let addresses = ip_json(&["-4", "addr", "show"]);
     let bridges: Vec<String> = addresses
         .as_array()
         .into_iter()
         .flatten()
         .filter(|link| {
-            link["addr_info"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|a| a["local"].as_str() == Some(gateway.as_str()))
+            link["addr_info"].as_array().into_iter().flatten().any(|a| {
+                a["local"]
+                    .as_str()
+                    .is_some_and(|l| gateways.iter().any(|g| g == l))
+            })
         })
         .filter_map(|link| link["ifname"].as_str().map(str::to_owned))
         .collect();
@@ -397,9 +396,32 @@ fn remove_agent_network(report: &mut Report) {
     }
 }
 
-/// The pod network's gateway: the subnet's first host.
-fn pod_gateway() -> String {
-    let (net, _) = POD_SUBNET.split_once('/').unwrap_or((POD_SUBNET, ""));
+/// The gateways of the networks the cluster's agent served: the pod network's, and those of
+/// the networks `up` was given (each `subnet:` of the agent's config in `dir`), whose bridges
+/// carry them.
+fn gateways(dir: &Path) -> Vec<String> {
+    let config =
+        std::fs::read_to_string(dir.join("nimbess").join("agent.yaml")).unwrap_or_default();
+    let mut gateways = vec![gateway(POD_SUBNET)];
+    gateways.extend(config_subnets(&config).iter().map(|s| gateway(s)));
+    gateways.sort();
+    gateways.dedup();
+    gateways.retain(|g| !g.is_empty());
+    gateways
+}
+
+/// The `subnet:` values of an agent config as `network::agent_config` writes it.
+fn config_subnets(config: &str) -> Vec<String> {
+    config
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("subnet:"))
+        .map(|subnet| subnet.trim().to_owned())
+        .collect()
+}
+
+/// A subnet's gateway: its first host (empty when `subnet` is no IPv4 CIDR).
+fn gateway(subnet: &str) -> String {
+    let (net, _) = subnet.split_once('/').unwrap_or((subnet, ""));
     match net.parse::<std::net::Ipv4Addr>() {
         Ok(ip) => std::net::Ipv4Addr::from(u32::from(ip) + 1).to_string(),
         Err(_) => String::new(),
@@ -427,7 +449,7 @@ fn delete_link(name: &str) -> bool {
 mod tests {
     use std::path::{Path, PathBuf};
 
-    use super::{mounts_under, pod_gateway};
+    use super::{config_subnets, gateway, mounts_under};
 
     #[test]
     fn mounts_under_the_directory_come_deepest_first_with_escapes_undone() {
@@ -450,7 +472,18 @@ mod tests {
     }
 
     #[test]
-    fn the_gateway_is_the_pod_subnets_first_host() {
-        assert_eq!(pod_gateway(), "10.244.0.1");
+    fn the_gateway_is_the_subnets_first_host() {
+        assert_eq!(gateway(super::POD_SUBNET), "10.244.0.1");
+        assert_eq!(gateway("10.61.0.0/24"), "10.61.0.1");
+        assert_eq!(gateway("not a subnet"), "");
+    }
+
+    #[test]
+    fn every_subnet_of_the_agent_config_is_found() {
+        let config = super::super::network::agent_config(&[super::super::network::Network {
+            name: "n4".to_owned(),
+            subnet: "10.61.0.0/24".to_owned(),
+        }]);
+        assert_eq!(config_subnets(&config), ["10.244.0.0/24", "10.61.0.0/24"]);
     }
 }

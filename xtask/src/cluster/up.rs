@@ -83,8 +83,8 @@ fn preflight() -> anyhow::Result<()> {
 }
 
 /// Build what is missing, then start the cluster with its state in `dir` (which must be empty
-/// or absent).
-pub fn up(dir: &Path) -> anyhow::Result<Up> {
+/// or absent), the agent serving `networks` beside the pods' own.
+pub fn up(dir: &Path, networks: &[network::Network]) -> anyhow::Result<Up> {
     preflight()?;
     let (control, node) = ensure_node(SumMode::Verify)?;
     let (agent, cni) = network::build_binaries()?;
@@ -131,7 +131,7 @@ pub fn up(dir: &Path) -> anyhow::Result<Up> {
     );
     std::os::unix::fs::symlink(&agent, dir.join("run").join(AGENT_LINK))
         .with_context(|| format!("linking {} into {}/run", agent.display(), dir.display()))?;
-    started.push(network::start(dir, &node, &pki, &agent, &cni)?);
+    started.push(network::start(dir, &node, &pki, (&agent, &cni), networks)?);
     let kubelet = kubelet::start(dir, &node, kubelet_ports, node_ip, &pki)?;
     wait_node_ready(dir, &node, &kubelet)?;
     let echo = dir.join(super::echo::FILE);
