@@ -436,6 +436,7 @@ async fn bench() -> anyhow::Result<()> {
             advertise: None,
             plugin_name: "ntc".into(),
             policy: RolloutPolicy::default(),
+            election: None,
         },
     )
     .await?;

@@ -149,7 +149,7 @@ struct ServeCommand {
     /// Server-side-apply field manager.
     #[arg(long, env = "NTC_FIELD_MANAGER", default_value = "ntc")]
     field_manager: String,
-    #[command(flatten, next_help_heading = "Porch: leader election")]
+    #[command(flatten, next_help_heading = "Leader election")]
     election: ElectionArgs,
     #[command(flatten)]
     policy: PolicyArgs,
@@ -163,16 +163,26 @@ struct ServeCommand {
     serve: ServeArgs,
 }
 
-/// Porch: the Lease the replicas share (`coordination.k8s.io/v1`).
+/// The lease the replicas share: Porch, a `coordination.k8s.io/v1` Lease (on unless
+/// `--no-leader-election`); TKO, a named lease of the preparer's Data API (with
+/// `--leader-election`).
 #[derive(clap::Args)]
 struct ElectionArgs {
-    /// Run the controller without a Lease (one replica only; no `leases` access needed).
+    /// Porch: run the controller without a Lease (one replica only; no `leases` access needed).
     #[arg(long, env = "NTC_NO_LEADER_ELECTION")]
     no_leader_election: bool,
-    /// Namespace of the leader-election Lease.
+    /// TKO: elect one leader among replicas on the Data API's named lease `--lease-name`
+    /// (without it, the replica registers and tracks at once: run one).
+    #[arg(
+        long,
+        env = "NTC_LEADER_ELECTION",
+        conflicts_with = "no_leader_election"
+    )]
+    leader_election: bool,
+    /// Porch: namespace of the leader-election Lease.
     #[arg(long, env = "NTC_LEASE_NAMESPACE", default_value = "nephrite-system")]
     lease_namespace: String,
-    /// Name of the leader-election Lease.
+    /// Name of the leader-election Lease (Porch) or of the Data API's named lease (TKO).
     #[arg(long, env = "NTC_LEASE_NAME", default_value = "ntc")]
     lease_name: String,
     /// This replica's identity in the Lease, unique among the replicas (default: the host
@@ -206,15 +216,37 @@ struct ElectionArgs {
 }
 
 impl ElectionArgs {
+    /// `--identity`, else the host name and the process id.
+    fn identity(&self) -> String {
+        match &self.identity {
+            Some(identity) if !identity.is_empty() => identity.clone(),
+            _ => format!("{}-{}", host_name(), std::process::id()),
+        }
+    }
+
+    /// The TKO election's configuration, `None` without `--leader-election`.
+    fn tko(&self) -> anyhow::Result<Option<tko::election::TkoElection>> {
+        if !self.leader_election {
+            return Ok(None);
+        }
+        let secs = std::time::Duration::from_secs;
+        Ok(Some(tko::election::TkoElection {
+            lease_name: self.lease_name.clone(),
+            identity: self.identity(),
+            timing: tko::election::timing(
+                secs(self.lease_duration),
+                secs(self.lease_renew_deadline),
+                secs(self.lease_retry_period),
+            )?,
+        }))
+    }
+
     /// The election's configuration, `None` with `--no-leader-election`.
     fn config(&self) -> anyhow::Result<Option<ElectionConfig>> {
         if self.no_leader_election {
             return Ok(None);
         }
-        let identity = match &self.identity {
-            Some(identity) if !identity.is_empty() => identity.clone(),
-            _ => format!("{}-{}", host_name(), std::process::id()),
-        };
+        let identity = self.identity();
         Ok(Some(ElectionConfig {
             lock: LeaseLock::new(&self.lease_namespace, &self.lease_name, identity),
             timing: election::timing(
@@ -319,6 +351,7 @@ async fn serve(args: ServeCommand) -> anyhow::Result<()> {
                 advertise: args.advertise.clone(),
                 plugin_name: args.plugin_name.clone(),
                 policy,
+                election: args.election.tko()?,
             };
             let running = tko::start(server, &args.serve.listen, config).await?;
             let report = running.wait().await?;

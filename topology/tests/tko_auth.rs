@@ -77,6 +77,7 @@ async fn start_ntc(
             advertise: None,
             plugin_name: "ntc".into(),
             policy: RolloutPolicy::default(),
+            election: None,
         },
     )
     .await
@@ -349,6 +350,7 @@ async fn the_preparer_and_ntc_run_the_whole_path_with_mutual_tls() -> anyhow::Re
             advertise: None,
             plugin_name: "ntc".into(),
             policy: RolloutPolicy::default(),
+            election: None,
         },
     )
     .await?;

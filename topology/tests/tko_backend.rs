@@ -62,6 +62,7 @@ async fn start_ntc(data: &str) -> anyhow::Result<tko::RunningTko> {
             advertise: None,
             plugin_name: "ntc".into(),
             policy: RolloutPolicy::default(),
+            election: None,
         },
     )
     .await

@@ -14,10 +14,12 @@
 //!   gates are open and keeps an `NFDeployedTopology` resource in the parent's package equal
 //!   to the approved children.
 //! - [`status`]: `ntc status`, the per-(instance, site) view of a topology deployment.
+//! - [`election`]: several replicas, one writer, on a named lease of the Data API.
 //!
 //! The decisions are `nephrite_topology::tko`'s and `nephrite_topology::replan`'s.
 
 pub mod data;
+pub mod election;
 pub mod follow;
 pub mod plugin;
 pub mod status;
@@ -54,6 +56,9 @@ pub enum TkoError {
         /// What is wrong.
         message: String,
     },
+    /// Leader election cannot run as configured.
+    #[error("leader election: {0}")]
+    Election(String),
     /// The topology could not be planned.
     #[error("deployment {deployment}: {source}")]
     Plan {
@@ -151,29 +156,54 @@ pub struct TkoConfig {
     pub plugin_name: String,
     /// The rollout policy.
     pub policy: nephrite_topology::RolloutPolicy,
+    /// Leader election among replicas on a named lease of the Data API (`None`: this one
+    /// replica leads from the start).
+    pub election: Option<election::TkoElection>,
+}
+
+/// Registers (or replaces) `plugin` with the preparer.
+pub(crate) async fn register(
+    client: &data::Data,
+    plugin: nephrite_preparer_client::Plugin,
+) -> Result<(), TkoError> {
+    use nephrite_preparer_client::DataApi as _;
+    let (name, endpoint) = (plugin.name.clone(), plugin.endpoint.clone());
+    client.register_plugin(plugin).await?;
+    tracing::info!(plugin = %name, %endpoint, "registered with the preparer");
+    Ok(())
 }
 
 /// Binds the plugin server of `server` on `listen`, registers it with the preparer as the
 /// preparer of NFTopology (waiting for the preparer while it does not answer yet, until
-/// shutdown), and starts the tracker, which follows what the plugin prepares.
+/// shutdown), and starts the tracker, which follows what the plugin prepares. With
+/// `config.election`, the replica registers and tracks only while it holds the lease
+/// ([`election`]); `ntc_leading` on `/metrics` says whether it does.
 pub async fn start(
-    server: nephrite_runtime::GrpcServer,
+    mut server: nephrite_runtime::GrpcServer,
     listen: &nephrite_runtime::Endpoint,
     config: TkoConfig,
 ) -> anyhow::Result<RunningTko> {
-    use nephrite_preparer_client::{DataApi as _, Plugin, PluginType};
+    use nephrite_preparer_client::{Plugin, PluginType};
 
     let data_api = data::DataEndpoint {
         url: config.data.clone(),
         credentials: config.credentials.clone(),
     };
     let following = tracker::Following::default();
+    let leading = match config.election {
+        Some(_) => election::Leading::default(),
+        None => election::Leading::always(),
+    };
+    let gauge = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+    let (metric, help) = crate::porch::election::LEADING_METRIC;
+    server.register_metric(metric, help, gauge.clone())?;
     let plugin = plugin::TopologyPlugin::new(
         config.policy.clone(),
         data_api.clone(),
         following.followed.clone(),
         following.fingerprints.clone(),
-    );
+    )
+    .leading(leading.clone());
     let bound = server
         .add_service(plugin::server(plugin))
         .bind(listen)
@@ -184,33 +214,51 @@ pub async fn start(
         .advertise
         .clone()
         .unwrap_or_else(|| endpoint.to_string());
-    let waiting = shutdown.clone();
-    let client = data::connect_waiting(&data_api, async move {
-        waiting.triggered().await;
-    })
-    .await?;
-    client
-        .register_plugin(Plugin {
-            plugin_type: PluginType::Prepare,
-            name: config.plugin_name.clone(),
-            endpoint: advertise.clone(),
-            arguments: Vec::new(),
-            properties: Default::default(),
-            triggers: vec![nephrite_krm::Gvk::new(
-                nephrite_topology::api::GROUP,
-                nephrite_topology::api::VERSION,
-                nephrite_topology::api::NF_TOPOLOGY_KIND,
-            )],
-        })
-        .await
-        .map_err(TkoError::from)?;
-    tracing::info!(plugin = %config.plugin_name, endpoint = %advertise, data = %config.data, "registered with the preparer");
-    let tracker = tokio::spawn(tracker::run(
-        data_api,
-        config.policy.clone(),
-        following,
-        shutdown.clone(),
-    ));
+    let registration = Plugin {
+        plugin_type: PluginType::Prepare,
+        name: config.plugin_name.clone(),
+        endpoint: advertise.clone(),
+        arguments: Vec::new(),
+        properties: Default::default(),
+        triggers: vec![nephrite_krm::Gvk::new(
+            nephrite_topology::api::GROUP,
+            nephrite_topology::api::VERSION,
+            nephrite_topology::api::NF_TOPOLOGY_KIND,
+        )],
+    };
+    let tracker = match config.election {
+        Some(elected) => {
+            tracing::info!(data = %config.data, lease = %elected.lease_name, identity = %elected.identity, "leader election on the Data API's lease");
+            let term = election::Term {
+                endpoint: data_api,
+                plugin: registration,
+                policy: config.policy.clone(),
+                following,
+            };
+            tokio::spawn(election::run_elected(
+                term,
+                elected,
+                shutdown.clone(),
+                leading,
+                gauge,
+            ))
+        }
+        None => {
+            let waiting = shutdown.clone();
+            let client = data::connect_waiting(&data_api, async move {
+                waiting.triggered().await;
+            })
+            .await?;
+            register(&client, registration).await?;
+            gauge.set(1);
+            tokio::spawn(tracker::run(
+                data_api,
+                config.policy.clone(),
+                following,
+                shutdown.clone(),
+            ))
+        }
+    };
     let server = tokio::spawn(bound.run());
     Ok(RunningTko {
         endpoint,

@@ -10,6 +10,7 @@ use nephrite_topology::{RolloutPolicy, plan};
 use tonic::{Request, Response, Status};
 
 use super::data::{self, DataEndpoint};
+use super::election::Leading;
 use super::follow::{self, Fingerprints, Followed};
 use super::{TkoError, topology_of};
 
@@ -32,6 +33,8 @@ pub struct TopologyPlugin {
     followed: Followed,
     /// The children's fingerprints as last read, shared with the tracker.
     fingerprints: Fingerprints,
+    /// Whether this replica leads: a standby prepares nothing (it writes nothing).
+    leading: Leading,
 }
 
 impl TopologyPlugin {
@@ -48,11 +51,24 @@ impl TopologyPlugin {
             data,
             followed,
             fingerprints,
+            leading: Leading::always(),
         }
+    }
+
+    /// Prepares only while `leading` says this replica leads (leader election).
+    pub fn leading(mut self, leading: Leading) -> Self {
+        self.leading = leading;
+        self
     }
 
     async fn prepare_package(&self, request: &PrepareRequest) -> Result<usize, TkoError> {
         let deployment = &request.deployment_id;
+        if !self.leading.get() {
+            return Err(TkoError::Election(format!(
+                "deployment {deployment}: this ntc replica stands by (another holds the lease); \
+                 the preparer retries and calls the leader once it has registered"
+            )));
+        }
         // Parsed off the async runtime's threads: a large or hostile document (the KRM reader
         // refuses one over its size or depth limit, in linear time) holds up no other call,
         // health check or shutdown.

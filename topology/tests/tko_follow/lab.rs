@@ -104,6 +104,7 @@ impl Lab {
                 advertise: None,
                 plugin_name: "ntc".into(),
                 policy: RolloutPolicy::default(),
+                election: None,
             },
         )
         .await?;
