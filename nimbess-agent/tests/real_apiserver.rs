@@ -52,6 +52,16 @@ const GRANTS: &[(&str, &str, &[&str])] = &[
     ("discovery.k8s.io", "endpointslices", &["list", "watch"]),
     ("events.k8s.io", "events", &["create", "patch"]),
     ("networking.k8s.io", "networkpolicies", &["list", "watch"]),
+    (
+        "policy.networking.k8s.io",
+        "adminnetworkpolicies",
+        &["list", "watch"],
+    ),
+    (
+        "policy.networking.k8s.io",
+        "baselineadminnetworkpolicies",
+        &["list", "watch"],
+    ),
 ];
 
 /// How long the agent may take to follow one change of the cluster.

@@ -1,6 +1,7 @@
 //! `--kube`: the northbound's objects from the API server, through one
 //! [`KubeWatch`] per kind (Services, EndpointSlices, NetworkPolicies,
-//! Namespaces, Pods), restarted after failures with the project's watch
+//! Namespaces, Pods, AdminNetworkPolicies, BaselineAdminNetworkPolicies),
+//! restarted after failures with the project's watch
 //! backoff. A snapshot is sent once every kind has been listed (a kind the
 //! cluster does not serve counts as listed, with none), then after every
 //! change. What the translation skips (an invalid
@@ -24,6 +25,7 @@ use kube::runtime::watcher;
 use nephrite_runtime::{KubeWatch, Unavailable, WatchEvent};
 use tokio::sync::{Notify, watch};
 
+use super::admin::{AdminNetworkPolicy, BaselineAdminNetworkPolicy};
 use super::{Objects, Warning, derive};
 
 /// The kinds' stores.
@@ -34,6 +36,8 @@ struct Readers {
     policies: Store<NetworkPolicy>,
     namespaces: Store<Namespace>,
     pods: Store<Pod>,
+    admin: Store<AdminNetworkPolicy>,
+    baseline: Store<BaselineAdminNetworkPolicy>,
 }
 
 impl Readers {
@@ -47,12 +51,14 @@ impl Readers {
             policies: all(&self.policies),
             namespaces: all(&self.namespaces),
             pods: all(&self.pods),
+            admin_policies: all(&self.admin),
+            baseline_policies: all(&self.baseline),
         }
     }
 }
 
 /// How many kinds there are to list before the first snapshot.
-const KINDS: usize = 5;
+const KINDS: usize = 7;
 
 /// Starts a [`KubeWatch`] of every `K` in the cluster; `listed` counts it once its first
 /// listing is in (or once the cluster is found not to serve the kind: a cluster without
@@ -178,7 +184,9 @@ pub async fn watch_cluster(client: kube::Client, tx: watch::Sender<Option<Object
         slices: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
         policies: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
         namespaces: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
-        pods: reflect(client, Arc::clone(&changed), Arc::clone(&listed)),
+        pods: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        admin: reflect(client.clone(), Arc::clone(&changed), Arc::clone(&listed)),
+        baseline: reflect(client, Arc::clone(&changed), Arc::clone(&listed)),
     };
     loop {
         changed.notified().await;

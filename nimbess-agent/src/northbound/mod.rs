@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 use crate::agent::{Agent, PortOwner};
 
+pub mod admin;
 pub mod kube;
 pub mod objects;
 pub mod policies;
@@ -63,6 +64,10 @@ pub struct Objects {
     pub namespaces: Vec<Namespace>,
     /// Pods.
     pub pods: Vec<Pod>,
+    /// AdminNetworkPolicies (`policy.networking.k8s.io/v1alpha1`).
+    pub admin_policies: Vec<admin::AdminNetworkPolicy>,
+    /// BaselineAdminNetworkPolicies (the one honoured is `default`).
+    pub baseline_policies: Vec<admin::BaselineAdminNetworkPolicy>,
 }
 
 /// What a snapshot derives to.
@@ -72,6 +77,11 @@ pub struct Derived {
     pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
     /// The NetworkPolicies' ACL modules, by pod address.
     pub acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    /// Every tier of policy (AdminNetworkPolicies by priority, the
+    /// NetworkPolicies' ACL, the BaselineAdminNetworkPolicy), by pod
+    /// address ([`nephrite_pipeline::translate_tiers`]): a pod absent is
+    /// open both ways.
+    pub tiers: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodTiers>,
     /// What was skipped, each naming the object and the field.
     pub warnings: Vec<Warning>,
 }
@@ -231,10 +241,28 @@ pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
         }
     }
     let acls = nephrite_pipeline::translate_policies(&policies, &pods, &namespaces);
+    let mut set = nephrite_pipeline::PolicySet {
+        network: policies,
+        ..Default::default()
+    };
+    for p in &objects.admin_policies {
+        match admin::admin(p) {
+            Ok(p) => set.admin.push(p),
+            Err(w) => warnings.push(Warning::on(p, "InvalidAdminNetworkPolicy", w)),
+        }
+    }
+    for p in &objects.baseline_policies {
+        match admin::baseline(p) {
+            Ok(p) => set.baseline = Some(p),
+            Err(w) => warnings.push(Warning::on(p, "InvalidBaselineAdminNetworkPolicy", w)),
+        }
+    }
+    let tiers = nephrite_pipeline::translate_tiers(&set, &pods, &namespaces);
     warnings.sort();
     Derived {
         load_balancers,
         acls,
+        tiers,
         warnings,
     }
 }

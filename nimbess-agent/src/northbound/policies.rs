@@ -30,7 +30,7 @@ use nephrite_pipeline::{
 
 use super::objects::object_name;
 
-fn selector(s: &LabelSelector, field: &str) -> Result<Selector, String> {
+pub(super) fn selector(s: &LabelSelector, field: &str) -> Result<Selector, String> {
     let mut out = Selector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         expressions: Vec::new(),

@@ -67,6 +67,12 @@ pub fn parse_into(text: &str, origin: &str, objects: &mut Objects, warnings: &mu
             "NetworkPolicy" => serde_json::from_value(value).map(|o| objects.policies.push(o)),
             "Namespace" => serde_json::from_value(value).map(|o| objects.namespaces.push(o)),
             "Pod" => serde_json::from_value(value).map(|o| objects.pods.push(o)),
+            "AdminNetworkPolicy" => {
+                serde_json::from_value(value).map(|o| objects.admin_policies.push(o))
+            }
+            "BaselineAdminNetworkPolicy" => {
+                serde_json::from_value(value).map(|o| objects.baseline_policies.push(o))
+            }
             _ => Ok(()),
         };
         if let Err(e) = parsed {
