@@ -1,7 +1,7 @@
 //! The web dashboard of `preparer serve --web` in a real headless Chromium, driven through
 //! chromedriver (WebDriver) as a person would use it: open the page, watch a 10,000-site
 //! Placement created with the CLI appear and turn prepared without reloading, filter, follow a
-//! deep link to a deployment.
+//! deep link to a deployment, read its history and diff, roll it back.
 
 mod support;
 
@@ -164,8 +164,76 @@ async fn a_placement_expands_live_on_the_web_dashboard() {
         "{caption}"
     );
 
-    // A change made with the CLI while the deployment is open.
+    // Its history: a CLI update is a new revision; the history page lists it, its diff link
+    // shows the changed line, and Roll back to 1 (confirmed) adds a rollback revision.
     let child = url.rsplit('/').next().unwrap().to_owned();
+    let package = ok(cli(
+        &daemon.server,
+        &["deployment", "get", &child, "-o", "yaml"],
+    ));
+    let changed = package.replace("workers: '8'", "workers: '9'");
+    assert_ne!(changed, package, "{package}");
+    let file = scene.dir.path().join("changed.yaml");
+    std::fs::write(&file, changed).expect("package file");
+    ok(cli(
+        &daemon.server,
+        &[
+            "deployment",
+            "update",
+            &child,
+            "-f",
+            &file.display().to_string(),
+        ],
+    ));
+    browser.open(&url).await;
+    browser.click("a.history").await;
+    let updated = browser
+        .until(
+            "the update in the history",
+            "var r = Array.from(document.querySelectorAll('#live tbody tr')).find(r => r.cells[3].textContent === 'package updated'); return r ? r.dataset.revision : ''",
+        )
+        .await;
+    let updated = updated.as_str().expect("a revision number").to_owned();
+    browser
+        .click(&format!("tr[data-revision='{updated}'] td:nth-child(5) a"))
+        .await;
+    let diff = browser
+        .until(
+            "the diff",
+            "var p = document.querySelector('pre.diff'); return p ? p.innerText : ''",
+        )
+        .await;
+    assert!(
+        diff.as_str()
+            .is_some_and(|d| d.contains("-  workers: '8'\n+  workers: '9'")),
+        "{diff}"
+    );
+    save_screenshot(&browser, "web-diff.png").await;
+    browser
+        .open(&format!("{page}/deployments/{child}/history"))
+        .await;
+    browser.click("tr[data-revision='1'] form button").await;
+    let newest = browser
+        .until(
+            "the rollback in the history",
+            // (The loop's preparation of it may already be the newest row.)
+            "var r = Array.from(document.querySelectorAll('#live tbody tr')).find(r => r.cells[3].textContent === 'rolled back to revision 1'); return r ? r.cells[2].textContent : ''",
+        )
+        .await;
+    assert_eq!(
+        newest,
+        json!("anonymous"),
+        "no credentials on this dashboard"
+    );
+    assert!(
+        browser
+            .url()
+            .await
+            .ends_with(&format!("/deployments/{child}/history"))
+    );
+    save_screenshot(&browser, "web-history.png").await;
+
+    // A change made with the CLI while the deployment is open.
     browser.open(&url).await;
     browser
         .until(

@@ -77,12 +77,18 @@ pub fn page(title: &str, current: View, events: &str, above: &str, live: &str) -
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title} · preparer</title><link rel=\"stylesheet\" href=\"/assets/dashboard.css\"></head>\
 <body data-events=\"{events}\"><a class=\"skip\" href=\"#live\">Skip to content</a>\
-<header><h1>preparer</h1><p id=\"connection\" role=\"status\">connecting…</p></header>\
+<header><h1>preparer</h1><p id=\"connection\" role=\"status\">{status}</p></header>\
 <nav aria-label=\"Views\"><ul>{nav}</ul></nav>{above}\
 <main id=\"live\" tabindex=\"-1\">{live}</main>\
 <script src=\"/assets/dashboard.js\"></script></body></html>\n",
         title = escape(title),
         events = escape(events),
+        // A page without an event stream (a diff, a refusal) is not live and never will be.
+        status = if events.is_empty() {
+            ""
+        } else {
+            "connecting…"
+        },
     )
 }
 
