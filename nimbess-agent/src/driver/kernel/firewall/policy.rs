@@ -18,14 +18,16 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use nephrite_pipeline::{AclEntry, PodAcl};
+use nephrite_pipeline::{
+    AclEntry, AdminAction, BaselineAction, Ipv4Cidr, PodAcl, PodTiers, PortRange, Tiers,
+};
 
 use super::expr::{self, Hook};
 use super::netlink::{Attrs, Batch, rules_by_chain, send_batch};
 use super::nftables::{
     CROSSING_MARK, CT_ESTABLISHED_RELATED, IPV4_DADDR_OFFSET, IPV4_SADDR_OFFSET, NF_ACCEPT,
-    NF_DROP, NF_INET_FORWARD, NFPROTO_IPV4, NFT_CMP_EQ, NFT_CT_STATE, NFT_JUMP, NFT_META_L4PROTO,
-    NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE, NFT_MSG_NEWTABLE,
+    NF_DROP, NF_INET_FORWARD, NFPROTO_IPV4, NFT_CMP_EQ, NFT_CT_STATE, NFT_GOTO, NFT_JUMP,
+    NFT_META_L4PROTO, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE, NFT_MSG_NEWTABLE,
     NFT_PAYLOAD_NETWORK_HEADER, NFT_PAYLOAD_TRANSPORT_HEADER, NFT_REG_1, NFT_RETURN, NLM_F_APPEND,
     NLM_F_CREATE, POLICY_FORWARD_PRIORITY, POLICY_TABLE as TABLE, TRANSPORT_DPORT_OFFSET,
     protocol_number,
@@ -48,38 +50,66 @@ struct Table {
     rules: Vec<(String, Attrs)>,
 }
 
-/// The rules of one ACL entry in `chain`: the peer (`offset`: the source
-/// address for an ingress chain, the destination for an egress one) minus
-/// its exceptions, per port range (none: any port), then the allow.
-fn entry_rules(table: &mut Table, chain: &str, ingress: bool, e: &AclEntry) {
+/// What a rule does with the packets it matches.
+#[derive(Clone, Copy)]
+enum Verdict<'a> {
+    /// Let it through this direction (an ingress chain marks it,
+    /// [`CROSSING_MARK`]): return.
+    Allow,
+    /// Drop it (counted).
+    Deny,
+    /// Leave it to the next tiers: go to that chain, not coming back.
+    Pass(&'a str),
+}
+
+/// The rules matching `peer` (`offset`: the source address for an ingress
+/// chain, the destination for an egress one) minus `except`, per port
+/// range of `ports` (none: any port), each ending in `verdict`.
+#[allow(clippy::too_many_arguments)]
+fn match_rules(
+    table: &mut Table,
+    chain: &str,
+    ingress: bool,
+    peer: Ipv4Cidr,
+    except: &[Ipv4Cidr],
+    ports: &[PortRange],
+    verdict: Verdict<'_>,
+) {
     let offset = if ingress {
         IPV4_SADDR_OFFSET
     } else {
         IPV4_DADDR_OFFSET
     };
-    let peer = |list: &mut Attrs| {
-        expr::match_prefix(list, offset, e.peer);
-        for except in &e.except {
-            expr::outside_prefix(list, offset, *except);
+    let matched = |list: &mut Attrs| {
+        expr::match_prefix(list, offset, peer);
+        for e in except {
+            expr::outside_prefix(list, offset, *e);
         }
     };
-    let allow = |list: &mut Attrs| {
-        // what an ingress chain lets in is marked for the isolation
-        // between networks ([`CROSSING_MARK`])
-        if ingress {
-            expr::set_mark_bits(list, CROSSING_MARK);
+    let decide = |list: &mut Attrs| match verdict {
+        Verdict::Allow => {
+            // what an ingress chain lets in is marked for the isolation
+            // between networks ([`CROSSING_MARK`])
+            if ingress {
+                expr::set_mark_bits(list, CROSSING_MARK);
+            }
+            expr::verdict(list, NFT_RETURN);
         }
-        expr::verdict(list, NFT_RETURN);
+        Verdict::Deny => {
+            expr::counter(list);
+            expr::verdict(list, NF_DROP);
+        }
+        Verdict::Pass(next) => expr::verdict_to(list, NFT_GOTO, next),
     };
-    if e.ports.is_empty() {
+    if ports.is_empty() {
         let mut list = Attrs::default();
-        peer(&mut list);
-        allow(&mut list);
+        matched(&mut list);
+        decide(&mut list);
         table.rules.push((chain.to_string(), list));
     }
-    for p in &e.ports {
+    for p in ports {
         let mut list = Attrs::default();
-        peer(&mut list);
+        matched(&mut list);
         // meta l4proto P [th dport LO[-HI]]
         expr::meta(&mut list, NFT_META_L4PROTO);
         expr::cmp(&mut list, NFT_CMP_EQ, &[protocol_number(p.protocol)]);
@@ -97,13 +127,95 @@ fn entry_rules(table: &mut Table, chain: &str, ingress: bool, e: &AclEntry) {
                 expr::range(&mut list, &lo.to_be_bytes(), &hi.to_be_bytes());
             }
         }
-        allow(&mut list);
+        decide(&mut list);
         table.rules.push((chain.to_string(), list));
     }
 }
 
-/// What the table holds for `acls` (not empty).
-fn table(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Table {
+/// One pod's address as a peer.
+fn host(addr: Ipv4Addr) -> Ipv4Cidr {
+    Ipv4Cidr { addr, prefix: 32 }
+}
+
+/// The NetworkPolicies' tier, then the baseline: when the NetworkPolicies
+/// isolate the pod their entries allow and the rest is dropped (counted);
+/// otherwise the BANP's entries decide and what none matches falls off the
+/// chain (open).
+fn lower_tiers(table: &mut Table, chain: &str, ingress: bool, tiers: &Tiers) {
+    if let Some(list) = &tiers.network {
+        for e in list {
+            match_rules(
+                table,
+                chain,
+                ingress,
+                e.peer,
+                &e.except,
+                &e.ports,
+                Verdict::Allow,
+            );
+        }
+        // counter drop
+        let mut drop = Attrs::default();
+        expr::counter(&mut drop);
+        expr::verdict(&mut drop, NF_DROP);
+        table.rules.push((chain.to_string(), drop));
+        return;
+    }
+    for e in &tiers.baseline {
+        let verdict = match e.action {
+            BaselineAction::Allow => Verdict::Allow,
+            BaselineAction::Deny => Verdict::Deny,
+        };
+        match_rules(table, chain, ingress, host(e.peer), &[], &e.ports, verdict);
+    }
+}
+
+/// One direction of one pod in `chain`: the admin entries in order (their
+/// `Pass`, and what none matches, go to `<chain>.pass` holding the lower
+/// tiers), or the lower tiers straight in `chain` when there is no admin
+/// entry (a pod only NetworkPolicies select gets the chain it always had).
+fn direction_rules(table: &mut Table, chain: &str, ingress: bool, tiers: &Tiers) {
+    if tiers.admin.is_empty() {
+        lower_tiers(table, chain, ingress, tiers);
+        return;
+    }
+    let rest = format!("{chain}.pass");
+    table.chains.push(rest.clone());
+    for e in &tiers.admin {
+        let verdict = match e.action {
+            AdminAction::Allow => Verdict::Allow,
+            AdminAction::Deny => Verdict::Deny,
+            AdminAction::Pass => Verdict::Pass(&rest),
+        };
+        match_rules(table, chain, ingress, host(e.peer), &[], &e.ports, verdict);
+    }
+    let mut next = Attrs::default();
+    expr::verdict_to(&mut next, NFT_GOTO, &rest);
+    table.rules.push((chain.to_string(), next));
+    lower_tiers(table, &rest, ingress, tiers);
+}
+
+/// The NetworkPolicies' ACLs as tiers with nothing but the NetworkPolicy tier.
+pub fn network_tiers(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> BTreeMap<Ipv4Addr, PodTiers> {
+    acls.iter()
+        .map(|(pod, acl)| {
+            let tier = |network: &Option<Vec<AclEntry>>| Tiers {
+                network: network.clone(),
+                ..Tiers::default()
+            };
+            (
+                *pod,
+                PodTiers {
+                    ingress: tier(&acl.ingress),
+                    egress: tier(&acl.egress),
+                },
+            )
+        })
+        .collect()
+}
+
+/// What the table holds for `tiers` (not empty).
+fn table(tiers: &BTreeMap<Ipv4Addr, PodTiers>) -> Table {
     let mut t = Table::default();
     // ct state established,related accept
     let mut list = Attrs::default();
@@ -111,22 +223,19 @@ fn table(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Table {
     expr::any_bit(&mut list, CT_ESTABLISHED_RELATED);
     expr::verdict(&mut list, NF_ACCEPT);
     t.rules.push((FORWARD.to_string(), list));
-    for (pod, acl) in acls {
-        for (direction, ingress, jump_on, list) in [
-            ("out", false, IPV4_SADDR_OFFSET, &acl.egress),
-            ("in", true, IPV4_DADDR_OFFSET, &acl.ingress),
+    for (pod, both) in tiers {
+        for (direction, ingress, jump_on, tiers) in [
+            ("out", false, IPV4_SADDR_OFFSET, &both.egress),
+            ("in", true, IPV4_DADDR_OFFSET, &both.ingress),
         ] {
-            let Some(list) = list else { continue };
-            let chain = chain_name(direction, *pod);
-            t.chains.push(chain.clone());
-            for e in list {
-                entry_rules(&mut t, &chain, ingress, e);
+            if tiers.is_empty() {
+                continue;
             }
-            // counter drop
-            let mut drop = Attrs::default();
-            expr::counter(&mut drop);
-            expr::verdict(&mut drop, NF_DROP);
-            t.rules.push((chain.clone(), drop));
+            let chain = chain_name(direction, *pod);
+            // the pod's chain first: a `.pass` chain follows it
+            let at = t.chains.len();
+            t.chains.insert(at, chain.clone());
+            direction_rules(&mut t, &chain, ingress, tiers);
             // ip saddr|daddr <pod> jump <chain>
             let mut jump = Attrs::default();
             expr::payload(&mut jump, NFT_REG_1, NFT_PAYLOAD_NETWORK_HEADER, jump_on, 4);
@@ -143,6 +252,16 @@ fn table(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Table {
 /// # Errors
 /// The kernel refused the batch (the previous table stays).
 pub fn render(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Result<(), DriverError> {
+    render_tiers(&network_tiers(acls))
+}
+
+/// Replace the table with every pod's tiers (AdminNetworkPolicies,
+/// NetworkPolicies, BaselineAdminNetworkPolicy) in one transaction (none:
+/// the table goes).
+///
+/// # Errors
+/// The kernel refused the batch (the previous table stays).
+pub fn render_tiers(acls: &BTreeMap<Ipv4Addr, PodTiers>) -> Result<(), DriverError> {
     let mut batch = Batch::new();
     let name = expr::table(TABLE);
     batch.nft(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &name);
@@ -178,6 +297,11 @@ pub fn render(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Result<(), DriverError> {
 /// table or chain, a chain whose rules differ in number from what
 /// [`render`] writes (a peer or a port added or deleted by hand).
 pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
+    verify_tiers(&network_tiers(acls))
+}
+
+/// [`verify`] for every pod's tiers ([`render_tiers`]).
+pub fn verify_tiers(acls: &BTreeMap<Ipv4Addr, PodTiers>) -> Vec<String> {
     let have = match rules_by_chain(NFPROTO_IPV4, TABLE) {
         Ok(have) => have,
         Err(e) => return vec![format!("policy: table ip {TABLE} cannot be read: {e}")],
@@ -215,8 +339,9 @@ pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::nftables::{NFT_MSG_DELRULE, NFTA_RULE_CHAIN, NFTA_RULE_TABLE};
     use super::*;
-    use nephrite_pipeline::{PortRange, Protocol};
+    use nephrite_pipeline::{Direction, Protocol, RuleRef, TierEntry};
 
     #[test]
     fn an_isolated_pod_gets_its_allowed_peers_then_a_drop_and_the_forward_chain_jumps() {
@@ -241,7 +366,7 @@ mod tests {
                 egress: Some(vec![]),
             },
         )]);
-        let t = table(&acls);
+        let t = table(&network_tiers(&acls));
         let chains: Vec<&str> = t.rules.iter().map(|(c, _)| c.as_str()).collect();
         // established, then per pod: egress chain's drop and its jump,
         // the ingress chain's two port rules, its drop and its jump
@@ -269,5 +394,145 @@ mod tests {
             names(&t.rules[2].1).contains("out.10.0.0.1"),
             "the jump names its chain"
         );
+    }
+
+    fn entry<A>(peer: [u8; 4], ports: Vec<PortRange>, action: A) -> TierEntry<A> {
+        TierEntry {
+            peer: Ipv4Addr::from(peer),
+            ports,
+            action,
+            rule: RuleRef::Network {
+                namespace: "default".into(),
+                policy: "test".into(),
+                direction: Direction::Ingress,
+                index: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn admin_entries_come_first_and_a_pass_or_no_match_goes_to_the_lower_tiers() {
+        let pod = Ipv4Addr::new(10, 0, 0, 1);
+        let tcp80 = vec![PortRange {
+            protocol: Protocol::Tcp,
+            range: Some((80, 80)),
+        }];
+        let tiers = BTreeMap::from([(
+            pod,
+            PodTiers {
+                ingress: Tiers {
+                    admin: vec![
+                        entry([10, 0, 0, 2], tcp80.clone(), AdminAction::Deny),
+                        entry([10, 0, 0, 3], vec![], AdminAction::Pass),
+                        entry([10, 0, 0, 4], tcp80, AdminAction::Allow),
+                    ],
+                    network: Some(vec![AclEntry {
+                        peer: "10.0.0.0/24".parse().expect("cidr"),
+                        except: vec![],
+                        ports: vec![],
+                    }]),
+                    baseline: vec![entry([10, 0, 0, 5], vec![], BaselineAction::Deny)],
+                },
+                egress: Tiers {
+                    baseline: vec![entry([10, 0, 0, 6], vec![], BaselineAction::Allow)],
+                    ..Tiers::default()
+                },
+            },
+        )]);
+        let t = table(&tiers);
+        assert_eq!(
+            t.chains,
+            ["out.10.0.0.1", "in.10.0.0.1", "in.10.0.0.1.pass"]
+        );
+        let chains: Vec<&str> = t.rules.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            chains,
+            [
+                "forward",
+                // egress: the baseline's one entry, nothing after it (open)
+                "out.10.0.0.1",
+                "forward",
+                // ingress: three admin entries, then on to the lower tiers
+                "in.10.0.0.1",
+                "in.10.0.0.1",
+                "in.10.0.0.1",
+                "in.10.0.0.1",
+                // the NetworkPolicies isolate: their entry, the drop; the
+                // baseline never speaks
+                "in.10.0.0.1.pass",
+                "in.10.0.0.1.pass",
+                "forward",
+            ]
+        );
+        let text = |i: usize| String::from_utf8_lossy(&t.rules[i].1.0).into_owned();
+        assert!(text(3).contains("counter"), "a Deny is counted");
+        assert!(text(4).contains("in.10.0.0.1.pass"), "a Pass goes on");
+        assert!(
+            !text(5).contains("counter") && text(5).contains("meta"),
+            "an Allow marks"
+        );
+        assert!(text(6).contains("in.10.0.0.1.pass"), "no match goes on");
+        // the same tiers with only the NetworkPolicies are the old table
+        let only_network = BTreeMap::from([(
+            pod,
+            PodAcl {
+                ingress: tiers[&pod].ingress.network.clone(),
+                egress: None,
+            },
+        )]);
+        let old = table(&network_tiers(&only_network));
+        assert_eq!(old.chains, ["in.10.0.0.1"]);
+        assert_eq!(old.rules.len(), 4);
+    }
+
+    #[test]
+    fn the_kernel_takes_the_tiers_and_verify_reads_them_back() {
+        let test = "the_kernel_takes_the_tiers_and_verify_reads_them_back";
+        if let Err(e) =
+            nephrite_test_services::require_root("creates a network namespace and nftables tables")
+        {
+            e.skip(test);
+            return;
+        }
+        let pod = Ipv4Addr::new(10, 0, 0, 1);
+        let tiers = BTreeMap::from([(
+            pod,
+            PodTiers {
+                ingress: Tiers {
+                    admin: vec![
+                        entry([10, 0, 0, 2], vec![], AdminAction::Deny),
+                        entry([10, 0, 0, 3], vec![], AdminAction::Pass),
+                    ],
+                    network: None,
+                    baseline: vec![entry([10, 0, 0, 5], vec![], BaselineAction::Deny)],
+                },
+                egress: Tiers::default(),
+            },
+        )]);
+        // a thread in a network namespace of its own: its netlink sockets are there
+        std::thread::spawn(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+                .expect("unshare(CLONE_NEWNET)");
+            render_tiers(&tiers).expect("the kernel takes a Pass to the next tiers");
+            assert_eq!(verify_tiers(&tiers), Vec::<String>::new());
+            // the lower tiers' chain flushed by hand: named
+            let mut batch = Batch::new();
+            let mut rules = Attrs::default();
+            rules
+                .str(NFTA_RULE_TABLE, TABLE)
+                .str(NFTA_RULE_CHAIN, "in.10.0.0.1.pass");
+            batch.nft(NFPROTO_IPV4, NFT_MSG_DELRULE, 0, &rules);
+            send_batch(batch, "flush in.10.0.0.1.pass").expect("flush");
+            let drift = verify_tiers(&tiers);
+            assert_eq!(
+                drift,
+                ["policy: chain in.10.0.0.1.pass holds 0 rules, the model 1"],
+                "{drift:?}"
+            );
+            render_tiers(&BTreeMap::new()).expect("the table goes");
+            assert_eq!(verify_tiers(&BTreeMap::new()), Vec::<String>::new());
+        })
+        .join()
+        .expect("the test's thread");
     }
 }
