@@ -171,7 +171,9 @@ fn older_state_without_ipv6_pools_reads_and_a_network_keeps_its_v6_while_held() 
     let back: Ipam = serde_json::from_str(&json).expect("read");
     assert_eq!(back, ipam);
     let v4_only = NetworkSpec::l2("dual", "10.9.0.0/28".parse().expect("v4"));
-    let err = ipam.sync_networks(&[v4_only.clone()]).expect_err("v6 held");
+    let err = ipam
+        .sync_networks(std::slice::from_ref(&v4_only))
+        .expect_err("v6 held");
     assert!(
         err.to_string()
             .contains("network dual: the IPv6 subnet cannot go"),
