@@ -17,10 +17,10 @@
 //! records the snapshot already holds), and a torn last line is ignored.
 
 use std::io::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use nephrite_pipeline::{Ipam, Model, Owner, Port, PortId};
+use nephrite_pipeline::{Ipam, Ipv6Cidr, Model, Owner, Port, PortId};
 use serde::{Deserialize, Serialize};
 
 use crate::vif::{VifEntry, VifRef, Vifs};
@@ -58,6 +58,15 @@ pub enum Record {
         /// The holder.
         owner: Owner,
     },
+    /// `owner` holds the IPv6 `address` on the dual-stack `network`.
+    Held6 {
+        /// Meta key.
+        network: String,
+        /// The address.
+        address: Ipv6Addr,
+        /// The holder.
+        owner: Owner,
+    },
     /// `owner` holds nothing anywhere any more.
     Released {
         /// The former holder.
@@ -67,6 +76,10 @@ pub enum Record {
     PortPut {
         /// The port with its slot and facts.
         port: Port,
+        /// Its IPv6 address on a dual-stack network (absent in older
+        /// journals: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        address6: Option<Ipv6Cidr>,
     },
     /// The port is gone.
     PortGone {
@@ -98,15 +111,20 @@ impl Record {
                 address,
                 owner,
             } => state.ipam.hold(network, *address, owner),
+            Record::Held6 {
+                network,
+                address,
+                owner,
+            } => state.ipam.hold6(network, *address, owner),
             Record::Released { owner } => {
                 state.ipam.release_everywhere(owner);
                 Ok(())
             }
-            Record::PortPut { port } => {
+            Record::PortPut { port, address6 } => {
                 if state.model.port(&port.id).is_some() {
                     state.model.remove_port(&port.id)?;
                 }
-                state.model.insert_port(port.clone()).map(drop)
+                state.model.insert_port6(port.clone(), *address6).map(drop)
             }
             Record::PortGone { port } => {
                 if state.model.port(port).is_some() {

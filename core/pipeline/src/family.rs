@@ -115,6 +115,22 @@ impl IpCidr {
         }
     }
 
+    /// Its prefix length.
+    pub fn prefix(&self) -> u8 {
+        match self {
+            IpCidr::V4(c) => c.prefix,
+            IpCidr::V6(c) => c.prefix,
+        }
+    }
+
+    /// The address (not necessarily the network address).
+    pub fn addr(&self) -> IpAddr {
+        match self {
+            IpCidr::V4(c) => IpAddr::V4(c.addr),
+            IpCidr::V6(c) => IpAddr::V6(c.addr),
+        }
+    }
+
     /// True when `ip` is of this prefix's family and lies in it.
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self, ip) {
@@ -208,6 +224,23 @@ pub fn dual_stack(
         }
     }
     Ok((v4, v6))
+}
+
+/// The IPv6 twin of an IPv4 host of `subnet4`: the address of `subnet6`
+/// with the same host number (`10.1.0.7` in `10.1.0.0/24` ↔ `fd00::7` in
+/// `fd00::/64`). Distinct IPv4 hosts have distinct twins, so a cluster
+/// that makes IPv4 addresses unique makes their twins unique too. `None`
+/// when `v4` is not in `subnet4` or `subnet6` has fewer host bits.
+pub fn mirror_v6(subnet4: Ipv4Cidr, v4: std::net::Ipv4Addr, subnet6: Ipv6Cidr) -> Option<Ipv6Addr> {
+    let bits4 = 32 - u32::from(subnet4.prefix);
+    let bits6 = 128 - u32::from(subnet6.prefix);
+    if !subnet4.contains(v4) || bits6 < bits4 {
+        return None;
+    }
+    let host = u32::from(v4) - u32::from(subnet4.network());
+    Some(Ipv6Addr::from(
+        u128::from(subnet6.network()) | u128::from(host),
+    ))
 }
 
 /// The lowest address of `subnet` a pod may take: above the network

@@ -229,8 +229,9 @@ impl Ipam {
             Some(_) => return Err(bad("held by another container")),
             None => {}
         }
-        self.release(network, owner);
+        // its IPv4 address only: an IPv6 one it holds stays
         if let Some(pool) = self.pools.get_mut(network) {
+            pool.held.retain(|_, o| o != owner);
             pool.held.insert(address, owner.clone());
         }
         Ok(())

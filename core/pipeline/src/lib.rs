@@ -57,7 +57,7 @@ pub use explain::{
 pub use fabric::{
     EffectiveNetworks, VXLAN_OVERHEAD, effective_networks, port_mtu, same_remote_port,
 };
-pub use family::{AddressFamily, IpCidr, Ipv6Cidr, dual_stack, lowest_free_v6};
+pub use family::{AddressFamily, IpCidr, Ipv6Cidr, dual_stack, lowest_free_v6, mirror_v6};
 pub use forward::{Counters, Frame, Payload, Trace, count, forward};
 pub use invariant::{Violation, reachable, violations};
 pub use ipam::{Ipam, Owner, Pool, Pool6};

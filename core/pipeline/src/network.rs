@@ -269,6 +269,11 @@ impl NetworkSpec {
             }
             return Ok(());
         };
+        if self.kind == NetworkKind::L3 {
+            return Err(bad(format!(
+                "IPv6 subnet {subnet6} on an l3 network: dual-stack networks are l2 for now"
+            )));
+        }
         // Room for the subnet-router anycast, a gateway and one pod.
         if subnet6.prefix > 126 {
             return Err(bad(format!(

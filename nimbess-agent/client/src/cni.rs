@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use nephrite_pipeline::{Ipv4Cidr, Mac};
+use nephrite_pipeline::{IpCidr, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -257,11 +257,12 @@ pub struct Interface {
 /// An address of a result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpConfig {
-    /// The address with its prefix length.
-    pub address: Ipv4Cidr,
-    /// The gateway.
+    /// The address with its prefix length (either family: a dual-stack
+    /// network's port has one of each).
+    pub address: IpCidr,
+    /// The gateway (of the address's family).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<Ipv4Addr>,
+    pub gateway: Option<IpAddr>,
     /// Index into the result's interfaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<u32>,
@@ -270,11 +271,11 @@ pub struct IpConfig {
 /// A route of a result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
-    /// Destination prefix.
-    pub dst: Ipv4Cidr,
-    /// Next hop; none for a connected route.
+    /// Destination prefix (either family).
+    pub dst: IpCidr,
+    /// Next hop (of the destination's family); none for a connected route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gw: Option<Ipv4Addr>,
+    pub gw: Option<IpAddr>,
 }
 
 /// DNS settings of a result.

@@ -7,9 +7,9 @@
 //! Callers of the clients never need this module; the agent's server uses [`reply`] and the
 //! conversions' trait impls.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use nephrite_pipeline::{Ipv4Cidr, Mac};
+use nephrite_pipeline::{IpCidr, Mac};
 use nephrite_proto::nimbess::cni::v1 as pb;
 use serde_json::Value;
 
@@ -213,8 +213,8 @@ impl TryFrom<pb::CniResult> for CniResult {
             .into_iter()
             .map(|ip| {
                 Ok(IpConfig {
-                    address: parse::<Ipv4Cidr>("ips.address", &ip.address)?,
-                    gateway: parse_optional::<Ipv4Addr>("ips.gateway", &ip.gateway)?,
+                    address: parse::<IpCidr>("ips.address", &ip.address)?,
+                    gateway: parse_optional::<IpAddr>("ips.gateway", &ip.gateway)?,
                     interface: u32::try_from(ip.interface).ok(),
                 })
             })
@@ -224,8 +224,8 @@ impl TryFrom<pb::CniResult> for CniResult {
             .into_iter()
             .map(|route| {
                 Ok(Route {
-                    dst: parse::<Ipv4Cidr>("routes.dst", &route.dst)?,
-                    gw: parse_optional::<Ipv4Addr>("routes.gw", &route.gw)?,
+                    dst: parse::<IpCidr>("routes.dst", &route.dst)?,
+                    gw: parse_optional::<IpAddr>("routes.gw", &route.gw)?,
                 })
             })
             .collect::<Result<_, WireError>>()?;

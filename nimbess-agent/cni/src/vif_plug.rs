@@ -364,7 +364,7 @@ pub fn merge(results: Vec<CniResult>) -> CniResult {
         } else {
             merged
                 .routes
-                .extend(result.routes.into_iter().filter(|r| r.dst.prefix != 0));
+                .extend(result.routes.into_iter().filter(|r| r.dst.prefix() != 0));
         }
     }
     merged

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nephrite_pipeline::{
-    Ipv4Cidr, NetworkSpec, Owner, Port, PortId, RemoteHost, RenderPlan, same_remote_port,
+    Ipv4Cidr, Ipv6Cidr, NetworkSpec, Owner, Port, PortId, RemoteHost, RenderPlan, same_remote_port,
 };
 use tokio::sync::Mutex;
 
@@ -193,6 +193,47 @@ impl AgentState {
                 .addresses
                 .insert((network.to_string(), candidate.addr), taken);
         }
+    }
+
+    /// Give `owner` its IPv6 address on a dual-stack `network` (`None` on
+    /// another): the pool's lowest free one on a single host; inside a
+    /// fabric the one whose host number is that of its IPv4 address `v4`,
+    /// which the fabric's store made unique across hosts.
+    pub(super) async fn allocate6(
+        &mut self,
+        network: &str,
+        owner: &Owner,
+        v4: Ipv4Cidr,
+    ) -> Result<Option<Ipv6Cidr>, CniError> {
+        let Some(pool) = self.ipam.pool6(network) else {
+            return Ok(None);
+        };
+        let failed = |e: nephrite_pipeline::Error| CniError {
+            code: ErrorCode::TryAgainLater,
+            msg: format!("no IPv6 address on network {network}"),
+            details: e.to_string(),
+        };
+        if self.fabric.is_none() {
+            return self
+                .ipam
+                .allocate6(network, owner)
+                .map(Some)
+                .map_err(failed);
+        }
+        let (subnet6, pool4) = (pool.subnet, self.ipam.pool(network).map(|p| p.subnet));
+        let mirrored = pool4
+            .and_then(|s4| nephrite_pipeline::mirror_v6(s4, v4.addr, subnet6))
+            .ok_or_else(|| {
+                CniError::new(
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "network {network}: IPv6 subnet {subnet6} is smaller than the IPv4 one: \
+                         inside a fabric each IPv4 host number needs its IPv6 twin"
+                    ),
+                )
+            })?;
+        self.ipam.hold6(network, mirrored, owner).map_err(failed)?;
+        Ok(self.ipam.held_by6(network, owner))
     }
 
     /// Release what `owner` holds on `network`, here and in the fabric.

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use nephrite_pipeline::{
-    Ipam, Ipv4Cidr, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan, port_id, port_mtu,
+    IpCidr, Ipam, Ipv4Cidr, Ipv6Cidr, Model, NetworkSpec, Owner, Port, PortRequest, RenderPlan,
+    port_id, port_mtu,
 };
 use tokio::sync::Mutex;
 
@@ -220,6 +221,7 @@ impl Agent {
             let Some(why) = stale else {
                 return Ok(result_of(
                     &existing,
+                    st.model.address6(&existing.id),
                     &spec,
                     st.fabric.is_some(),
                     st.driver.routes_default(&spec),
@@ -248,13 +250,24 @@ impl Agent {
             Some(vif) => st.reserved_vif(vif, &req.network)?,
             None => (st.allocate(&req.network, &owner).await?, None),
         };
+        // A dual-stack network's port takes an IPv6 address too (a VIF's as well: the VIF
+        // reserves its IPv4 address, the port holds its IPv6 one).
+        let address6 = match st.allocate6(&req.network, &owner, address).await {
+            Ok(a) => a,
+            Err(e) => {
+                if req.vif.is_none() {
+                    st.release(&req.network, &owner).await;
+                }
+                return Err(e);
+            }
+        };
         let plan = match st.model.add_port(PortRequest {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
             netns: req.netns.clone(),
             network: req.network.clone(),
             address,
-            address6: None,
+            address6,
             pod: pod_name(req),
             mac,
         }) {
@@ -305,6 +318,7 @@ impl Agent {
         })?;
         Ok(result_of(
             port,
+            st.model.address6(&id),
             &spec,
             st.fabric.is_some(),
             st.driver.routes_default(&spec),
@@ -437,26 +451,56 @@ fn unknown_network(name: &str) -> CniError {
     )
 }
 
-/// The CNI result of a port (`in_fabric`: its network spans hosts;
-/// `default_route`: the pod routes everything else through the gateway).
+/// The CNI result of a port (`address6`: its IPv6 address on a dual-stack
+/// network; `in_fabric`: its network spans hosts; `default_route`: the pod
+/// routes everything else through the gateway of each family).
 pub fn result_of(
     port: &Port,
+    address6: Option<Ipv6Cidr>,
     spec: &NetworkSpec,
     in_fabric: bool,
     default_route: bool,
 ) -> CniResult {
     let mut routes = vec![Route {
-        dst: spec.subnet.with_addr(spec.subnet.network()),
+        dst: IpCidr::V4(spec.subnet.with_addr(spec.subnet.network())),
         gw: None,
     }];
     if default_route && let Some(gateway) = spec.gateway() {
         routes.push(Route {
-            dst: Ipv4Cidr {
+            dst: IpCidr::V4(Ipv4Cidr {
                 addr: std::net::Ipv4Addr::UNSPECIFIED,
                 prefix: 0,
-            },
-            gw: Some(gateway),
+            }),
+            gw: Some(gateway.into()),
         });
+    }
+    let mut ips = vec![IpConfig {
+        address: IpCidr::V4(port.address),
+        gateway: spec.gateway().map(Into::into),
+        interface: Some(0),
+    }];
+    if let (Some(address6), Some(subnet6)) = (address6, spec.subnet6) {
+        ips.push(IpConfig {
+            address: IpCidr::V6(address6),
+            gateway: spec.gateway6().map(Into::into),
+            interface: Some(0),
+        });
+        routes.push(Route {
+            dst: IpCidr::V6(Ipv6Cidr {
+                addr: subnet6.network(),
+                prefix: subnet6.prefix,
+            }),
+            gw: None,
+        });
+        if default_route && let Some(gateway6) = spec.gateway6() {
+            routes.push(Route {
+                dst: IpCidr::V6(Ipv6Cidr {
+                    addr: std::net::Ipv6Addr::UNSPECIFIED,
+                    prefix: 0,
+                }),
+                gw: Some(gateway6.into()),
+            });
+        }
     }
     CniResult {
         interfaces: vec![Interface {
@@ -465,11 +509,7 @@ pub fn result_of(
             mtu: Some(port_mtu(spec, in_fabric)),
             sandbox: Some(port.netns.clone()),
         }],
-        ips: vec![IpConfig {
-            address: port.address,
-            gateway: spec.gateway(),
-            interface: Some(0),
-        }],
+        ips,
         routes,
         dns: crate::cni::Dns::default(),
     }
@@ -568,15 +608,26 @@ impl AgentState {
             .pool(&port.network)
             .and_then(|p| p.held.get(&port.address.addr))
             .is_none_or(|holder| *holder == owner);
-        let mut records = Vec::with_capacity(2);
+        let address6 = self.model.address6(id);
+        let mut records = Vec::with_capacity(3);
         if own_address {
             records.push(Record::Held {
                 network: port.network.clone(),
                 address: port.address.addr,
+                owner: owner.clone(),
+            });
+        }
+        if let Some(a) = address6 {
+            records.push(Record::Held6 {
+                network: port.network.clone(),
+                address: a.addr,
                 owner,
             });
         }
-        records.push(Record::PortPut { port: port.clone() });
+        records.push(Record::PortPut {
+            port: port.clone(),
+            address6,
+        });
         self.store
             .append(&records, &self.model, &self.ipam, &self.vifs)?;
         self.announce_owners();

@@ -361,9 +361,15 @@ async fn vifs_are_idempotent_plugged_by_add_and_survive_a_restart() {
     plug.ifname = "eth1".into();
     plug.vif = Some(vif_ref("u1", "net/a"));
     let result = agent.add(&plug).await.expect("plug");
-    assert_eq!(result.ips[0].address, a.entry.address);
+    assert_eq!(
+        result.ips[0].address,
+        nephrite_pipeline::IpCidr::V4(a.entry.address)
+    );
     let plain = agent.add(&req("c2", "red", &netns)).await.expect("plain");
-    assert_ne!(plain.ips[0].address, a.entry.address);
+    assert_ne!(
+        plain.ips[0].address,
+        nephrite_pipeline::IpCidr::V4(a.entry.address)
+    );
     let plugged = agent.vif(&vif_ref("u1", "net/a")).await.expect("get");
     assert_eq!(
         plugged.plugged.as_ref().map(|p| p.ifname.as_str()),

@@ -53,7 +53,10 @@ fn grow(store: &mut StateStore, n: u8) -> PersistedState {
                 address: address.addr,
                 owner: owner(&c),
             },
-            Record::PortPut { port },
+            Record::PortPut {
+                port,
+                address6: None,
+            },
         ];
         store
             .append(&records, &st.model, &st.ipam, &st.vifs)

@@ -9,6 +9,29 @@ use proptest::prelude::*;
 use super::*;
 
 proptest! {
+    /// Twins of distinct IPv4 hosts are distinct, lie in the IPv6 subnet,
+    /// keep the host number, and exist exactly when the IPv6 subnet has as
+    /// many host bits.
+    #[test]
+    fn v6_twins_keep_the_host_number_and_stay_distinct(
+        p4 in 16u8..=30, p6 in 64u8..=124, a in any::<u32>(), b in any::<u32>()
+    ) {
+        let subnet4 = Ipv4Cidr::new(Ipv4Addr::new(10, 20, 0, 0), p4).expect("v4");
+        let subnet6 = Ipv6Cidr::new("fd00:20::".parse().expect("v6"), p6).expect("v6");
+        let host = |x: u32| Ipv4Addr::from(u32::from(subnet4.network()) | (x & !subnet4.mask()));
+        let (ha, hb) = (host(a), host(b));
+        let (ta, tb) = (mirror_v6(subnet4, ha, subnet6), mirror_v6(subnet4, hb, subnet6));
+        let fits = 128 - u32::from(p6) >= 32 - u32::from(p4);
+        prop_assert_eq!(ta.is_some(), fits);
+        if let (Some(ta), Some(tb)) = (ta, tb) {
+            prop_assert!(subnet6.contains(ta));
+            prop_assert_eq!(u128::from(ta) - u128::from(subnet6.network()),
+                u128::from(u32::from(ha) - u32::from(subnet4.network())));
+            prop_assert_eq!(ta == tb, ha == hb);
+        }
+        prop_assert_eq!(mirror_v6(subnet4, Ipv4Addr::new(192, 168, 0, 1), subnet6), None);
+    }
+
     /// `contains` agrees with comparing the first `prefix` bits, and the
     /// text form round-trips.
     #[test]

@@ -149,7 +149,13 @@ impl Ipam {
         }
     }
 
-    fn allocate6(&mut self, network: &str, owner: &Owner) -> Result<Ipv6Cidr, Error> {
+    /// Give `owner` an IPv6 address on the dual-stack `network`: the one
+    /// it holds already, or the lowest free (see [`Ipam::allocate_dual`]
+    /// for both families at once).
+    ///
+    /// # Errors
+    /// The network has no IPv6 pool; the pool is exhausted.
+    pub fn allocate6(&mut self, network: &str, owner: &Owner) -> Result<Ipv6Cidr, Error> {
         if let Some(held) = self.held_by6(network, owner) {
             return Ok(held);
         }

@@ -12,7 +12,7 @@ fn result() -> CniResult {
         }],
         ips: vec![IpConfig {
             address: "10.0.0.2/24".parse().expect("cidr"),
-            gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            gateway: Some("10.0.0.1".parse().expect("ip")),
             interface: Some(0),
         }],
         routes: vec![Route {

@@ -8,15 +8,28 @@ fn result() -> CniResult {
             mtu: Some(1450),
             sandbox: Some("/run/netns/a".into()),
         }],
-        ips: vec![IpConfig {
-            address: "10.0.0.2/24".parse().expect("cidr"),
-            gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
-            interface: Some(0),
-        }],
-        routes: vec![Route {
-            dst: "0.0.0.0/0".parse().expect("cidr"),
-            gw: Some(Ipv4Addr::new(10, 0, 0, 1)),
-        }],
+        ips: vec![
+            IpConfig {
+                address: "10.0.0.2/24".parse().expect("cidr"),
+                gateway: Some("10.0.0.1".parse().expect("ip")),
+                interface: Some(0),
+            },
+            IpConfig {
+                address: "fd00:10::2/64".parse().expect("cidr6"),
+                gateway: Some("fd00:10::1".parse().expect("ip6")),
+                interface: Some(0),
+            },
+        ],
+        routes: vec![
+            Route {
+                dst: "0.0.0.0/0".parse().expect("cidr"),
+                gw: Some("10.0.0.1".parse().expect("ip")),
+            },
+            Route {
+                dst: "::/0".parse().expect("cidr6"),
+                gw: Some("fd00:10::1".parse().expect("ip6")),
+            },
+        ],
         dns: Dns::default(),
     }
 }

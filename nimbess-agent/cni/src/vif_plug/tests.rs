@@ -265,7 +265,7 @@ fn merged_results_index_addresses_by_interface_and_keep_one_default_route() {
     assert_eq!(merged.ips[1].interface, Some(1));
     assert_eq!(merged.routes.len(), 3);
     assert_eq!(
-        merged.routes.iter().filter(|r| r.dst.prefix == 0).count(),
+        merged.routes.iter().filter(|r| r.dst.prefix() == 0).count(),
         1
     );
 }

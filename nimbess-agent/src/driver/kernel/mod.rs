@@ -42,6 +42,7 @@ use super::DriverError;
 use super::firewall::Firewall as _;
 use crate::naming::{bridge_name, host_veth_name, miss_sink_name, miss_sink_peer_name, vxlan_name};
 
+mod dual;
 mod fib;
 pub mod firewall;
 mod inspect;
@@ -249,6 +250,9 @@ impl KernelDriver {
         for spec in specs.iter().filter(|s| s.kind == NetworkKind::L3) {
             routed::open_table(&self.handle, spec).await?;
         }
+        if specs.iter().any(dual_stack) {
+            dual::enable_forwarding6()?;
+        }
         enable_forwarding()
     }
 
@@ -281,6 +285,7 @@ impl KernelDriver {
         let Some(gateway) = spec.gateway() else {
             return Ok(());
         };
+        dual::bridge_gateway6(&self.handle, spec, bridge).await?;
         let h = crate::naming::fnv1a(&spec.name).to_be_bytes();
         let mac = vec![0x0a, 0x58, h[0], h[1], h[2], h[3]];
         self.handle
@@ -375,7 +380,8 @@ impl KernelDriver {
             return Ok(());
         }
         no_ipv6_autoconf(&self.handle, link.index).await;
-        self.set_bridge_port(link.index, bridge, &name, true).await
+        self.set_bridge_port(link.index, bridge, &name, true, false)
+            .await
     }
 
     /// Create a link; one that exists already (a concurrent creation) is fine.
@@ -416,13 +422,16 @@ impl KernelDriver {
     }
 
     /// Enslave `name` to `bridge` without learning: a pod's port floods
-    /// broadcast only (ARP); the FIB-miss sink (`sink`) unknown unicast only.
+    /// broadcast only (ARP), and multicast on a dual-stack network
+    /// (`multicast`: IPv6 neighbour discovery); the FIB-miss sink (`sink`)
+    /// unknown unicast only.
     async fn set_bridge_port(
         &self,
         host_index: u32,
         bridge: u32,
         name: &str,
         sink: bool,
+        multicast: bool,
     ) -> Result<(), DriverError> {
         let msg = LinkUnspec::new_with_index(host_index)
             .controller(bridge)
@@ -437,7 +446,7 @@ impl KernelDriver {
         let port = LinkBridgePort::new(host_index)
             .learning(false)
             .flood(sink)
-            .mcast_flood(false)
+            .mcast_flood(multicast && !sink)
             .bcast_flood(!sink)
             .hairpin(false)
             .build();
@@ -477,7 +486,7 @@ impl KernelDriver {
                     if let Some(bridge) = bridges.get(&port.network)
                         && link.controller != Some(*bridge)
                     {
-                        self.set_bridge_port(link.index, *bridge, &host, false)
+                        self.set_bridge_port(link.index, *bridge, &host, false, dual_stack(spec))
                             .await?;
                     }
                     if spec.kind == NetworkKind::L3 {
@@ -495,7 +504,9 @@ impl KernelDriver {
                 }
                 None if Path::new(&port.netns).exists() => {
                     tracing::warn!(port = %port.id, "veth missing, rendering the port again");
-                    let facts = self.create_port(port, spec).await?;
+                    let facts = self
+                        .create_port(port, spec, model.address6(&port.id))
+                        .await?;
                     self.firewall.apply_acl(&port.id, &spec.acl)?;
                     self.rendered
                         .insert(port.id.clone(), (port.network.clone(), facts.mac));
@@ -558,7 +569,9 @@ impl KernelDriver {
                 self.add_remote(port, spec).await?;
                 continue;
             }
-            let rendered = self.create_port(port, spec).await?;
+            let rendered = self
+                .create_port(port, spec, plan.addresses6.get(&port.id).copied())
+                .await?;
             self.rendered
                 .insert(port.id.clone(), (port.network.clone(), rendered.mac));
             self.gateway_fdb(rendered.mac, &port.id, spec).await?;
@@ -634,6 +647,11 @@ impl KernelDriver {
         }
         self.rendered.remove(&port.id);
     }
+}
+
+/// True when the network's pods have IPv6 addresses too.
+fn dual_stack(spec: &NetworkSpec) -> bool {
+    spec.subnet6.is_some()
 }
 
 /// Turn IPv4 forwarding on: pods reach beyond their networks through the host.

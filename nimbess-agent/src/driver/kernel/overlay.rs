@@ -140,8 +140,14 @@ impl KernelDriver {
         if link.controller == Some(bridge) {
             return Ok(());
         }
-        self.set_bridge_port(link.index, bridge, &vxlan_name(&spec.name), false)
-            .await
+        self.set_bridge_port(
+            link.index,
+            bridge,
+            &vxlan_name(&spec.name),
+            false,
+            super::dual_stack(spec),
+        )
+        .await
     }
 
     /// A routed network's VXLAN device as an interface of its VRF: up, with

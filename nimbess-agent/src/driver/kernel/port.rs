@@ -6,12 +6,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use futures::TryStreamExt as _;
-use nephrite_pipeline::{NetworkKind, NetworkSpec, Port, RenderFacts};
+use nephrite_pipeline::{Ipv6Cidr, NetworkKind, NetworkSpec, Port, RenderFacts};
 use netlink_packet_route::link::{InfoData, InfoVeth};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder};
 
 use super::netns::in_netns;
-use super::{KernelDriver, find_link, nl, no_ipv6_autoconf, routed};
+use super::{KernelDriver, dual, find_link, nl, no_ipv6_autoconf, routed};
 use crate::driver::DriverError;
 use crate::naming::{bridge_name, host_veth_name};
 
@@ -20,6 +20,7 @@ impl KernelDriver {
         &self,
         port: &Port,
         spec: &NetworkSpec,
+        address6: Option<Ipv6Cidr>,
     ) -> Result<RenderFacts, DriverError> {
         let bridge = self.ensure_network(spec).await?;
         let host = host_veth_name(&port.id);
@@ -61,7 +62,7 @@ impl KernelDriver {
         no_ipv6_autoconf(&self.handle, link.index).await;
         match bridge {
             Some(bridge) => {
-                self.set_bridge_port(link.index, bridge, &host, false)
+                self.set_bridge_port(link.index, bridge, &host, false, super::dual_stack(spec))
                     .await?
             }
             None => {
@@ -87,6 +88,7 @@ impl KernelDriver {
         let requested_mac = port.requested_mac;
         let default_gateway = spec.gateway().filter(|_| self.routes_default(spec));
         let routed_default = default_gateway.is_some();
+        let default_gateway6 = spec.gateway6().filter(|_| self.routes_default(spec));
         let mac = in_netns(
             Path::new(&port.netns),
             Box::new(move |h: Handle| {
@@ -128,6 +130,16 @@ impl KernelDriver {
                                 .execute()
                                 .await
                                 .map_err(nl(format!("default route via {gateway} on {ifname}")))?;
+                        }
+                        if let Some(address6) = address6 {
+                            dual::configure_pod(
+                                &h,
+                                inner.index,
+                                &ifname,
+                                address6,
+                                default_gateway6,
+                            )
+                            .await?;
                         }
                     }
                     if let Some(lo) = find_link(&h, "lo").await? {
