@@ -21,7 +21,7 @@ use crate::api::DataService;
 use crate::dashboard::{Board, Connector, Feed, FeedConfig, Outcome, Request, perform};
 
 mod auth;
-pub mod history;
+mod history;
 pub mod pages;
 mod routes;
 mod tls;
