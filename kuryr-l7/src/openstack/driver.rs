@@ -3,7 +3,7 @@
 //!
 //! Every new snapshot (and every [`RESYNC`], so objects deleted by hand come back) is one sync:
 //! plan the calls (`nephrite_l7::octavia::plan`, pure) from the tree, run them one at a time
-//! ([`execute_onto`](super::executor::execute_onto)). The tree is read from Octavia in full
+//! ([`execute_onto`]). The tree is read from Octavia in full
 //! ([`read_tree`]) on the first sync, at every periodic resync, after a leadership change and
 //! after a failed call; otherwise it is the tree the last sync left, the calls Octavia accepted
 //! performed on it with the ids it answered, so a change costs its calls and their settling and
