@@ -52,11 +52,10 @@ pub(crate) const KEYSTONE: Spec = Spec {
     requirements: &["keystone==30.0.0", "PyMySQL", "gunicorn"],
 };
 
-/// Barbican 23 (the key manager, for Octavia's TLS listeners) with gunicorn to serve it. Its
-/// constraints sit beside this module.
+/// Barbican 23 (the key manager, for Octavia's TLS listeners) with gunicorn to serve it.
 pub(crate) const BARBICAN: Spec = Spec {
     name: "barbican",
-    constraints: include_str!("barbican-constraints.txt"),
+    constraints: include_str!("../../openstack/barbican-constraints.txt"),
     requirements: &["barbican==23.0.0", "gunicorn"],
 };
 
@@ -214,11 +213,7 @@ fn install(spec: Spec, dir: &Path, what: &str) -> Result<(), Unavailable> {
 
 /// Where `spec`'s constraints are in the workspace, for a person installing by hand.
 fn constraints_file(spec: Spec) -> String {
-    if spec.name == BARBICAN.name {
-        "tests/services/src/openstack/barbican-constraints.txt".to_owned()
-    } else {
-        format!("tests/services/openstack/{}-constraints.txt", spec.name)
-    }
+    format!("tests/services/openstack/{}-constraints.txt", spec.name)
 }
 
 /// "Octavia" for "octavia".
