@@ -121,6 +121,32 @@ fn dual_stack_pods_reach_each_other_on_both_families() {
     assert_eq!(addresses(&rd), ["10.230.0.3/24", "fd00:230::3/64"]);
     assert_eq!(ping6(&d, "fd00:230::4", 3), 3, "IPv6 d → c");
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
+
+    // CNI CHECK holds the pod to both addresses: the IPv6 one removed by
+    // hand is named
+    assert_eq!(agent.cni("CHECK", &net, &d.name, &d.path()).0, 0);
+    let ok = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &d.name,
+            "ip",
+            "-6",
+            "addr",
+            "del",
+            "fd00:230::3/64",
+        ])
+        .args(["dev", "eth0"])
+        .status()
+        .expect("ip");
+    assert!(ok.success());
+    let (code, out) = agent.cni("CHECK", &net, &d.name, &d.path());
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.to_string()
+            .contains("eth0 does not hold fd00:230::3/64"),
+        "{out}"
+    );
 }
 
 #[test]

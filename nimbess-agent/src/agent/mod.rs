@@ -211,7 +211,7 @@ impl Agent {
             // still plugged into the namespace the runtime names now.
             let stale = if existing.netns == req.netns {
                 st.driver
-                    .check(&existing)
+                    .check(&existing, st.model.address6(&existing.id))
                     .await
                     .err()
                     .map(|e| e.to_string())
@@ -356,7 +356,8 @@ impl Agent {
                 format!("interface {} is on network {}", req.ifname, port.network),
             ));
         }
-        st.driver.check(port).await.map_err(|e| CniError {
+        let address6 = st.model.address6(&port.id);
+        st.driver.check(port, address6).await.map_err(|e| CniError {
             code: ErrorCode::DriverFailure,
             msg: format!("interface {} is not as ADD left it", req.ifname),
             details: e.to_string(),

@@ -118,9 +118,13 @@ impl Driver {
     ///
     /// # Errors
     /// What differs.
-    pub async fn check(&self, port: &Port) -> Result<(), DriverError> {
+    pub async fn check(
+        &self,
+        port: &Port,
+        address6: Option<nephrite_pipeline::Ipv6Cidr>,
+    ) -> Result<(), DriverError> {
         match self {
-            Driver::Kernel(k) => k.check(port).await,
+            Driver::Kernel(k) => k.check(port, address6).await,
             Driver::Sim(s) => s.check(port),
         }
     }

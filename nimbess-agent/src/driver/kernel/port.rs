@@ -202,7 +202,14 @@ impl KernelDriver {
         })
     }
 
-    pub(crate) async fn check(&self, port: &Port) -> Result<(), DriverError> {
+    /// CNI CHECK: the veth exists, the pod's interface carries the MAC it
+    /// was created with, its address and, on a dual-stack network, its
+    /// IPv6 address `address6`.
+    pub(crate) async fn check(
+        &self,
+        port: &Port,
+        address6: Option<Ipv6Cidr>,
+    ) -> Result<(), DriverError> {
         let host = host_veth_name(&port.id);
         if find_link(&self.handle, &host).await?.is_none() {
             return Err(DriverError::State(format!(
@@ -217,15 +224,17 @@ impl KernelDriver {
             Path::new(&port.netns),
             Box::new(move |h: Handle| {
                 Box::pin(async move {
-                    let inner = find_link(&h, &ifname)
-                        .await?
-                        .ok_or_else(|| DriverError::State(format!("{ifname} is missing in the pod")))?;
+                    let inner = find_link(&h, &ifname).await?.ok_or_else(|| {
+                        DriverError::State(format!("{ifname} is missing in the pod"))
+                    })?;
                     if let Some(wanted) = requested_mac
                         && inner.mac != Some(wanted)
                     {
                         return Err(DriverError::State(format!(
                             "{ifname} carries MAC {} instead of {wanted}",
-                            inner.mac.map_or_else(|| "none".to_string(), |m| m.to_string())
+                            inner
+                                .mac
+                                .map_or_else(|| "none".to_string(), |m| m.to_string())
                         )));
                     }
                     let mut addrs = h
@@ -233,15 +242,33 @@ impl KernelDriver {
                         .get()
                         .set_link_index_filter(inner.index)
                         .execute();
-                    while let Some(msg) = addrs.try_next().await.map_err(nl(format!("addresses of {ifname}")))? {
-                        let found = msg.attributes.iter().any(|a| {
-                            matches!(a, netlink_packet_route::address::AddressAttribute::Address(IpAddr::V4(ip)) if *ip == address.addr)
-                        });
-                        if found && msg.header.prefix_len == address.prefix {
-                            return Ok(());
+                    let mut held = Vec::new();
+                    while let Some(msg) = addrs
+                        .try_next()
+                        .await
+                        .map_err(nl(format!("addresses of {ifname}")))?
+                    {
+                        for a in &msg.attributes {
+                            if let netlink_packet_route::address::AddressAttribute::Address(ip) = a
+                            {
+                                held.push((*ip, msg.header.prefix_len));
+                            }
                         }
                     }
-                    Err(DriverError::State(format!("{ifname} does not hold {address}")))
+                    let wanted = std::iter::once((
+                        IpAddr::V4(address.addr),
+                        address.prefix,
+                        address.to_string(),
+                    ))
+                    .chain(address6.map(|a| (IpAddr::V6(a.addr), a.prefix, a.to_string())));
+                    for (ip, prefix, text) in wanted {
+                        if !held.contains(&(ip, prefix)) {
+                            return Err(DriverError::State(format!(
+                                "{ifname} does not hold {text}"
+                            )));
+                        }
+                    }
+                    Ok(())
                 })
             }),
         )

@@ -105,9 +105,12 @@ async fn the_pod_interface_carries_the_requested_mac_and_check_holds_it_to_it() 
         model.record_facts(&id, f).expect("facts");
     }
     let port1 = model.port(&eth1).expect("eth1").clone();
-    driver.check(&port1).await.expect("eth1 as ADD left it");
     driver
-        .check(model.port(&eth2).expect("eth2"))
+        .check(&port1, None)
+        .await
+        .expect("eth1 as ADD left it");
+    driver
+        .check(model.port(&eth2).expect("eth2"), None)
         .await
         .expect("eth2 as ADD left it");
 
@@ -125,7 +128,11 @@ async fn the_pod_interface_carries_the_requested_mac_and_check_holds_it_to_it() 
         .status()
         .expect("ip link set");
     assert!(changed.success());
-    let drift = driver.check(&port1).await.expect_err("drift").to_string();
+    let drift = driver
+        .check(&port1, None)
+        .await
+        .expect_err("drift")
+        .to_string();
     assert!(
         drift.contains("0e:42:00:99:99:99") && drift.contains(&wanted.to_string()),
         "{drift}"
