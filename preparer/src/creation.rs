@@ -202,7 +202,7 @@ pub async fn create_deployments(
     for request in requests {
         if !request.parent_id.is_empty() && !parents_seen.contains(&request.parent_id) {
             check_id("parent deployment id", &request.parent_id)?;
-            store.get_deployment(&request.parent_id).await?;
+            store.get_deployment_info(&request.parent_id).await?;
             parents_seen.insert(request.parent_id.clone());
         }
         if !request.site_id.is_empty() && !sites_seen.contains(&request.site_id) {
