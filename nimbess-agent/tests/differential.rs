@@ -303,17 +303,17 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
                 derived.warnings
             );
             // the kernel driver's rendering of the modules, in the host
-            let (lbs, acls) = (derived.load_balancers.clone(), derived.acls.clone());
+            let (lbs, tiers) = (derived.load_balancers.clone(), derived.tiers.clone());
             traffic::in_netns(&host.path(), move || {
                 services::render(&lbs).expect("services");
-                policy::render(&acls).expect("policies");
+                policy::render_tiers(&tiers).expect("policies");
             });
             let mut sim = Driver::Sim(SimDriver::new());
             sim.firewall_mut()
                 .apply_services(&derived.load_balancers)
                 .expect("sim");
             sim.firewall_mut()
-                .apply_policies(&derived.acls)
+                .apply_policies(&derived.tiers)
                 .expect("sim");
             let Driver::Sim(sim) = sim else {
                 unreachable!("built as the simulation")

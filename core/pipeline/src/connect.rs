@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 
 use crate::policy::{PodAcl, acl_allows};
 use crate::service::{LoadBalancer, LoadBalancerKey, Protocol};
+use crate::tiers::{PodTiers, tiers_allow};
 
 /// One way a connection can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,6 +34,36 @@ pub fn connect(
     protocol: Protocol,
     port: u16,
 ) -> BTreeSet<Outcome> {
+    connect_with(lbs, dst, protocol, port, |address, port| {
+        acl_allows(acls, src, address, protocol, port)
+    })
+}
+
+/// [`connect`] under every tier of policy ([`crate::translate_tiers`]):
+/// the source's egress tiers and the reached pod's ingress tiers
+/// ([`crate::tiers_allow`]), after translation.
+pub fn connect_tiered(
+    lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    tiers: &BTreeMap<Ipv4Addr, PodTiers>,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: Protocol,
+    port: u16,
+) -> BTreeSet<Outcome> {
+    connect_with(lbs, dst, protocol, port, |address, port| {
+        tiers_allow(tiers, src, address, protocol, port)
+    })
+}
+
+/// The outcomes of a connection to `dst`:`port`, `allows` judging each
+/// address and port it may reach.
+fn connect_with(
+    lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    dst: Ipv4Addr,
+    protocol: Protocol,
+    port: u16,
+    allows: impl Fn(Ipv4Addr, u16) -> bool,
+) -> BTreeSet<Outcome> {
     let service = lbs
         .iter()
         .find(|(k, lb)| lb.vip == dst && k.protocol == protocol && k.port == port)
@@ -52,7 +83,7 @@ pub fn connect(
     targets
         .into_iter()
         .map(|(address, port)| {
-            if acl_allows(acls, src, address, protocol, port) {
+            if allows(address, port) {
                 Outcome::Reaches(address, port)
             } else {
                 Outcome::Dropped
@@ -140,6 +171,105 @@ mod tests {
         assert_eq!(
             connect(&lbs, &acls, ip(1), vip, Protocol::Tcp, 80),
             BTreeSet::from([Outcome::Refused])
+        );
+    }
+
+    #[test]
+    fn tiered_a_vip_reaches_what_the_tiers_pass_and_a_deny_drops_its_backend() {
+        use crate::admin::{AdminAction, BaselineAction};
+        use crate::tiers::{PodTiers, TierEntry, Tiers};
+        use crate::verdict::{Direction, RuleRef};
+
+        let vip = Ipv4Addr::new(10, 96, 0, 1);
+        let lbs = BTreeMap::from([(
+            LoadBalancerKey {
+                namespace: "default".into(),
+                service: "web".into(),
+                protocol: Protocol::Tcp,
+                port: 80,
+            },
+            LoadBalancer {
+                vip,
+                node_port: None,
+                affinity: Affinity::None,
+                backends: vec![
+                    Backend {
+                        address: ip(2),
+                        port: 8080,
+                        weight: 1,
+                    },
+                    Backend {
+                        address: ip(3),
+                        port: 8080,
+                        weight: 1,
+                    },
+                ],
+            },
+        )]);
+        let rule = RuleRef::Baseline {
+            policy: "default".into(),
+            direction: Direction::Ingress,
+            index: 0,
+            name: None,
+            action: BaselineAction::Deny,
+        };
+        // 3 denies 1 at the admin tier; 2's baseline denies 1, but its
+        // NetworkPolicies (isolating, allowing 1) decide before the baseline
+        let tiers = BTreeMap::from([
+            (
+                ip(3),
+                PodTiers {
+                    ingress: Tiers {
+                        admin: vec![TierEntry {
+                            peer: ip(1),
+                            ports: vec![],
+                            action: AdminAction::Deny,
+                            rule: rule.clone(),
+                        }],
+                        network: Some(vec![AclEntry {
+                            peer: "10.0.0.0/24".parse().expect("cidr"),
+                            except: vec![],
+                            ports: vec![],
+                        }]),
+                        baseline: vec![],
+                    },
+                    egress: Tiers::default(),
+                },
+            ),
+            (
+                ip(2),
+                PodTiers {
+                    ingress: Tiers {
+                        admin: vec![],
+                        network: Some(vec![AclEntry {
+                            peer: "10.0.0.1/32".parse().expect("cidr"),
+                            except: vec![],
+                            ports: vec![],
+                        }]),
+                        baseline: vec![TierEntry {
+                            peer: ip(1),
+                            ports: vec![],
+                            action: BaselineAction::Deny,
+                            rule,
+                        }],
+                    },
+                    egress: Tiers::default(),
+                },
+            ),
+        ]);
+        assert_eq!(
+            connect_tiered(&lbs, &tiers, ip(1), vip, Protocol::Tcp, 80),
+            BTreeSet::from([Outcome::Reaches(ip(2), 8080), Outcome::Dropped])
+        );
+        assert_eq!(
+            connect_tiered(&lbs, &tiers, ip(4), ip(3), Protocol::Tcp, 8080),
+            BTreeSet::from([Outcome::Reaches(ip(3), 8080)]),
+            "the Deny names 1 only; the NetworkPolicy lets 4 in"
+        );
+        assert_eq!(
+            connect_tiered(&lbs, &tiers, ip(4), ip(2), Protocol::Tcp, 8080),
+            BTreeSet::from([Outcome::Dropped]),
+            "2's NetworkPolicy isolates it from 4"
         );
     }
 }

@@ -48,7 +48,7 @@ pub use admin::{
     BaselineAdminNetworkPolicy, MAX_ADMIN_PRIORITY, MAX_ADMIN_RULES, PodSet, ports_cover,
 };
 pub use build::{Rendered, egress_gate};
-pub use connect::{Outcome, connect};
+pub use connect::{Outcome, connect, connect_tiered};
 pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
 pub use explain::{
     ClusterView, ConnectionEnd, ExplainQuery, Explanation, PathVerdict, PodAt, Reason, Route,

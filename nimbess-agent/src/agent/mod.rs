@@ -52,7 +52,7 @@ pub(crate) struct AgentState {
         nephrite_pipeline::LoadBalancer,
     >,
     /// The NetworkPolicies' ACL modules, by pod address (not persisted either).
-    pub(crate) policies: std::collections::BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+    pub(crate) policies: crate::driver::PodPolicies,
     /// Reserved VIFs ([`crate::vif`]).
     pub(crate) vifs: crate::vif::Vifs,
     /// Every port's address with the pod it belongs to, for the

@@ -33,21 +33,22 @@ impl Agent {
         Ok(diff)
     }
 
-    /// Make `acls` the NetworkPolicies' ACL modules (by pod address); the
+    /// Make `tiers` every pod's tiers of policy (AdminNetworkPolicies,
+    /// NetworkPolicies, BaselineAdminNetworkPolicy; by pod address); the
     /// data plane renders them when they changed. Returns whether they did.
     ///
     /// # Errors
     /// The data plane refused them (the previous ones stay).
     pub async fn set_policies(
         &self,
-        acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
+        tiers: crate::driver::PodPolicies,
     ) -> Result<bool, DriverError> {
         let mut st = self.state.lock().await;
-        if st.policies == acls {
+        if st.policies == tiers {
             return Ok(false);
         }
-        st.driver.firewall_mut().apply_policies(&acls)?;
-        st.policies = acls;
+        st.driver.firewall_mut().apply_policies(&tiers)?;
+        st.policies = tiers;
         Ok(true)
     }
 
@@ -111,10 +112,10 @@ impl AgentState {
         {
             tracing::warn!(error = %e, "the Services' drift could not be repaired");
         }
-        let acls = self.policies.clone();
-        let policy_drift = firewall.verify_policies(&acls);
+        let tiers = self.policies.clone();
+        let policy_drift = firewall.verify_policies(&tiers);
         if !policy_drift.is_empty()
-            && let Err(e) = firewall.apply_policies(&acls)
+            && let Err(e) = firewall.apply_policies(&tiers)
         {
             tracing::warn!(error = %e, "the policies' drift could not be repaired");
         }

@@ -7,7 +7,8 @@
 //!
 //! - **Services**: the load-balancer modules (DNAT of a VIP and port to one
 //!   of its backends, refusal without one);
-//! - **policies**: the NetworkPolicies' per-pod ACL modules;
+//! - **policies**: every pod's tiers of policy (AdminNetworkPolicies,
+//!   NetworkPolicies, BaselineAdminNetworkPolicy: [`PodPolicies`]);
 //! - **egress**: the pod networks' isolation through the host and the
 //!   masquerade of what leaves them ([`EgressPolicy`]);
 //! - **ACLs**: a network's own ACL module on each of its ports.
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use nephrite_pipeline::{
-    AclRule, EgressPolicy, LoadBalancer, LoadBalancerKey, NetworkSpec, PodAcl, PortId,
+    AclRule, EgressPolicy, LoadBalancer, LoadBalancerKey, NetworkSpec, PodTiers, PortId,
 };
 
 use super::DriverError;
@@ -34,8 +35,9 @@ use super::DriverError;
 /// The Services' load-balancer modules, by Service port.
 pub type Services = BTreeMap<LoadBalancerKey, LoadBalancer>;
 
-/// The NetworkPolicies' ACL modules, by pod address.
-pub type PodAcls = BTreeMap<Ipv4Addr, PodAcl>;
+/// Every pod's tiers of policy, by pod address
+/// ([`nephrite_pipeline::translate_tiers`]; a pod absent is open).
+pub type PodPolicies = BTreeMap<Ipv4Addr, PodTiers>;
 
 /// A data plane's firewall. Every `apply_*` renders the whole set it is
 /// given (an implementation may render only the difference from what it
@@ -55,14 +57,14 @@ pub trait Firewall: std::fmt::Debug + Send {
     /// Drift between `services` and what the data plane holds.
     fn verify_services(&mut self, services: &Services) -> Vec<String>;
 
-    /// Render the policies' ACL modules `acls` (the whole set).
+    /// Render every pod's tiers of policy `tiers` (the whole set).
     ///
     /// # Errors
     /// The data plane refused them (the previous ones stay).
-    fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError>;
+    fn apply_policies(&mut self, tiers: &PodPolicies) -> Result<(), DriverError>;
 
-    /// Drift between `acls` and what the data plane holds.
-    fn verify_policies(&self, acls: &PodAcls) -> Vec<String>;
+    /// Drift between `tiers` and what the data plane holds.
+    fn verify_policies(&self, tiers: &PodPolicies) -> Vec<String>;
 
     /// Render the isolation and masquerade `policy` says for `networks`.
     ///

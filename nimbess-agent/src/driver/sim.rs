@@ -168,7 +168,7 @@ impl SimDriver {
 
     /// Open a synthetic connection from the local port `from` to
     /// `dst`:`port`: the Services' and policies' modules it holds say
-    /// where it may end ([`nephrite_pipeline::connect`]), and a reached
+    /// where it may end ([`nephrite_pipeline::connect_tiered`]), and a reached
     /// backend must also be a port the pipelines deliver `from`'s packet to
     /// (another network's pod, or no pod, is dropped). One outcome per
     /// backend the load balancer may pick.
@@ -184,7 +184,7 @@ impl SimDriver {
             return BTreeSet::from([Outcome::Dropped]);
         };
         let rendered = model.rendered();
-        nephrite_pipeline::connect(
+        nephrite_pipeline::connect_tiered(
             &self.firewall.services,
             &self.firewall.policies,
             src.address.addr,

@@ -294,8 +294,8 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "services not rendered; next change retries"),
             }
-            let isolated = derived.acls.len();
-            match agent.set_policies(derived.acls).await {
+            let isolated = derived.tiers.len();
+            match agent.set_policies(derived.tiers).await {
                 Ok(true) => tracing::info!(pods = isolated, "policies rendered"),
                 Ok(false) => {}
                 Err(e) => tracing::error!(error = %e, "policies not rendered; next change retries"),

@@ -9,15 +9,15 @@ use std::collections::BTreeMap;
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkSpec, PortId};
 
 use crate::driver::DriverError;
-use crate::driver::firewall::{Firewall, PodAcls, Services};
+use crate::driver::firewall::{Firewall, PodPolicies, Services};
 
 /// The simulated firewall.
 #[derive(Debug, Default)]
 pub struct SimFirewall {
     /// The Services' load-balancer modules it holds.
     pub(super) services: Services,
-    /// The NetworkPolicies' ACL modules it holds, by pod address.
-    pub(super) policies: PodAcls,
+    /// Every pod's tiers of policy it holds, by pod address.
+    pub(super) policies: PodPolicies,
     /// The egress it was given: the policy and its networks.
     egress: Option<(EgressPolicy, Vec<NetworkSpec>)>,
     /// Each port's ACL (ports without one are absent).
@@ -45,19 +45,19 @@ impl Firewall for SimFirewall {
         )]
     }
 
-    fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
-        self.policies = acls.clone();
+    fn apply_policies(&mut self, tiers: &PodPolicies) -> Result<(), DriverError> {
+        self.policies = tiers.clone();
         Ok(())
     }
 
-    fn verify_policies(&self, acls: &PodAcls) -> Vec<String> {
-        if &self.policies == acls {
+    fn verify_policies(&self, tiers: &PodPolicies) -> Vec<String> {
+        if &self.policies == tiers {
             return Vec::new();
         }
         vec![format!(
-            "policy: the simulation holds {} pod ACLs, the model {}",
+            "policy: the simulation holds the tiers of {} pods, the model {}",
             self.policies.len(),
-            acls.len()
+            tiers.len()
         )]
     }
 

@@ -18,7 +18,7 @@
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkKind, NetworkSpec, PortId};
 
 use crate::driver::DriverError;
-use crate::driver::firewall::{Firewall, PodAcls, Services};
+use crate::driver::firewall::{Firewall, PodPolicies, Services};
 use crate::naming::{bridge_name, host_veth_name};
 
 pub mod acl;
@@ -88,12 +88,12 @@ impl Firewall for NftFirewall {
     }
 
     /// The table is replaced whole.
-    fn apply_policies(&mut self, acls: &PodAcls) -> Result<(), DriverError> {
-        policy::render(acls)
+    fn apply_policies(&mut self, tiers: &PodPolicies) -> Result<(), DriverError> {
+        policy::render_tiers(tiers)
     }
 
-    fn verify_policies(&self, acls: &PodAcls) -> Vec<String> {
-        policy::verify(acls)
+    fn verify_policies(&self, tiers: &PodPolicies) -> Vec<String> {
+        policy::verify_tiers(tiers)
     }
 
     fn apply_egress(

@@ -315,8 +315,11 @@ pub fn verify_tiers(acls: &BTreeMap<Ipv4Addr, PodTiers>) -> Vec<String> {
     let Some(have) = have else {
         return vec![format!("policy: table ip {TABLE} is missing")];
     };
-    let mut want: BTreeMap<String, usize> = BTreeMap::new();
-    for (chain, _) in table(acls).rules {
+    // every chain, also one with no rule (a `.pass` chain with no lower
+    // tier: what the admin entries pass is open)
+    let t = table(acls);
+    let mut want: BTreeMap<String, usize> = t.chains.into_iter().map(|chain| (chain, 0)).collect();
+    for (chain, _) in t.rules {
         *want.entry(chain).or_insert(0) += 1;
     }
     let mut drift = Vec::new();
@@ -529,6 +532,19 @@ mod tests {
                 ["policy: chain in.10.0.0.1.pass holds 0 rules, the model 1"],
                 "{drift:?}"
             );
+            // admin entries alone: an empty `.pass` chain, which is no drift
+            let admin_only = BTreeMap::from([(
+                pod,
+                PodTiers {
+                    ingress: Tiers {
+                        admin: vec![entry([10, 0, 0, 3], vec![], AdminAction::Pass)],
+                        ..Tiers::default()
+                    },
+                    egress: Tiers::default(),
+                },
+            )]);
+            render_tiers(&admin_only).expect("the kernel takes an empty .pass chain");
+            assert_eq!(verify_tiers(&admin_only), Vec::<String>::new());
             render_tiers(&BTreeMap::new()).expect("the table goes");
             assert_eq!(verify_tiers(&BTreeMap::new()), Vec::<String>::new());
         })
