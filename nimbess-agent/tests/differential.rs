@@ -1,7 +1,8 @@
 //! For random ADD/DEL/ACL sequences, the kernel driver's ping matrix equals
-//! what the model's pipelines (the sim data plane) say; for random Services
-//! and NetworkPolicies, every TCP connection between pods (straight and
-//! through a ClusterIP) ends in the kernel as the sim driver says it may.
+//! what the model's pipelines (the sim data plane) say; for random Services,
+//! NetworkPolicies, AdminNetworkPolicies and BaselineAdminNetworkPolicies,
+//! every TCP connection between pods (straight and through a ClusterIP)
+//! ends in the kernel as the sim driver says it may.
 //! Needs root.
 
 mod support;
@@ -200,10 +201,63 @@ fn outcome(answer: &str) -> Outcome {
 
 const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 96, 0, 60);
 
+/// One admin rule's ports: TCP 8080, TCP 9090 or every port.
+fn admin_ports(rng: &mut Rng) -> String {
+    match rng.next(3) {
+        0 => "\n    ports: [{portNumber: {protocol: TCP, port: 8080}}]".to_string(),
+        1 => "\n    ports: [{portNumber: {protocol: TCP, port: 9090}}]".to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Pods of role `rN`, in every namespace, as an ANP/BANP subject or peer.
+fn role(n: u64) -> String {
+    format!("{{pods: {{namespaceSelector: {{}}, podSelector: {{matchLabels: {{role: r{n}}}}}}}}}")
+}
+
+/// Up to two AdminNetworkPolicies (priorities 10 and 20), each selecting
+/// one pod with one rule (ingress or egress; Allow, Deny or Pass; from or
+/// to one pod; one port or all), and maybe the BaselineAdminNetworkPolicy
+/// for every pod with two ingress rules (Allow or Deny from one pod).
+fn admin_yaml(rng: &mut Rng, pods: u64) -> String {
+    let mut y = String::new();
+    for priority in [10, 20] {
+        if rng.next(3) == 0 {
+            continue;
+        }
+        let action = ["Allow", "Deny", "Pass"][rng.next(3) as usize];
+        let (direction, peers) = if rng.next(2) == 0 {
+            ("ingress", "from")
+        } else {
+            ("egress", "to")
+        };
+        let (subject, peer) = (role(rng.next(pods)), role(rng.next(pods)));
+        let ports = admin_ports(rng);
+        y.push_str(&format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata: {{name: a{priority}}}\nspec:\n  priority: {priority}\n  subject: {subject}\n  {direction}:\n  - action: {action}\n    {peers}: [{peer}]{ports}\n---\n"
+        ));
+    }
+    if rng.next(2) == 0 {
+        let mut rules = String::new();
+        for _ in 0..2 {
+            let action = ["Allow", "Deny"][rng.next(2) as usize];
+            let peer = role(rng.next(pods));
+            let ports = admin_ports(rng);
+            rules.push_str(&format!(
+                "  - action: {action}\n    from: [{peer}]{ports}\n"
+            ));
+        }
+        y.push_str(&format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\nmetadata: {{name: default}}\nspec:\n  subject: {{namespaces: {{}}}}\n  ingress:\n{rules}---\n"
+        ));
+    }
+    y
+}
+
 /// Pods `role=rN` with their addresses, a ClusterIP over pods 1 and 2
 /// (each ready or not; none with `drained`), and per pod one of: no
 /// policy, ingress only from one role on one port, ingress from no one,
-/// egress on one port only.
+/// egress on one port only; then the admin policies of [`admin_yaml`].
 fn cluster_yaml(rng: &mut Rng, ips: &[std::net::Ipv4Addr], drained: bool) -> String {
     let mut y = String::new();
     for (i, ip) in ips.iter().enumerate() {
@@ -237,8 +291,9 @@ fn cluster_yaml(rng: &mut Rng, ips: &[std::net::Ipv4Addr], drained: bool) -> Str
         .collect();
     y.push_str(&format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: default}}\nspec: {{clusterIP: {VIP}, ports: [{{port: 80, targetPort: 8080}}]}}\n---\n\
-         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}\naddressType: IPv4\nports: [{{port: 8080}}]\nendpoints:\n{eps}"
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}\naddressType: IPv4\nports: [{{port: 8080}}]\nendpoints:\n{eps}---\n"
     ));
+    y.push_str(&admin_yaml(rng, ips.len() as u64));
     y
 }
 
@@ -289,6 +344,8 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
     }
     // how often each kind of outcome was seen: the cases must all occur
     let mut seen = BTreeMap::new();
+    // how many clusters had admin and baseline entries: both must occur
+    let mut tiers_seen = BTreeMap::new();
     for seed in [5u64, 17] {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         for step in 0..3 {
@@ -302,6 +359,26 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
                 "{unread:?} {:?}\n{resources}",
                 derived.warnings
             );
+            for (tier, present) in [
+                (
+                    "admin",
+                    derived
+                        .tiers
+                        .values()
+                        .any(|t| !t.ingress.admin.is_empty() || !t.egress.admin.is_empty()),
+                ),
+                (
+                    "baseline",
+                    derived
+                        .tiers
+                        .values()
+                        .any(|t| !t.ingress.baseline.is_empty()),
+                ),
+            ] {
+                if present {
+                    *tiers_seen.entry(tier).or_insert(0usize) += 1;
+                }
+            }
             // the kernel driver's rendering of the modules, in the host
             let (lbs, tiers) = (derived.load_balancers.clone(), derived.tiers.clone());
             traffic::in_netns(&host.path(), move || {
@@ -352,5 +429,11 @@ fn kernel_connections_follow_the_sim_for_services_and_policies() {
         seen.len(),
         3,
         "reached, refused and dropped connections all occur: {seen:?}"
+    );
+    eprintln!("clusters with admin and baseline entries: {tiers_seen:?}");
+    assert_eq!(
+        tiers_seen.len(),
+        2,
+        "some clusters have admin entries, some baseline ones: {tiers_seen:?}"
     );
 }
