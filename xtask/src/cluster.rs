@@ -146,6 +146,20 @@ pub enum Binaries {
     Prebuilt,
 }
 
+/// This xtask's binary. `cargo xtask test`'s own build replaces `target/debug/xtask` while this
+/// one runs (the suite builds every workspace binary), and Linux then names the running file
+/// `… (deleted)`; the rebuilt binary at the same path, from the same sources, serves.
+fn this_xtask() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("finding this xtask's binary")?;
+    if exe.exists() {
+        return Ok(exe);
+    }
+    match exe.to_string_lossy().strip_suffix(" (deleted)") {
+        Some(path) if std::path::Path::new(path).exists() => Ok(path.into()),
+        _ => anyhow::bail!("this xtask's binary {} is gone", exe.display()),
+    }
+}
+
 /// `cargo test -p nephrite-cluster-tests`: the tests bring up their own cluster with this
 /// xtask's `cluster up` (in a temporary directory, building the node's binaries first when
 /// missing) and remove it with `cluster down`. `cargo xtask test` runs it as root after the
@@ -154,11 +168,15 @@ pub fn test(binaries: Binaries) -> anyhow::Result<()> {
     let began = std::time::Instant::now();
     let mut command = crate::cargo_command();
     command
-        .args(["test", "--package", TESTS, "--", "--nocapture"])
-        .env(
-            config::XTASK_ENV,
-            std::env::current_exe().context("finding this xtask's binary")?,
-        )
+        .args([
+            "test",
+            "--no-fail-fast",
+            "--package",
+            TESTS,
+            "--",
+            "--nocapture",
+        ])
+        .env(config::XTASK_ENV, this_xtask()?)
         .current_dir(crate::workspace_root());
     if binaries == Binaries::Prebuilt {
         command.env(config::PREBUILT_ENV, "1");

@@ -53,10 +53,11 @@ pub struct Lab {
     netns: Vec<String>,
     plugged: Vec<Plugged>,
     /// The host's links before the data plane started: cleanup deletes the data plane's devices
-    /// that were not there (`nb…` bridges, `nd…`/`ne…` miss sinks, `nx…` VXLAN).
+    /// that were not there (`nb…` bridges, `nd…`/`ne…` miss sinks, `nx…` VXLAN) and reports
+    /// them, since the agent's own teardown should have removed them.
     links_before: Option<BTreeSet<String>>,
-    /// The host's nftables tables before the data plane started: cleanup deletes the agent's
-    /// (`ip nimbess*`) that were not there.
+    /// The host's nftables tables before the data plane started: cleanup deletes and reports
+    /// the agent's (`nimbess*`) that were not there.
     tables_before: Option<BTreeSet<String>>,
     /// `RUST_LOG` of every process the lab starts.
     log_level: String,
@@ -384,40 +385,40 @@ impl Lab {
                 left.push(format!("network namespace {name}"));
             }
         }
+        // The agent runs with `--teardown-on-exit`: stopped, it removed its links and tables.
+        // Whatever of Nimbess is new since the snapshot is its teardown's miss: removed here so
+        // the host is left clean, and reported so the run fails.
         if let Some(before) = self.links_before.take() {
             let data_plane =
                 |name: &&String| ["nb", "nd", "ne", "nx"].iter().any(|p| name.starts_with(p));
             for name in links().difference(&before).filter(data_plane) {
                 // Deleting one end of a veth pair deletes its peer: look before deleting.
                 if Path::new("/sys/class/net").join(name).exists() {
+                    left.push(format!(
+                        "network interface {name} (left by nimbess-agent's teardown)"
+                    ));
                     let _ = Command::new("ip")
                         .args(["link", "del", name])
                         .stderr(Stdio::null())
                         .status();
                 }
-                if Path::new("/sys/class/net").join(name).exists() {
-                    left.push(format!("network interface {name}"));
-                }
             }
         }
         if let Some(before) = self.tables_before.take() {
-            // The agent keeps its tables when it stops (a restarted agent must not cut its
-            // pods off); the lab made them, so the lab removes them.
             for table in nft_tables().difference(&before) {
-                let Some(name) = table.strip_prefix("ip ") else {
+                let Some((family, name)) = table.split_once(' ') else {
                     continue;
                 };
                 if !name.starts_with("nimbess") {
                     continue;
                 }
-                let deleted = Command::new("nft")
-                    .args(["delete", "table", "ip", name])
+                left.push(format!(
+                    "nftables table {table} (left by nimbess-agent's teardown)"
+                ));
+                let _ = Command::new("nft")
+                    .args(["delete", "table", family, name])
                     .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-                if !deleted {
-                    left.push(format!("nftables table {table}"));
-                }
+                    .status();
             }
         }
         left

@@ -80,6 +80,9 @@ pub fn plug(
             &socket.display().to_string(),
             "--state-dir",
             &lab.dir().join("nimbess/state").display().to_string(),
+            // Stopped, the agent removes its bridges, veths and tables from the host (the
+            // kernel driver; the sim driver has none).
+            "--teardown-on-exit",
         ],
     )?;
     crate::interrupt::wait_for("the agent's socket", Duration::from_secs(30), || {
@@ -197,31 +200,30 @@ fn ping_smf_to_upf(lab: &Lab, pods: &[Pod], ping: &std::path::Path) -> anyhow::R
         .map(|(_, _, address)| address.split('/').next().unwrap_or(address))
         .context("the UPF has no n4 interface")?;
     let netns = smf.netns.as_deref().context("the SMF has no namespace")?;
-    let out = lab.run_path(
-        "ping",
-        std::path::Path::new("ip"),
-        &[
-            "netns",
-            "exec",
-            netns,
-            &ping.display().to_string(),
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            address,
-        ],
-        None,
-        &[],
-    )?;
-    let stats = out
-        .lines()
-        .find(|line| line.contains("packets transmitted"))
-        .context("ping printed no statistics")?;
+    let stats = ping_stats(lab, &["ip", "netns", "exec", netns], ping, address)?;
     Ok(format!(
         "{} → {} ({address}): {stats}",
         smf.deployed, upf.deployed
     ))
+}
+
+/// Runs `ping` three times at `address` inside a network namespace (`enter`: the command that
+/// enters it, e.g. `ip netns exec NAME` or `nsenter --net=PATH`); ping's statistics line.
+pub fn ping_stats(
+    lab: &Lab,
+    enter: &[&str],
+    ping: &std::path::Path,
+    address: &str,
+) -> anyhow::Result<String> {
+    let (program, prefix) = enter
+        .split_first()
+        .context("no command to enter the namespace")?;
+    let ping = ping.display().to_string();
+    let mut args: Vec<&str> = prefix.to_vec();
+    args.extend([ping.as_str(), "-c", "3", "-i", "0.2", "-W", "2", address]);
+    let out = lab.run_path("ping", std::path::Path::new(program), &args, None, &[])?;
+    out.lines()
+        .find(|line| line.contains("packets transmitted"))
+        .map(str::to_owned)
+        .context("ping printed no statistics")
 }

@@ -384,27 +384,8 @@ fn ping_smf_to_upf(lab: &Lab, dir: &Path, pods: &[NfPod]) -> anyhow::Result<Stri
         .context("the UPF pod has no n4 interface")?;
     let address = n4.address.split('/').next().unwrap_or(&n4.address);
     let netns = nf::netns_of(dir, &smf.container)?;
-    let out = lab.run_path(
-        "ping",
-        Path::new("nsenter"),
-        &[
-            &format!("--net={}", netns.display()),
-            &ping.display().to_string(),
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            address,
-        ],
-        None,
-        &[],
-    )?;
-    let stats = out
-        .lines()
-        .find(|line| line.contains("packets transmitted"))
-        .context("ping printed no statistics")?;
+    let enter = format!("--net={}", netns.display());
+    let stats = nephrite_e2e::pods::ping_stats(lab, &["nsenter", &enter], &ping, address)?;
     Ok(format!("{} → {} ({address}): {stats}", smf.pod, upf.pod))
 }
 
