@@ -50,7 +50,7 @@ tasks:
                   from scratch, release binaries unless --dev) and run each one's --version
   bench DOMAIN    run a domain's benchmarks: preparer, dashboard, ntc (or topology),
                   ntc-churn, nimbess, nimbess-services, l7 (or l7-router),
-                  l7-octavia, bmm
+                  l7-octavia, bmm, cluster (as root)
   crds [DIR]      write every daemon's CRDs (default target/crds)
   clusterctl [DIR]
                   write bmm-provider's clusterctl provider repository (default
@@ -100,6 +100,7 @@ const BENCHES: &[(&str, &[(&str, &str)])] = &[
     ("l7-router", &[("nephrite-kuryr-l7", "l7")]),
     ("l7-octavia", &[("nephrite-kuryr-l7", "l7_octavia")]),
     ("bmm", &[("nephrite-bmm-provider", "bmm")]),
+    ("cluster", &[("nephrite-cluster-tests", "cluster")]),
 ];
 
 /// Packages whose binaries a domain's benchmarks execute but cargo does not build for them (a
