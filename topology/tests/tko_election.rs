@@ -23,11 +23,10 @@ use clap::Parser as _;
 use futures::StreamExt as _;
 use nephrite_preparer::daemon::start;
 use nephrite_preparer_client::{
-    DataApi, DeploymentInfo, DeploymentQuery, DeploymentRequest, EntityKind, PreparerClient, Site,
-    SiteInfo, Template, TemplateInfo,
+    DataApi, DeploymentInfo, DeploymentQuery, DeploymentRequest, EntityKind, PreparerClient,
 };
 use nephrite_runtime::ClientArgs;
-use tko_lab::{PreparerFlags, example};
+use tko_lab::PreparerFlags;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const TEST: &str = "two_tko_replicas_one_writes_and_the_standby_takes_over_after_a_kill";
@@ -235,55 +234,15 @@ async fn creators(
     Ok(authors)
 }
 
+/// The example in the preparer: its blueprints, the edge sites and one regional site.
 async fn setup(data: &PreparerClient) -> anyhow::Result<()> {
-    let config =
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nf-config}\ndata: {mode: demo}\n";
-    for template in [
-        "pkg-example-upf-bp",
-        "pkg-example-smf-bp",
-        "pkg-example-amf-bp",
-    ] {
-        data.register_template(Template {
-            info: TemplateInfo {
-                id: template.into(),
-                metadata: Default::default(),
-            },
-            package_yaml: config.into(),
-        })
-        .await?;
-    }
-    let sites = edges()
-        .into_iter()
-        .map(|(id, region)| (id, "edge", region))
-        .chain([("regional".to_owned(), "regional", "us-west")]);
-    for (id, kind, region) in sites {
-        data.register_site(Site {
-            info: SiteInfo {
-                id,
-                metadata: [
-                    ("Site.nephio.org/site-type".to_owned(), kind.to_owned()),
-                    ("Site.nephio.org/region".to_owned(), region.to_owned()),
-                ]
-                .into(),
-                ..Default::default()
-            },
-            package_yaml: config.into(),
-        })
-        .await?;
-    }
-    data.register_template(Template {
-        info: TemplateInfo {
-            id: "free5gc-topology".into(),
-            metadata: Default::default(),
-        },
-        package_yaml: format!(
-            "{}---\n{}",
-            example("topology.yaml"),
-            example("classes.yaml")
-        ),
-    })
-    .await?;
-    Ok(())
+    let edges = edges();
+    let sites: Vec<(&str, &str, &str)> = edges
+        .iter()
+        .map(|(id, region)| (id.as_str(), "edge", *region))
+        .chain([("regional", "regional", "us-west")])
+        .collect();
+    tko_lab::register_example(data, &sites).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,13 +14,14 @@ use nephrite_ntc::tko::{self, TkoConfig};
 use nephrite_preparer::daemon::{RunningDaemon, start};
 use nephrite_preparer_client::{
     CatalogQuery, DataApi, DeploymentInfo, DeploymentQuery, DeploymentRequest, EntityKind,
-    PreparerClient, Site, SiteInfo, Template, TemplateInfo,
+    PreparerClient,
 };
 use nephrite_runtime::{DaemonIdentity, GrpcServer};
 use nephrite_topology::RolloutPolicy;
 use serde_json::Value;
 
-use crate::tko_lab::{PreparerFlags, example};
+pub use crate::tko_lab::register_site;
+use crate::tko_lab::{PreparerFlags, register_example};
 
 /// How long a test waits for what it expects before failing: a bound on liveness, not a
 /// latency figure (the `churn` bench reports those).
@@ -63,37 +64,7 @@ impl Lab {
         let preparer = start(&command, false).await?;
         let endpoint = preparer.endpoint.to_string();
         let data = data::connect(&DataEndpoint::plain(&endpoint)).await?;
-        let config =
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nf-config}\ndata: {mode: demo}\n";
-        for template in [
-            "pkg-example-upf-bp",
-            "pkg-example-smf-bp",
-            "pkg-example-amf-bp",
-        ] {
-            data.register_template(Template {
-                info: TemplateInfo {
-                    id: template.into(),
-                    metadata: Default::default(),
-                },
-                package_yaml: config.into(),
-            })
-            .await?;
-        }
-        for (id, kind, region) in sites {
-            register_site(&data, id, kind, region).await?;
-        }
-        data.register_template(Template {
-            info: TemplateInfo {
-                id: "free5gc-topology".into(),
-                metadata: Default::default(),
-            },
-            package_yaml: format!(
-                "{}---\n{}",
-                example("topology.yaml"),
-                example("classes.yaml")
-            ),
-        })
-        .await?;
+        register_example(&data, sites).await?;
         let server = GrpcServer::new(DaemonIdentity::new("ntc", "test")).handle_signals(false);
         let ntc = tko::start(
             server,
@@ -339,30 +310,6 @@ pub fn rewritten(written: &Written, children: &Children, keys: &[&str]) -> anyho
 
 pub fn topology_gvk() -> Gvk {
     Gvk::new("topology.nephio.org", "v1alpha1", "NFTopology")
-}
-
-pub async fn register_site(
-    data: &PreparerClient,
-    id: &str,
-    kind: &str,
-    region: &str,
-) -> anyhow::Result<()> {
-    let config =
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site-config}\ndata: {mode: demo}\n";
-    data.register_site(Site {
-        info: SiteInfo {
-            id: id.into(),
-            metadata: [
-                ("Site.nephio.org/site-type".to_owned(), kind.to_owned()),
-                ("Site.nephio.org/region".to_owned(), region.to_owned()),
-            ]
-            .into(),
-            ..Default::default()
-        },
-        package_yaml: config.into(),
-    })
-    .await?;
-    Ok(())
 }
 
 /// `ntc status --data <the preparer> <parent>`, run as a user runs it; its standard output.
