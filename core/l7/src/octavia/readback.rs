@@ -84,6 +84,20 @@ metadata: {name: api, namespace: shop}
 spec: {host: api.example.com, path: /v1, to: {kind: Service, name: web}}
 ";
 
+    /// The translation of the objects in `yaml`.
+    fn translate_yaml(yaml: &str) -> crate::Translation {
+        let objects: Vec<SourceObject> = Package::from_yaml(yaml)
+            .unwrap()
+            .into_objects()
+            .into_iter()
+            .map(|object| SourceObject {
+                object,
+                origin: "test".into(),
+            })
+            .collect();
+        translate(&objects, &Default::default())
+    }
+
     fn outcome(listener: &Listener, host: &str, path: &str) -> String {
         let headers: Vec<(String, String)> = Vec::new();
         let request = Request {
@@ -101,16 +115,7 @@ spec: {host: api.example.com, path: /v1, to: {kind: Service, name: web}}
 
     #[test]
     fn the_tree_a_plan_builds_routes_like_the_translation() {
-        let objects: Vec<SourceObject> = Package::from_yaml(OBJECTS)
-            .unwrap()
-            .into_objects()
-            .into_iter()
-            .map(|object| SourceObject {
-                object,
-                origin: "test".into(),
-            })
-            .collect();
-        let translation = translate(&objects, &Default::default());
+        let translation = translate_yaml(OBJECTS);
         let owner = Ownership::new("c");
         let mut tree = Tree::default();
         let calls = plan(&Desired::from_config(&translation.config), &tree, &owner).unwrap();
@@ -168,16 +173,7 @@ spec:
 
     #[test]
     fn certificates_in_barbican_make_a_tls_listener_and_a_rotation_is_one_update() {
-        let objects: Vec<SourceObject> = Package::from_yaml(TLS_OBJECTS)
-            .unwrap()
-            .into_objects()
-            .into_iter()
-            .map(|object| SourceObject {
-                object,
-                origin: "test".into(),
-            })
-            .collect();
-        let translation = translate(&objects, &Default::default());
+        let translation = translate_yaml(TLS_OBJECTS);
         assert_eq!(translation.config.certificates.len(), 1, "{translation:#?}");
         let owner = Ownership::new("c");
         let stored = |reference: &'static str| {
