@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{AgentProcess, Netns, first_ip, unique};
+use support::{AgentProcess, Netns, first_ip, policy_chains, unique};
 use traffic::serve_on;
 
 /// Two namespaces, `shop` and `other`; in `shop` a server (its port 8080
@@ -39,25 +39,6 @@ apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadat
 /// The baseline for every pod: clients allowed on TCP 9090, everything
 /// else from the cluster denied.
 const BASELINE: &str = "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\nmetadata: {name: default}\nspec:\n  subject: {namespaces: {}}\n  ingress:\n  - name: clients-9090\n    action: Allow\n    from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: client}}}}]\n    ports: [{portNumber: {protocol: TCP, port: 9090}}]\n  - name: no-one-else\n    action: Deny\n    from: [{namespaces: {}}]\n";
-
-/// The chains of the policy table but `forward`, sorted.
-fn policy_chains(host: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", host, "nft", "-j", "list", "table", "ip"])
-        .arg("nimbess-policy")
-        .output()
-        .expect("nft");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let mut chains: Vec<String> = v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
-        .filter(|c| c != "forward")
-        .collect();
-    chains.sort();
-    chains
-}
 
 /// Write `file` in `dir` with `yaml` (`None`: remove it) and wait until the
 /// agent's policy chains are `want`.

@@ -25,7 +25,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use support::{AgentProcess, Netns, unique};
+use support::{AgentProcess, Netns, policy_chains, unique};
 
 const API: Ipv4Addr = Ipv4Addr::new(198, 18, 77, 1);
 
@@ -70,25 +70,6 @@ fn wait_for(host: &str, want: Option<usize>, agent: &AgentProcess) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The chains of the policy table (none: no table).
-fn policy_chains(host: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", host, "nft", "-j", "list", "table", "ip"])
-        .arg("nimbess-policy")
-        .output()
-        .expect("nft");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let mut chains: Vec<String> = v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
-        .filter(|c| c != "forward")
-        .collect();
-    chains.sort();
-    chains
 }
 
 fn wait_for_chains(host: &str, want: &[&str], agent: &AgentProcess) {

@@ -32,7 +32,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nephrite_test_services::{KubeApiServer, rbac};
 use serde_json::{Value, json};
-use support::{AgentProcess, Netns, first_ip, unique};
+use support::{AgentProcess, Netns, first_ip, policy_chains, unique};
 use tokio::runtime::Runtime;
 
 /// The manifest the agent is deployed with, relative to this crate.
@@ -220,25 +220,6 @@ fn backend_map(host: &str, name: &str) -> Option<usize> {
             .map(Vec::len)
             .sum(),
     )
-}
-
-/// The chains of the policy table, but its base chain.
-fn policy_chains(host: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", host, "nft", "-j", "list", "table", "ip"])
-        .arg("nimbess-policy")
-        .output()
-        .expect("nft");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let mut chains: Vec<String> = v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
-        .filter(|c| c != "forward")
-        .collect();
-    chains.sort();
-    chains
 }
 
 /// The load-balancer lines of the agent's `pipelines` for Service `ns/name`

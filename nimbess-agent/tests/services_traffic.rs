@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{AgentProcess, Netns, first_ip, unique};
+use support::{AgentProcess, Netns, first_ip, policy_chains, unique};
 use traffic::{connect_many, serve_on};
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
@@ -188,31 +188,6 @@ fn a_cluster_ip_spreads_connections_over_ready_endpoints_only() {
     assert_eq!(counts.get("refused"), Some(&3), "{counts:?}");
 }
 
-/// The chains of the policy table, as `nft` lists them.
-fn policy_chains(host: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            host,
-            "nft",
-            "-j",
-            "list",
-            "table",
-            "ip",
-            "nimbess-policy",
-        ])
-        .output()
-        .expect("nft");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// Write (or with `None` remove) the policy file and wait until the
 /// agent's policy chains are `want`.
 fn publish_policy(
@@ -229,9 +204,7 @@ fn publish_policy(
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let mut have = policy_chains(host);
-        have.retain(|c| c != "forward");
-        have.sort();
+        let have = policy_chains(host);
         if have == want {
             return;
         }

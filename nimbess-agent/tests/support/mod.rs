@@ -484,3 +484,23 @@ pub fn first_ip(result: &Value) -> Ipv4Addr {
 pub fn link_exists(name: &str) -> bool {
     Path::new("/sys/class/net").join(name).exists()
 }
+
+/// The chains of the agent's policy table in network namespace `netns` but `forward`, sorted
+/// (none: no table), as `nft` lists them.
+pub fn policy_chains(netns: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", netns, "nft", "-j", "list", "table", "ip"])
+        .arg("nimbess-policy")
+        .output()
+        .expect("nft");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut chains: Vec<String> = v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["chain"]["name"].as_str().map(str::to_string))
+        .filter(|c| c != "forward")
+        .collect();
+    chains.sort();
+    chains
+}
