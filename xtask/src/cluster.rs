@@ -29,9 +29,11 @@ mod runtime;
 mod teardown;
 mod up;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+
+use crate::state_dir::{StateDirs, dir_flag};
 use nephrite_test_services::kube_apiserver::{KUBERNETES_VERSION, bin_dir, kube_root};
 
 /// The usage of `cargo xtask cluster`.
@@ -42,8 +44,11 @@ pub const USAGE: &str = "usage: cargo xtask cluster up [--dir DIR]
 /// The crate of the tests on the cluster.
 const TESTS: &str = "nephrite-cluster-tests";
 
-/// The file under `target/kube` naming the directory of the last `up` without `--dir`.
-const LAST_UP: &str = "cluster-last-up";
+/// Where `up` keeps the cluster's state, and `down` finds it.
+const STATE: StateDirs = StateDirs {
+    command: "cluster",
+    record: "cluster-last-up",
+};
 
 /// Runs `cargo xtask cluster <args>`.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -51,55 +56,26 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         .split_first()
         .with_context(|| format!("no cluster command given\n\n{USAGE}"))?;
     match command.as_str() {
-        "up" => up(dir_flag(rest)?),
-        "down" => down(dir_flag(rest)?),
+        "up" => up(dir_flag(rest, USAGE)?),
+        "down" => down(dir_flag(rest, USAGE)?),
         "test" if rest.is_empty() => test(Binaries::Build),
         "test" => bail!("unexpected arguments {rest:?}\n\n{USAGE}"),
         other => bail!("unknown cluster command `{other}`\n\n{USAGE}"),
     }
 }
 
-/// `--dir DIR` (or `--dir=DIR`), if given.
-fn dir_flag(args: &[String]) -> anyhow::Result<Option<PathBuf>> {
-    match args {
-        [] => Ok(None),
-        [flag, dir] if flag == "--dir" => Ok(Some(PathBuf::from(dir))),
-        [flag] if flag.starts_with("--dir=") => Ok(Some(PathBuf::from(&flag["--dir=".len()..]))),
-        _ => bail!("unexpected arguments {args:?}\n\n{USAGE}"),
-    }
-}
-
 fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let (dir, remembered) = match dir {
-        Some(dir) => (absolute(&dir)?, false),
-        None => {
-            let dir = tempfile::Builder::new()
-                .prefix("nephrite-cluster-")
-                .tempdir()
-                .context("creating a temporary directory")?
-                .keep();
-            (dir, true)
-        }
-    };
+    let up_dir = STATE.up(dir)?;
+    let dir = &up_dir.dir;
     eprintln!("xtask: cluster state in {}", dir.display());
-    if remembered {
-        let last = kube_root().join(LAST_UP);
-        std::fs::create_dir_all(kube_root()).context("creating target/kube")?;
-        std::fs::write(&last, dir.to_string_lossy().as_bytes())
-            .with_context(|| format!("writing {}", last.display()))?;
-    }
-    let down = if remembered {
-        "cargo xtask cluster down".to_owned()
-    } else {
-        format!("cargo xtask cluster down --dir {}", dir.display())
-    };
-    let up = up::up(&dir, &[]).with_context(|| {
+    let down = up_dir.down_command();
+    let up = up::up(dir, &[]).with_context(|| {
         format!(
             "the cluster did not come up; its logs are in {}/logs; remove what started with: {down}",
             dir.display()
         )
     })?;
-    let kubeconfig = config::admin_kubeconfig(&dir);
+    let kubeconfig = config::admin_kubeconfig(dir);
     eprintln!(
         "xtask: Kubernetes {KUBERNETES_VERSION}, node {} Ready at {} in {:.1}s (API {})",
         config::NODE_NAME,
@@ -193,17 +169,7 @@ pub fn test(binaries: Binaries) -> anyhow::Result<()> {
 }
 
 fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let last = kube_root().join(LAST_UP);
-    let dir = match dir {
-        Some(dir) => absolute(&dir)?,
-        None => PathBuf::from(std::fs::read_to_string(&last).with_context(|| {
-            format!(
-                "no --dir given and no cluster remembered in {} (was `cargo xtask cluster up` \
-                 run without --dir?)",
-                last.display()
-            )
-        })?),
-    };
+    let dir = STATE.down(dir)?;
     anyhow::ensure!(
         dir.join("run").is_dir() || !dir.exists(),
         "{} holds no cluster (no run/ directory of pid files); nothing removed",
@@ -211,9 +177,7 @@ fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
     );
     let node = crate::kube::NodeBinaries::under(&bin_dir(&kube_root()));
     let report = teardown::down(&dir, &node);
-    if std::fs::read_to_string(&last).is_ok_and(|remembered| Path::new(&remembered) == dir) {
-        let _ = std::fs::remove_file(&last);
-    }
+    STATE.forget(&dir);
     for (name, pid) in &report.stopped {
         eprintln!("xtask: stopped {name} (pid {pid})");
     }
@@ -242,10 +206,4 @@ fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
             report.warnings.len()
         )
     }
-}
-
-/// `dir` made absolute against the current directory (the processes name it on their command
-/// lines, which `down` checks from anywhere).
-fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))
 }

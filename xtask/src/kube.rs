@@ -8,10 +8,12 @@
 mod build;
 mod gomod;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use nephrite_test_services::kube_apiserver::{self, ETCD_VERSION, KUBERNETES_VERSION, kube_root};
+
+use crate::state_dir::{StateDirs, dir_flag};
+use nephrite_test_services::kube_apiserver::{self, ETCD_VERSION, KUBERNETES_VERSION};
 
 pub use build::{NodeBinaries, SumMode, ensure, ensure_node};
 
@@ -20,8 +22,11 @@ pub const USAGE: &str = "usage: cargo xtask kube build [--update-sum]
        cargo xtask kube up [--dir DIR]
        cargo xtask kube down [--dir DIR]";
 
-/// The file under `target/kube` naming the directory of the last `up` without `--dir`.
-const LAST_UP: &str = "last-up";
+/// Where `up` keeps the pair's state, and `down` finds it.
+const STATE: StateDirs = StateDirs {
+    command: "kube",
+    record: "last-up",
+};
 
 /// Runs `cargo xtask kube <args>`.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -34,19 +39,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             [flag] if flag == "--update-sum" => ensure(SumMode::Update).map(drop),
             _ => bail!("unexpected arguments {rest:?}\n\n{USAGE}"),
         },
-        "up" => up(dir_flag(rest)?),
-        "down" => down(dir_flag(rest)?),
+        "up" => up(dir_flag(rest, USAGE)?),
+        "down" => down(dir_flag(rest, USAGE)?),
         other => bail!("unknown kube command `{other}`\n\n{USAGE}"),
-    }
-}
-
-/// `--dir DIR` (or `--dir=DIR`), if given.
-fn dir_flag(args: &[String]) -> anyhow::Result<Option<PathBuf>> {
-    match args {
-        [] => Ok(None),
-        [flag, dir] if flag == "--dir" => Ok(Some(PathBuf::from(dir))),
-        [flag] if flag.starts_with("--dir=") => Ok(Some(PathBuf::from(&flag["--dir=".len()..]))),
-        _ => bail!("unexpected arguments {args:?}\n\n{USAGE}"),
     }
 }
 
@@ -54,28 +49,10 @@ fn dir_flag(args: &[String]) -> anyhow::Result<Option<PathBuf>> {
 /// directory when absent), and prints how to use and stop it.
 fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
     ensure(SumMode::Verify)?;
-    let (dir, remembered) = match dir {
-        Some(dir) => (absolute(&dir)?, false),
-        None => {
-            let dir = tempfile::Builder::new()
-                .prefix("nephrite-kube-")
-                .tempdir()
-                .context("creating a temporary directory")?
-                .keep();
-            (dir, true)
-        }
-    };
-    let started = kube_apiserver::up(&dir)?;
-    if remembered {
-        let last = kube_root().join(LAST_UP);
-        std::fs::write(&last, dir.to_string_lossy().as_bytes())
-            .with_context(|| format!("writing {}", last.display()))?;
-    }
-    let down = if remembered {
-        "cargo xtask kube down".to_owned()
-    } else {
-        format!("cargo xtask kube down --dir {}", dir.display())
-    };
+    let up_dir = STATE.up(dir)?;
+    let dir = &up_dir.dir;
+    let started = kube_apiserver::up(dir)?;
+    let down = up_dir.down_command();
     eprintln!(
         "xtask: kube-apiserver {KUBERNETES_VERSION} (etcd {ETCD_VERSION}) ready at {} in {:.1}s \
          (pids {} and {})\n\
@@ -94,21 +71,9 @@ fn up(dir: Option<PathBuf>) -> anyhow::Result<()> {
 
 /// Stops the pair in `dir` (the last `up` without `--dir` when absent) and removes its state.
 fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let last = kube_root().join(LAST_UP);
-    let dir = match dir {
-        Some(dir) => absolute(&dir)?,
-        None => PathBuf::from(std::fs::read_to_string(&last).with_context(|| {
-            format!(
-                "no --dir given and no cluster remembered in {} (was `cargo xtask kube up` \
-                 run without --dir?)",
-                last.display()
-            )
-        })?),
-    };
+    let dir = STATE.down(dir)?;
     let stopped = kube_apiserver::down(&dir)?;
-    if std::fs::read_to_string(&last).is_ok_and(|remembered| Path::new(&remembered) == dir) {
-        let _ = std::fs::remove_file(&last);
-    }
+    STATE.forget(&dir);
     if stopped.stopped.is_empty() {
         eprintln!("xtask: nothing was running in {}", dir.display());
     }
@@ -124,10 +89,4 @@ fn down(dir: Option<PathBuf>) -> anyhow::Result<()> {
         }
     );
     Ok(())
-}
-
-/// `dir` made absolute against the current directory (the record names it in the servers'
-/// command lines, which `down` checks from anywhere).
-fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))
 }

@@ -24,6 +24,7 @@ mod kube;
 mod layering;
 mod licences;
 mod packages;
+mod state_dir;
 mod wire_edges;
 
 use std::process::{Command, ExitCode};
