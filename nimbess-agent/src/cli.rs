@@ -1,7 +1,8 @@
 //! The `nimbess-agent` command line: `serve` runs the daemon
 //! ([`crate::daemon`]); `ports`, `networks`, `pipelines` and `verify` ask a
 //! running agent over its socket (with `--token-file`, or `--ca`, `--cert`
-//! and `--key`, when the agent requires credentials); `fabric forget-host`
+//! and `--key`, when the agent requires credentials), as does `explain`
+//! ([`crate::explain`]); `fabric forget-host`
 //! edits the fabric's store directly; `teardown` takes this network
 //! namespace's kernel data plane down ([`crate::teardown`]).
 
@@ -60,6 +61,10 @@ pub enum Cmd {
     Networks(ClientArgs),
     /// Compare the model with the data plane; exits 1 naming any drift.
     Verify(ClientArgs),
+    /// Why SRC can or cannot reach DST: the verdict and the rule deciding
+    /// it, from the running agent's model; `--live` checks the kernel's
+    /// rules too (exit 1 when they disagree).
+    Explain(crate::explain::ExplainArgs),
     /// Operate on the fabric's store directly (no agent needed).
     #[command(subcommand)]
     Fabric(FabricCmd),
@@ -172,6 +177,7 @@ pub async fn run(command: Cmd) -> anyhow::Result<ExitCode> {
             );
         }
         Cmd::Teardown(args) => teardown(&args).await?,
+        Cmd::Explain(args) => return crate::explain::run(&args).await,
         Cmd::Verify(c) => {
             let drift = InspectClient::connect(&c.socket, &c.credentials)
                 .await?

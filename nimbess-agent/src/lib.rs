@@ -16,7 +16,9 @@
 //! - [`vif`]: addresses reserved for a pod's VIFs (kuryr-l7's VIF handler), plugged by ADDs
 //!   naming them;
 //! - [`config`], [`state`], [`naming`]: the config file, the state file, kernel device names;
-//! - [`teardown`]: the kernel data plane taken down on purpose (`nimbess-agent teardown`).
+//! - [`teardown`]: the kernel data plane taken down on purpose (`nimbess-agent teardown`);
+//! - [`explain`]: `nimbess-agent explain`, why a connection is allowed or not, and whether
+//!   the kernel agrees (`--live`).
 //!
 //! The CNI plugin, `nimbess-cni`, is its own crate (`nephrite-nimbess-cni`, beside this one),
 //! linked against the client crate only.
@@ -28,6 +30,7 @@ pub use nimbess_client::cni;
 pub mod config;
 pub mod daemon;
 pub mod driver;
+pub mod explain;
 pub mod fabric;
 pub mod grpc;
 pub mod naming;

@@ -1,5 +1,5 @@
 //! The inspection client of the agent's socket (`nimbess.cni.v1.Agent`): what
-//! `nimbess-agent ports`, `networks`, `pipelines` and `verify` call. It presents the caller's
+//! `nimbess-agent ports`, `networks`, `pipelines`, `verify` and `explain` call. It presents the caller's
 //! credentials ([`ClientArgs`]) and answers in plain values (the agent's JSON documents, the
 //! renderings, the drift lines) or an [`InspectError`] that says what to do about a refusal.
 
@@ -126,5 +126,20 @@ impl InspectClient {
             .await?
             .into_inner()
             .drift)
+    }
+
+    /// What `explain` reads of the agent (its networks, the pods at its
+    /// ports, the Services' load balancers, the policy tiers it rendered),
+    /// as JSON.
+    ///
+    /// # Errors
+    /// The agent refused.
+    pub async fn cluster(&mut self) -> Result<String, InspectError> {
+        Ok(self
+            .client
+            .get_cluster(pb::GetClusterRequest {})
+            .await?
+            .into_inner()
+            .json)
     }
 }

@@ -1,5 +1,5 @@
 //! What the inspection subcommands (`ports`, `networks`, `pipelines`,
-//! `verify`) see of the agent: read-only views of the model, its pools and
+//! `verify`, `explain`) see of the agent: read-only views of the model, its pools and
 //! the data plane, taken under the agent's lock.
 
 use std::collections::BTreeMap;
@@ -199,5 +199,36 @@ impl Agent {
         drift.extend(st.driver.verify(&st.model).await?);
         drift.extend(st.verify_services());
         Ok(drift)
+    }
+
+    /// What `explain` reads of the agent: its networks, its ports with the
+    /// pods they belong to, the Services' load balancers and the policy
+    /// tiers it rendered.
+    pub async fn cluster(&self) -> crate::explain::cluster::AgentCluster {
+        let st = self.state.lock().await;
+        crate::explain::cluster::AgentCluster {
+            networks: st
+                .model
+                .networks()
+                .values()
+                .map(|n| n.spec.clone())
+                .collect(),
+            ports: st
+                .model
+                .ports()
+                .values()
+                .map(|p| crate::explain::cluster::PortAt {
+                    pod: p.pod.clone(),
+                    address: p.address.addr,
+                    network: p.network.clone(),
+                })
+                .collect(),
+            load_balancers: st
+                .services
+                .iter()
+                .map(|(k, lb)| (k.clone(), lb.clone()))
+                .collect(),
+            tiers: st.policies.clone(),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The gRPC services over one [`Agent`]: `nimbess.cni.v1.Cni` (what the
 //! plugin calls) and `nimbess.cni.v1.Agent` (what `ports`, `pipelines`,
-//! `networks` and `verify` call). Each call converts the request, asks the
+//! `networks`, `verify` and `explain` call). Each call converts the request, asks the
 //! agent and converts the answer; nothing else happens here.
 
 use std::sync::Arc;
@@ -165,5 +165,13 @@ impl AgentApi for AgentService {
             .await
             .map_err(|e| Status::unavailable(format!("cannot read the data plane: {e}")))?;
         Ok(Response::new(pb::VerifyReply { drift }))
+    }
+
+    async fn get_cluster(
+        &self,
+        _: Request<pb::GetClusterRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
+        let json = to_json(&self.agent.cluster().await)?;
+        Ok(Response::new(pb::JsonReply { json }))
     }
 }
