@@ -21,6 +21,7 @@ pub use grpc::server;
 pub use leases::DEFAULT_NAMED_LEASE;
 pub use watching::{FeedStream, SLOW_WATCHER, WATCH_BUFFER, Watchers};
 
+mod batch;
 mod catalog;
 mod convert;
 mod deployments;

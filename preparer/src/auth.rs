@@ -11,7 +11,7 @@
 //! | role | may call |
 //! |---|---|
 //! | `read` | `Get*`, `List*`, `Watch` |
-//! | `write` | what `read` may, and register / delete templates and sites, create / update / approve / delete deployments, modifications, named leases (`AcquireLease`, `RenewLease`, `ReleaseLease`; `GetLease` is `read`'s) |
+//! | `write` | what `read` may, and register / delete templates and sites, create / update / approve / delete deployments (one by one or in an `ApplyDeployments` batch), modifications, named leases (`AcquireLease`, `RenewLease`, `ReleaseLease`; `GetLease` is `read`'s) |
 //! | `plugin` | `UpdateDeployment`, `RenewModification`, `EndModification`, `CancelModification`: only with a modification token, so only the deployments the preparer handed it |
 //! | `admin` | everything, and alone `RegisterPlugin` / `DeletePlugin` |
 //!
@@ -44,6 +44,7 @@ const WRITE: &[&str] = &[
     "UpdateDeployment",
     "ApproveDeployment",
     "DeleteDeployment",
+    "ApplyDeployments",
     "RollbackDeployment",
     "StartModification",
     "RenewModification",
@@ -123,6 +124,7 @@ mod tests {
         for method in [
             "CreateDeployment",
             "DeleteDeployment",
+            "ApplyDeployments",
             "RegisterSite",
             "EndModification",
             "AcquireLease",
@@ -136,6 +138,7 @@ mod tests {
             assert!(!can("write", method) && !can("read", method) && !can("plugin", method));
         }
         assert!(can("plugin", "UpdateDeployment") && !can("plugin", "CreateDeployment"));
+        assert!(!can("plugin", "ApplyDeployments"));
         assert_eq!(policy.roles_of("someone-unnamed"), [WRITE_ROLE]);
     }
 }

@@ -186,48 +186,56 @@ impl Shape {
     }
 }
 
-/// Creates `requests` in one store transaction; `(created, id)` for each. Requests with the
-/// same template and merge package as the one before share its merged package, written as
-/// YAML once; only each child's Deployment resource is edited and written per child.
-pub async fn create_deployments(
-    store: &dyn Store,
-    context: CreationContext<'_>,
-    requests: Vec<CreateDeployment>,
-) -> Result<Vec<(bool, String)>, ApiError> {
-    let mut templates: HashMap<String, (TemplateRecord, Package)> = HashMap::new();
-    let mut parents_seen: HashSet<String> = HashSet::new();
-    let mut sites_seen: HashSet<String> = HashSet::new();
-    let mut shape: Option<Shape> = None;
-    let mut rows = Vec::with_capacity(requests.len());
-    for request in requests {
-        if !request.parent_id.is_empty() && !parents_seen.contains(&request.parent_id) {
+/// Turns create requests into the rows the store inserts, checking each (its parent, site and
+/// template exist; the merge applies) and reusing what the request before shares: the
+/// template's package, and the merged package of the same template and merge package, written
+/// as YAML once (only each child's Deployment resource is edited and written per child).
+#[derive(Default)]
+pub struct Creator {
+    templates: HashMap<String, (TemplateRecord, Package)>,
+    parents_seen: HashSet<String>,
+    sites_seen: HashSet<String>,
+    shape: Option<Shape>,
+}
+
+impl Creator {
+    /// The row `request` creates (its id new; the store may resolve it to an existing
+    /// deployment of the same instance key).
+    pub async fn row(
+        &mut self,
+        store: &dyn Store,
+        context: &CreationContext<'_>,
+        request: CreateDeployment,
+    ) -> Result<NewDeployment, ApiError> {
+        if !request.parent_id.is_empty() && !self.parents_seen.contains(&request.parent_id) {
             check_id("parent deployment id", &request.parent_id)?;
             store.get_deployment_info(&request.parent_id).await?;
-            parents_seen.insert(request.parent_id.clone());
+            self.parents_seen.insert(request.parent_id.clone());
         }
-        if !request.site_id.is_empty() && !sites_seen.contains(&request.site_id) {
+        if !request.site_id.is_empty() && !self.sites_seen.contains(&request.site_id) {
             check_id("site id", &request.site_id)?;
             if !context.sites_verified {
                 store.get_site(&request.site_id).await?;
             }
-            sites_seen.insert(request.site_id.clone());
+            self.sites_seen.insert(request.site_id.clone());
         }
-        let current = match shape.take() {
+        let current = match self.shape.take() {
             Some(current) if current.fits(&request) => current,
             _ => {
                 Shape::new(
                     store,
-                    &context,
-                    &mut templates,
+                    context,
+                    &mut self.templates,
                     &request.template_id,
                     &request.merge,
                 )
                 .await?
             }
         };
-        let (package_yaml, metadata, prepared, approved) = current.child(&context, &request)?;
-        shape = Some(current);
-        rows.push(NewDeployment {
+        let child = current.child(context, &request);
+        self.shape = Some(current);
+        let (package_yaml, metadata, prepared, approved) = child?;
+        Ok(NewDeployment {
             info: DeploymentInfo {
                 id: new_deployment_id(),
                 parent_id: request.parent_id,
@@ -243,7 +251,20 @@ pub async fn create_deployments(
             },
             package_yaml,
             author: context.author.to_owned(),
-        });
+        })
+    }
+}
+
+/// Creates `requests` in one store transaction; `(created, id)` for each (see [`Creator`]).
+pub async fn create_deployments(
+    store: &dyn Store,
+    context: CreationContext<'_>,
+    requests: Vec<CreateDeployment>,
+) -> Result<Vec<(bool, String)>, ApiError> {
+    let mut creator = Creator::default();
+    let mut rows = Vec::with_capacity(requests.len());
+    for request in requests {
+        rows.push(creator.row(store, &context, request).await?);
     }
     Ok(store.create_deployments(rows).await?)
 }

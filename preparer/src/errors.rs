@@ -1,7 +1,7 @@
 //! The daemon's error type and how each error becomes a gRPC status.
 
 use nephrite_merge::{IdError, MergeError};
-use tonic::Status;
+use tonic::{Code, Status};
 
 use crate::store::StoreError;
 
@@ -41,30 +41,51 @@ pub enum ApiError {
     /// The caller may not make this call this way (a plugin writing without its token).
     #[error("{0}")]
     Forbidden(String),
+    /// One write of a batch was refused, so none was written.
+    #[error("write {index} ({label}): {source}")]
+    Item {
+        /// The write's index in the batch.
+        index: usize,
+        /// What it does and to which deployment.
+        label: String,
+        /// Why (its status is this error's).
+        source: Box<ApiError>,
+    },
     /// The daemon broke its own promise (a store that created nothing).
     #[error("{0}")]
     Internal(String),
 }
 
+/// The status code of a store failure.
+fn store_code(err: &StoreError) -> Code {
+    match err {
+        StoreError::NotFound { .. } => Code::NotFound,
+        StoreError::Busy { .. } | StoreError::Changed { .. } => Code::Aborted,
+        StoreError::LeaseLost { .. } | StoreError::Fenced { .. } => Code::FailedPrecondition,
+        StoreError::Compacted { .. } => Code::OutOfRange,
+        StoreError::Item { source, .. } => store_code(source),
+        _ => Code::Internal,
+    }
+}
+
+/// The status code of `err` (a batch's refused write: that write's).
+fn code(err: &ApiError) -> Code {
+    match err {
+        ApiError::Store(store) => store_code(store),
+        ApiError::Merge { source, .. } if source.is_not_ready() => Code::FailedPrecondition,
+        ApiError::Forbidden(_) => Code::PermissionDenied,
+        ApiError::Internal(_) => Code::Internal,
+        ApiError::Item { source, .. } => code(source),
+        ApiError::BadId { .. }
+        | ApiError::BadPackage { .. }
+        | ApiError::Merge { .. }
+        | ApiError::Invalid(_) => Code::InvalidArgument,
+    }
+}
+
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Status {
-        let message = err.to_string();
-        match err {
-            ApiError::Store(StoreError::NotFound { .. }) => Status::not_found(message),
-            ApiError::Store(StoreError::Busy { .. }) => Status::aborted(message),
-            ApiError::Store(StoreError::LeaseLost { .. }) => Status::failed_precondition(message),
-            ApiError::Store(StoreError::Compacted { .. }) => Status::out_of_range(message),
-            ApiError::Store(_) => Status::internal(message),
-            ApiError::Merge { source, .. } if source.is_not_ready() => {
-                Status::failed_precondition(message)
-            }
-            ApiError::Forbidden(_) => Status::permission_denied(message),
-            ApiError::Internal(_) => Status::internal(message),
-            ApiError::BadId { .. }
-            | ApiError::BadPackage { .. }
-            | ApiError::Merge { .. }
-            | ApiError::Invalid(_) => Status::invalid_argument(message),
-        }
+        Status::new(code(&err), err.to_string())
     }
 }
 

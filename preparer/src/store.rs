@@ -85,6 +85,41 @@ pub enum StoreError {
         /// The oldest revision kept.
         oldest: i64,
     },
+    /// A batch's fence: the named lease no longer has the holding the batch was sent under
+    /// (another holder took it, or it was released), so nothing was written.
+    #[error(
+        "lease {name} has moved on since transitions {transitions} (now {current}, held by {holder:?}): the batch was not written"
+    )]
+    Fenced {
+        /// The lease.
+        name: String,
+        /// The holding the batch carried.
+        transitions: i64,
+        /// The lease's transitions now (0 when it was never acquired).
+        current: i64,
+        /// Its holder now (empty when released or never acquired).
+        holder: String,
+    },
+    /// A conditional update found the deployment written since it was read.
+    #[error(
+        "deployment {id} was written since it was read (updated {actual}, expected {expected})"
+    )]
+    Changed {
+        /// The deployment.
+        id: String,
+        /// The `updated` time the write expected.
+        expected: String,
+        /// Its `updated` time now.
+        actual: String,
+    },
+    /// One write of a batch failed, so none of the batch was written.
+    #[error("write {index} of the batch: {source}")]
+    Item {
+        /// The write's index in the batch.
+        index: usize,
+        /// Why it failed.
+        source: Box<StoreError>,
+    },
     /// The database refused or failed.
     #[error("store backend {backend}: {message}")]
     Backend {
@@ -183,6 +218,50 @@ pub struct NewDeployment {
     /// Who creates it (a caller's identity, or `preparer` for the loop's children): its
     /// first revision's author.
     pub author: String,
+}
+
+/// One write of a batch ([`Store::apply_deployments`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchWrite {
+    /// Creates a deployment (or finds the one holding its instance key).
+    Create(NewDeployment),
+    /// Writes a deployment's package when no live modification holds it (and, with
+    /// `if_updated`, only when its `updated` is still that), as a one-shot modification does.
+    Update {
+        /// The deployment.
+        id: String,
+        /// What is written.
+        update: DeploymentUpdate,
+        /// The `updated` time it must still have.
+        if_updated: Option<String>,
+        /// Now (unix ms), to tell a live modification from an expired one.
+        now_ms: i64,
+    },
+    /// Deletes a deployment and its descendants.
+    Delete {
+        /// The deployment.
+        id: String,
+    },
+}
+
+/// What one write of a batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchResult {
+    /// Whether it was created, and its id (the existing one's when its instance was there).
+    Created(bool, String),
+    /// The row written.
+    Updated(DeploymentInfo),
+    /// The ids deleted (empty when it was not there).
+    Deleted(Vec<String>),
+}
+
+/// The holding a batch is written under: the named lease `name` with `transitions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lease.
+    pub name: String,
+    /// Its transitions at the writer's grant.
+    pub transitions: i64,
 }
 
 /// Revisions kept per deployment when the daemon is not told otherwise.
@@ -349,6 +428,16 @@ pub trait Store: Send + Sync + 'static {
         &self,
         deployments: Vec<NewDeployment>,
     ) -> Result<Vec<(bool, String)>, StoreError>;
+    /// Applies `writes` in one transaction, in order: all or none ([`StoreError::Item`] names
+    /// the write that failed). Each logs its changes as its single operation does, in the
+    /// writes' order. With `fence`, nothing is written unless the named lease still has that
+    /// holding ([`StoreError::Fenced`]); on PostgreSQL the lease row is share-locked until the
+    /// commit, so the lease cannot move while the batch is written.
+    async fn apply_deployments(
+        &self,
+        writes: Vec<BatchWrite>,
+        fence: Option<Fence>,
+    ) -> Result<Vec<BatchResult>, StoreError>;
     /// A deployment.
     async fn get_deployment(&self, id: &str) -> Result<DeploymentRecord, StoreError>;
     /// A deployment's row without its package (what `Watch` sends: a package may be

@@ -119,6 +119,15 @@ async fn call(client: &mut Client, method: &str) -> Result<(), tonic::Status> {
             })
             .await
             .map(drop),
+        "ApplyDeployments" => client
+            .apply_deployments(pb::ApplyDeploymentsRequest {
+                writes: vec![pb::DeploymentWrite {
+                    write: Some(pb::deployment_write::Write::Delete(delete())),
+                }],
+                fence: None,
+            })
+            .await
+            .map(drop),
         "GetDeployment" => client.get_deployment(get()).await.map(drop),
         "ListDeployments" => client
             .list_deployments(pb::ListDeploymentsRequest::default())

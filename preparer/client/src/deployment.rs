@@ -136,3 +136,64 @@ pub struct DeploymentRevision {
     /// The package, YAML (empty in a listing of revisions).
     pub package_yaml: String,
 }
+
+/// The most writes one [`crate::DataApi::apply_deployments`] batch may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// One write of a batch ([`crate::DataApi::apply_deployments`]), checked as its single call
+/// is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeploymentWrite {
+    /// Creates a deployment (or finds the one with the same instance key), as
+    /// `create_deployment` does.
+    Create(DeploymentRequest),
+    /// Replaces a deployment's package, as `update_deployment` without a token does (refused
+    /// as busy while a modification holds it).
+    Update {
+        /// The deployment.
+        id: String,
+        /// Its new package, YAML.
+        package_yaml: String,
+        /// When set, the write is refused as busy unless the deployment's `updated` is still
+        /// this (it was read and is written back with nobody writing in between).
+        if_updated: Option<String>,
+    },
+    /// Deletes a deployment and its descendants, as `delete_deployment` does.
+    Delete {
+        /// The deployment.
+        id: String,
+    },
+}
+
+impl DeploymentWrite {
+    /// The id the write names: the deployment updated or deleted, or the instance key of
+    /// one created (empty when it has none).
+    pub fn id(&self) -> &str {
+        match self {
+            DeploymentWrite::Create(request) => &request.instance_key,
+            DeploymentWrite::Update { id, .. } | DeploymentWrite::Delete { id } => id,
+        }
+    }
+}
+
+/// What one write of a batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteResult {
+    /// A create's answer.
+    Created(Created),
+    /// An update's new row.
+    Updated(DeploymentInfo),
+    /// A delete's answer: whether the deployment existed.
+    Deleted(bool),
+}
+
+/// A leader's proof of holding, carried by a batch: the named lease and the `transitions` it
+/// had when this holder was granted it. The preparer writes the batch only while the lease
+/// still has that holding, so a deposed leader (paused while another took over) cannot write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseFence {
+    /// The lease's name.
+    pub name: String,
+    /// Its `transitions` at the holder's grant.
+    pub transitions: u64,
+}

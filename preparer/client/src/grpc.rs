@@ -14,9 +14,9 @@ use tonic::Streaming;
 use crate::wire::required_info;
 use crate::{
     CatalogQuery, Change, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Lease,
-    Listing, Modification, Plugin, PluginQuery, REVISION_HEADER, Site, SiteInfo, Template,
-    TemplateInfo, WireError,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, DeploymentWrite,
+    EntityKind, Lease, LeaseFence, Listing, Modification, Plugin, PluginQuery, REVISION_HEADER,
+    Site, SiteInfo, Template, TemplateInfo, WireError, WriteResult,
 };
 
 /// The preparer's Data API over a gRPC channel (cheap to clone: clones share the channel).
@@ -281,6 +281,26 @@ impl DataApi for PreparerClient {
             .map_err(refused("DeleteDeployment"))?
             .into_inner()
             .deleted)
+    }
+
+    async fn apply_deployments(
+        &self,
+        writes: Vec<DeploymentWrite>,
+        fence: Option<LeaseFence>,
+    ) -> Result<Vec<WriteResult>, DataError> {
+        let call = "ApplyDeployments";
+        let request = pb::ApplyDeploymentsRequest {
+            writes: writes.into_iter().map(pb::DeploymentWrite::from).collect(),
+            fence: fence.map(pb::LeaseFence::from),
+        };
+        let answer = self.wire().apply_deployments(request).await;
+        answer
+            .map_err(refused(call))?
+            .into_inner()
+            .results
+            .into_iter()
+            .map(|result| WriteResult::try_from(result).map_err(invalid(call)))
+            .collect()
     }
 
     async fn start_modification(

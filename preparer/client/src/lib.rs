@@ -33,7 +33,7 @@ pub use catalog::{
 pub use change::{Change, EntityKind};
 pub use deployment::{
     Created, Deployment, DeploymentInfo, DeploymentPage, DeploymentQuery, DeploymentRequest,
-    DeploymentRevision, Modification,
+    DeploymentRevision, DeploymentWrite, LeaseFence, MAX_BATCH, Modification, WriteResult,
 };
 pub use error::{DataError, ErrorKind, WireError};
 pub use grpc::PreparerClient;
@@ -94,6 +94,17 @@ pub trait DataApi: Send + Sync {
     async fn approve_deployment(&self, id: &str) -> Result<DeploymentInfo, DataError>;
     /// Deletes a deployment and its descendants; whether it existed.
     async fn delete_deployment(&self, id: &str) -> Result<bool, DataError>;
+    /// Applies `writes` (at most [`MAX_BATCH`]) in one transaction, in order: all are written
+    /// or none is. Each is checked as its single call is; a refusal names the write's index
+    /// and id, with the single call's kind (not found, busy, invalid, …). `Watch` shows one
+    /// change per deployment written, in the writes' order. With `fence`, the batch is
+    /// written only while the lease still has that holding (refused as
+    /// [`ErrorKind::FailedPrecondition`] otherwise). One result per write, in order.
+    async fn apply_deployments(
+        &self,
+        writes: Vec<DeploymentWrite>,
+        fence: Option<LeaseFence>,
+    ) -> Result<Vec<WriteResult>, DataError>;
     /// A deployment's kept revisions (its history), oldest first, without their packages.
     async fn deployment_revisions(&self, id: &str) -> Result<Vec<DeploymentRevision>, DataError>;
     /// One kept revision of a deployment, with its package.

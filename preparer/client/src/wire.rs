@@ -7,6 +7,8 @@
 //! Only the gRPC client of this crate and the preparer's server edge use these; everything
 //! else sees the domain values alone.
 
+mod batch;
+
 use nephrite_krm::Gvk;
 use nephrite_proto::krm_v1::GroupVersionKind;
 use nephrite_proto::nephrite::preparer::data::v1 as pb;

@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _};
 use nephrite_preparer_client::wire::entity_kind;
 use nephrite_preparer_client::{
-    CatalogQuery, DeploymentQuery, DeploymentRequest, Listing, Plugin, PluginQuery,
-    REVISION_HEADER, Site, Template, WireError,
+    CatalogQuery, DeploymentQuery, DeploymentRequest, DeploymentWrite, LeaseFence, Listing, Plugin,
+    PluginQuery, REVISION_HEADER, Site, Template, WireError,
 };
 use nephrite_proto::nephrite::preparer::data::v1 as pb;
 use nephrite_proto::nephrite::preparer::data::v1::data_server::{Data, DataServer};
@@ -222,6 +222,39 @@ impl Data for DataService {
     ) -> Result<pb::DeleteResponse> {
         let deleted = self.delete_deployment(&request.into_inner().id).await?;
         Ok(Response::new(pb::DeleteResponse { deleted }))
+    }
+
+    async fn apply_deployments(
+        &self,
+        request: Request<pb::ApplyDeploymentsRequest>,
+    ) -> Result<pb::ApplyDeploymentsResponse> {
+        let writer = if crate::auth::may_write_without_token(CallerIdentity::of(&request)) {
+            Writer::Tokenless
+        } else {
+            Writer::TokenOnly
+        };
+        let author = author_of(&request);
+        let r = request.into_inner();
+        let writes = r
+            .writes
+            .into_iter()
+            .enumerate()
+            .map(|(index, write)| {
+                DeploymentWrite::try_from(write).map_err(|error| {
+                    Status::invalid_argument(format!("write {index} of the batch: {error}"))
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, Status>>()?;
+        let fence = r.fence.map(LeaseFence::from);
+        let results = self
+            .apply_deployments(writes, fence, writer, &author)
+            .await?;
+        Ok(Response::new(pb::ApplyDeploymentsResponse {
+            results: results
+                .into_iter()
+                .map(pb::DeploymentWriteResult::from)
+                .collect(),
+        }))
     }
 
     async fn list_deployment_revisions(

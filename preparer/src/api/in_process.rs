@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use nephrite_preparer_client::{
     CatalogQuery, ChangeStream, Created, DataApi, DataError, Deployment, DeploymentInfo,
-    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, EntityKind, Lease,
-    Listing, Modification, Plugin, PluginQuery, Site, SiteInfo, Template, TemplateInfo,
+    DeploymentPage, DeploymentQuery, DeploymentRequest, DeploymentRevision, DeploymentWrite,
+    EntityKind, Lease, LeaseFence, Listing, Modification, Plugin, PluginQuery, Site, SiteInfo,
+    Template, TemplateInfo, WriteResult,
 };
 
 use super::{DataService, Writer};
@@ -112,6 +113,17 @@ impl DataApi for DataService {
     async fn delete_plugin(&self, name: &str) -> Result<bool, DataError> {
         let call = "DeletePlugin";
         DataService::delete_plugin(self, name)
+            .await
+            .map_err(refused(call))
+    }
+
+    async fn apply_deployments(
+        &self,
+        writes: Vec<DeploymentWrite>,
+        fence: Option<LeaseFence>,
+    ) -> Result<Vec<WriteResult>, DataError> {
+        let call = "ApplyDeployments";
+        DataService::apply_deployments(self, writes, fence, Writer::Tokenless, IN_PROCESS)
             .await
             .map_err(refused(call))
     }

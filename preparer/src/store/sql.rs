@@ -23,11 +23,13 @@ use async_trait::async_trait;
 use nephrite_merge::metadata::Metadata;
 
 use super::{
-    CatalogFilter, Change, DEFAULT_REVISIONS_KEPT, DeploymentFilter, DeploymentInfo,
-    DeploymentRecord, DeploymentRevision, DeploymentUpdate, EntityKind, LeaseRecord, NewDeployment,
-    PluginRecord, SiteRecord, Store, StoreError, TemplateRecord, Window,
+    BatchResult, BatchWrite, CatalogFilter, Change, DEFAULT_REVISIONS_KEPT, DeploymentFilter,
+    DeploymentInfo, DeploymentRecord, DeploymentRevision, DeploymentUpdate, EntityKind, Fence,
+    LeaseRecord, NewDeployment, PluginRecord, SiteRecord, Store, StoreError, TemplateRecord,
+    Window,
 };
 
+mod batch;
 mod catalog;
 mod changes;
 mod deployments;
@@ -470,6 +472,16 @@ impl<C: Connection> Store for SqlStore<C> {
         deployments: Vec<NewDeployment>,
     ) -> Result<Vec<(bool, String)>, StoreError> {
         self.run(move |tx| deployments::create(tx, &deployments))
+            .await
+    }
+    async fn apply_deployments(
+        &self,
+        writes: Vec<BatchWrite>,
+        fence: Option<Fence>,
+    ) -> Result<Vec<BatchResult>, StoreError> {
+        let kept = self.revisions_kept.load(Ordering::Relaxed);
+        let segments = batch::segments(writes);
+        self.run(move |tx| batch::apply(tx, &segments, fence.as_ref(), kept))
             .await
     }
     async fn get_deployment(&self, id: &str) -> Result<DeploymentRecord, StoreError> {

@@ -498,3 +498,77 @@ pub(super) fn record_failure(
     }
     Ok(())
 }
+
+/// Writes `update` to deployment `id` as a one-shot modification does (the package, its
+/// fields, a revision when the package changed, the metadata rows, a change), when no live
+/// modification holds it at `now_ms` ([`StoreError::Busy`]) and, with `if_updated`, when its
+/// `updated` is still that ([`StoreError::Changed`]). On PostgreSQL the row is locked from
+/// the check to the commit, so a modification cannot start in between.
+pub(super) fn write_unheld(
+    tx: &mut dyn Tx,
+    id: &str,
+    update: &DeploymentUpdate,
+    if_updated: Option<&str>,
+    now_ms: i64,
+    revisions_kept: usize,
+) -> Result<DeploymentInfo, StoreError> {
+    let lock = if tx.backend() == "postgres" {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let rows = tx.query(
+        &format!(
+            "SELECT package, updated, mod_token, mod_expires FROM deployments WHERE id = ?{lock}"
+        ),
+        &[id.into()],
+    )?;
+    let row = rows.first().ok_or_else(|| not_found(id))?;
+    if let Some(expected) = if_updated {
+        let actual = text(row, 1);
+        if actual != expected {
+            return Err(StoreError::Changed {
+                id: id.to_owned(),
+                expected: expected.to_owned(),
+                actual,
+            });
+        }
+    }
+    if let (Some(SqlValue::Text(_)), Some(until_ms)) = (row.get(2), opt_int(row, 3))
+        && until_ms >= now_ms
+    {
+        return Err(StoreError::Busy {
+            id: id.to_owned(),
+            until_ms,
+        });
+    }
+    let previous = text(row, 0);
+    let written = tx.query(
+        &format!(
+            "UPDATE deployments SET package = ?, prepared = ?, approved = ?, error = ?, \
+             metadata = ?, updated = ?, mod_token = NULL, mod_expires = NULL, failures = 0, \
+             retry_at = 0 WHERE id = ? RETURNING {INFO}"
+        ),
+        &[
+            (&update.package_yaml).into(),
+            update.prepared.into(),
+            update.approved.into(),
+            (&update.error).into(),
+            metadata_json(&update.metadata).into(),
+            (&update.updated).into(),
+            id.into(),
+        ],
+    )?;
+    let info = info_row(written.first().ok_or_else(|| not_found(id))?)?;
+    let record = Written {
+        id,
+        package_yaml: &update.package_yaml,
+        created: &update.updated,
+        author: &update.author,
+        summary: &update.summary,
+    };
+    revisions::record(tx, &record, &previous, revisions_kept)?;
+    write_metadata(tx, id, &update.metadata)?;
+    log_change(tx, EntityKind::Deployment, id, false)?;
+    Ok(info)
+}
