@@ -233,7 +233,7 @@ fn render_figures(runs: usize) {
         }
     }
     let _ = std::fs::remove_file(&file);
-    render(&BTreeMap::new()).expect("clean up");
+    render(&BTreeMap::<LoadBalancerKey, LoadBalancer>::new()).expect("clean up");
     let (o, f) = (median(&ours), median(&floor));
     println!(
         "full render, 1000 services x 10 endpoints ({} lines): agent {:.1} ms, nft -f file {:.1} ms, ratio {:.2} (goal <= 1.5)",

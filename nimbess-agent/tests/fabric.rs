@@ -5,44 +5,21 @@
 //! network namespace, joined by a veth link, etcd on the link — carry a
 //! ping between pods of different hosts over VXLAN.
 
+#[path = "support/fabric_hosts.rs"]
+mod fabric_hosts;
 mod support;
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
+use fabric_hosts::{Underlay, ports, two_hosts, wait_for_ports};
 use nephrite_test_services::Etcd;
 use serde_json::Value;
 use support::{AgentProcess, Netns, first_ip, ping, unique};
 
 fn config(driver: &str, network: &str, subnet: &str) -> String {
     format!("driver: {driver}\nnetworks:\n  - name: {network}\n    subnet: {subnet}\n")
-}
-
-/// The `ports -o json` of an agent.
-fn ports(agent: &AgentProcess) -> Vec<Value> {
-    let (code, out) = agent.cli(&["ports", "-o", "json"]);
-    assert_eq!(code, 0, "ports failed: {out}\n{}", agent.log());
-    serde_json::from_str(&out).expect("ports JSON")
-}
-
-/// Wait until `agent` lists exactly `n` ports (the fabric converges asynchronously).
-fn wait_for_ports(agent: &AgentProcess, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let now = ports(agent);
-        if now.len() == n {
-            return now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "agent lists {} ports, expected {n}\n{}",
-            now.len(),
-            agent.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -140,72 +117,18 @@ fn root(test: &str) -> bool {
     support::root(test, "creates network namespaces, veths and VXLAN devices")
 }
 
-fn ip(args: &[&str]) {
-    let ok = Command::new("ip").args(args).status().expect("ip");
-    assert!(ok.success(), "ip {args:?}");
-}
-
-/// Two hosts (network namespaces) joined by a veth link, 10.199.x.1 and
-/// 10.199.x.2, with etcd on the link in A; `None` when etcd is missing
-/// (the skip is printed).
-struct TwoHosts {
-    a: Netns,
-    b: Netns,
-    etcd: Etcd,
-}
-
-fn two_hosts(test: &str) -> Option<TwoHosts> {
-    let (host_a, host_b) = (Netns::new("ha"), Netns::new("hb"));
-    let x = std::process::id() % 200 + 20;
-    let (ul_a, ul_b) = (format!("10.199.{x}.1"), format!("10.199.{x}.2"));
-    let (link_a, link_b) = (unique("ul"), unique("ul"));
-    ip(&[
-        "link",
-        "add",
-        &link_a,
-        "netns",
-        &host_a.name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &link_b,
-        "netns",
-        &host_b.name,
-    ]);
-    for (ns, link, addr) in [(&host_a, &link_a, &ul_a), (&host_b, &link_b, &ul_b)] {
-        let cidr = format!("{addr}/24");
-        ip(&["-n", &ns.name, "addr", "add", &cidr, "dev", link]);
-        ip(&["-n", &ns.name, "link", "set", link, "up"]);
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
-    }
-    match Etcd::start_in_netns(&host_a.name, ul_a.parse().expect("ip")) {
-        Ok(etcd) => Some(TwoHosts {
-            a: host_a,
-            b: host_b,
-            etcd,
-        }),
-        Err(e) => {
-            e.skip(test);
-            None
-        }
-    }
-}
-
 #[test]
 fn a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan() {
     if !root("a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan") {
         return;
     }
-    let Some(TwoHosts {
-        a: host_a,
-        b: host_b,
-        etcd,
-    }) = two_hosts("a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan")
-    else {
+    let Some(hosts) = two_hosts(
+        "a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan",
+        Underlay::V4,
+    ) else {
         return;
     };
-    let store = format!("etcd://{}", etcd.client_addr());
+    let (store, host_a, host_b) = (hosts.store(), &hosts.a, &hosts.b);
     let net = unique("fab");
     let tagged = unique("fabq");
     let (routed, routed2) = (unique("fabr"), unique("fabs"));
@@ -224,7 +147,7 @@ fn a_pod_on_host_a_pings_a_pod_on_host_b_over_vxlan() {
             &["--store", &store, "--host-name", name],
         )
     };
-    let (a, b) = (agent(&host_a, "a"), agent(&host_b, "b"));
+    let (a, b) = (agent(host_a, "a"), agent(host_b, "b"));
     let (pa, pb, pb2) = (Netns::new("pa"), Netns::new("pb"), Netns::new("pb"));
     let (code, ra) = a.cni("ADD", &net, &pa.name, &pa.path());
     assert_eq!(code, 0, "{ra}\n{}", a.log());
@@ -512,15 +435,10 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
     if !root(test) {
         return;
     }
-    let Some(TwoHosts {
-        a: host_a,
-        b: host_b,
-        etcd,
-    }) = two_hosts(test)
-    else {
+    let Some(hosts) = two_hosts(test, Underlay::V4) else {
         return;
     };
-    let store = format!("etcd://{}", etcd.client_addr());
+    let (store, host_a, host_b) = (hosts.store(), &hosts.a, &hosts.b);
     let (net, routed) = (unique("swl"), unique("swr"));
     let cfg = format!(
         "{}  - name: {routed}\n    subnet: 10.84.0.0/24\n    kind: l3\n",
@@ -535,7 +453,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
             &["--store", &store, "--host-name", name, "--lease-ttl", "5"],
         )
     };
-    let (mut a, b) = (agent(&host_a, "a"), agent(&host_b, "b"));
+    let (mut a, b) = (agent(host_a, "a"), agent(host_b, "b"));
     let add = |agent: &AgentProcess, network: &str, pod: &Netns| {
         let (code, result) = agent.cni("ADD", network, &pod.name, &pod.path());
         assert_eq!(code, 0, "{result}\n{}", agent.log());
@@ -568,7 +486,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
         .expect("a remote port with its host's underlay");
     let stray_mac = "02:00:00:00:00:99";
     in_host(
-        &host_a,
+        host_a,
         &[
             "bridge",
             "fdb",
@@ -583,7 +501,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
         ],
     );
     in_host(
-        &host_a,
+        host_a,
         &[
             "ip",
             "route",
@@ -617,7 +535,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
         "A swept what vanished while it was down: {out}\n{}",
         a.log()
     );
-    let fdb = in_host(&host_a, &["bridge", "fdb", "show", "dev", &l2_dev]);
+    let fdb = in_host(host_a, &["bridge", "fdb", "show", "dev", &l2_dev]);
     let gone_mac = res_pb2["interfaces"][0]["mac"].as_str().expect("mac");
     assert!(
         !fdb.contains(gone_mac) && !fdb.contains(stray_mac),
@@ -627,7 +545,7 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
         fdb.contains(res_pb["interfaces"][0]["mac"].as_str().expect("mac")),
         "the live remote port keeps its entries: {fdb}"
     );
-    let routes = in_host(&host_a, &["ip", "route", "show", "table", &table]);
+    let routes = in_host(host_a, &["ip", "route", "show", "table", &table]);
     let gone_ip = first_ip(&res_rb2).to_string();
     assert!(
         !routes.contains(&format!("{gone_ip} ")) && !routes.contains("10.84.0.99"),
@@ -651,10 +569,10 @@ fn a_host_killed_and_restarted_keeps_pinging_and_sweeps_what_vanished_meanwhile(
     wait_for_ports(&b, 2);
     let (code, out) = b.cli(&["verify"]);
     assert_eq!(code, 0, "{out}");
-    let fdb = in_host(&host_b, &["bridge", "fdb", "show", "dev", &l2_dev]);
+    let fdb = in_host(host_b, &["bridge", "fdb", "show", "dev", &l2_dev]);
     let a_mac = res_pa["interfaces"][0]["mac"].as_str().expect("mac");
     assert!(!fdb.contains(a_mac), "A's MAC left B's FDB: {fdb}");
-    let routes = in_host(&host_b, &["ip", "route", "show", "table", &table]);
+    let routes = in_host(host_b, &["ip", "route", "show", "table", &table]);
     let a_ip = first_ip(&res_ra).to_string();
     assert!(
         !routes.contains(&format!("{a_ip} ")),
