@@ -238,6 +238,7 @@ pub fn expected_rules(
                 Expected {
                     table: SERVICES_TABLE.into(),
                     chain,
+                    protocol: Some(explanation.protocol),
                     verdict: Some(RuleVerdict::Dnat),
                     why: format!(
                         "Service {} translates {}:{} to its backends",
@@ -268,6 +269,16 @@ pub fn expected_rules(
                 Direction::Egress => &pod_tiers.egress,
                 Direction::Ingress => &pod_tiers.ingress,
             };
+            if t.is_empty() {
+                // no chain for this direction: nothing of the pod's decides it
+                if !matches!(side.decided_by, Decider::NoPolicy | Decider::NotAPod) {
+                    disagreements.push(format!(
+                        "path {index}: the model has {} of {pod} decided by {}, the agent rendered no {} policy for {pod}",
+                        side.direction, side.decided_by, side.direction
+                    ));
+                }
+                continue;
+            }
             let walk = walk(t, side.direction, pod, peer, protocol, path.port);
             if walk.allowed != side.allowed {
                 disagreements.push(format!(
