@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::store::Store;
 
+pub use batch::BatchWrites;
 pub use deployments::Writer;
 pub use grpc::server;
 pub use leases::DEFAULT_NAMED_LEASE;
@@ -65,6 +66,7 @@ pub struct DataService {
     auto_approve: bool,
     shutdown: Option<nephrite_runtime::ShutdownHandle>,
     watchers: Watchers,
+    batch_writes: BatchWrites,
 }
 
 impl DataService {
@@ -76,7 +78,13 @@ impl DataService {
             auto_approve,
             shutdown: None,
             watchers: Watchers::default(),
+            batch_writes: BatchWrites::default(),
         }
+    }
+
+    /// The deployments its batches wrote, by kind of write (register them on the server).
+    pub fn batch_writes(&self) -> &BatchWrites {
+        &self.batch_writes
     }
 
     /// Its `Watch` streams share `watchers` (their patience, store reads and metrics).

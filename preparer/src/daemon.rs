@@ -105,6 +105,7 @@ pub async fn start(command: &ServeCommand, handle_signals: bool) -> anyhow::Resu
     let api = DataService::new(Arc::clone(&store), changes.clone(), command.auto_approve)
         .with_shutdown(server.shutdown_handle())
         .with_watchers(watchers);
+    api.batch_writes().register(&mut server)?;
     let web = match command.web {
         Some(addr) => Some(
             crate::web::start(addr, &command.serve, api.clone(), server.shutdown_handle()).await?,

@@ -5,12 +5,42 @@
 
 use nephrite_preparer_client::{Created, DeploymentWrite, LeaseFence, MAX_BATCH, WriteResult};
 
+use nephrite_runtime::prometheus_client::metrics::counter::Counter;
+use nephrite_runtime::prometheus_client::metrics::family::Family;
+use nephrite_runtime::{GrpcServer, InvalidHelp};
+
 use super::{DataService, Writer};
 use crate::clock::{now_ms, now_text};
 use crate::creation::{CreateDeployment, CreationContext, Creator};
 use crate::errors::{ApiError, check_id, parse_package};
 use crate::plugins::PreparerSet;
 use crate::store::{BatchResult, BatchWrite, Fence, StoreError};
+
+/// The deployments written through batches, by kind of write (`create`, `update`,
+/// `delete`): what a controller's batches amount to, as the single calls' request counts
+/// say for theirs.
+#[derive(Debug, Clone, Default)]
+pub struct BatchWrites(Family<Vec<(String, String)>, Counter>);
+
+impl BatchWrites {
+    /// Exposes `preparer_batch_deployment_writes_total{write}` on the server's `/metrics`.
+    ///
+    /// # Errors
+    /// Never with this help text (the runtime checks it).
+    pub fn register(&self, server: &mut GrpcServer) -> Result<(), InvalidHelp> {
+        server.register_metric(
+            "preparer_batch_deployment_writes",
+            "Deployment writes applied through ApplyDeployments batches, by kind of write.",
+            self.0.clone(),
+        )
+    }
+
+    fn count(&self, write: &str) {
+        self.0
+            .get_or_create(&vec![("write".to_owned(), write.to_owned())])
+            .inc();
+    }
+}
 
 /// How a write is named in an error: what it does and to which deployment.
 fn label(write: &DeploymentWrite) -> String {
@@ -171,12 +201,21 @@ impl DataService {
         Ok(results
             .into_iter()
             .map(|result| match result {
-                BatchResult::Created(created, deployment_id) => WriteResult::Created(Created {
-                    created,
-                    deployment_id,
-                }),
-                BatchResult::Updated(info) => WriteResult::Updated(info),
-                BatchResult::Deleted(ids) => WriteResult::Deleted(!ids.is_empty()),
+                BatchResult::Created(created, deployment_id) => {
+                    self.batch_writes.count("create");
+                    WriteResult::Created(Created {
+                        created,
+                        deployment_id,
+                    })
+                }
+                BatchResult::Updated(info) => {
+                    self.batch_writes.count("update");
+                    WriteResult::Updated(info)
+                }
+                BatchResult::Deleted(ids) => {
+                    self.batch_writes.count("delete");
+                    WriteResult::Deleted(!ids.is_empty())
+                }
             })
             .collect())
     }

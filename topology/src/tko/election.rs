@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use nephrite_preparer_client::{DataApi, EntityKind, ErrorKind, Lease, PluginQuery};
+use nephrite_preparer_client::{DataApi, EntityKind, ErrorKind, Lease, LeaseFence, PluginQuery};
 use nephrite_runtime::ShutdownHandle;
 use nephrite_runtime::leader::LeaseTiming;
 use prometheus_client::metrics::gauge::Gauge;
@@ -90,6 +90,12 @@ pub async fn run_elected(
             break;
         };
         tracing::info!(lease = %name, %identity, transitions = lease.transitions, "leading: registering the plugin and starting the tracker");
+        // Every batch of child writes from now on carries this holding: once another replica
+        // takes the lease, a write of this one (paused, not yet aware) is refused whole.
+        term.following.followed.set_fence(Some(LeaseFence {
+            name: name.clone(),
+            transitions: lease.transitions,
+        }));
         leading.set(true);
         gauge.set(1);
         let stop = ShutdownHandle::new();

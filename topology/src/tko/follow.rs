@@ -30,14 +30,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt as _;
-
 use nephrite_krm::{Package, keys};
-use nephrite_preparer_client::{DataApi, DeploymentQuery, DeploymentRequest};
+use nephrite_preparer_client::{
+    DataApi, DeploymentQuery, DeploymentRequest, DeploymentWrite, LeaseFence, WriteResult,
+};
 use nephrite_topology::Plan;
 use nephrite_topology::replan::{
-    ChildChanges, ExistingChild, Fingerprint, SPEC_FINGERPRINT_KEY, desired_children, diff,
-    new_child_gates,
+    ChildChanges, ChildUpdate, ExistingChild, Fingerprint, SPEC_FINGERPRINT_KEY, desired_children,
+    diff, new_child_gates,
 };
 use nephrite_topology::tko::{
     ChildDeployment, existing_child, package_fingerprint, prune_for_update,
@@ -51,8 +51,9 @@ use super::TkoError;
 const UPDATE_ATTEMPTS: usize = 20;
 /// The pause between two such attempts.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
-/// How many creations (or deletions) of children are in flight at once.
-const WRITES_IN_FLIGHT: usize = 8;
+/// The most child writes one `ApplyDeployments` batch carries (the preparer takes up to 1,000;
+/// a few hundred children's packages stay well inside a gRPC message).
+pub const BATCH_WRITES: usize = 250;
 
 /// The NFTopology deployments the backend follows, shared by the plugin (which adds every
 /// deployment it prepares) and the tracker (which adds the parents of the children it sees),
@@ -68,6 +69,7 @@ struct FollowedInner {
     parents: BTreeSet<String>,
     locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     orphans_logged: BTreeSet<String>,
+    fence: Option<LeaseFence>,
 }
 
 impl Followed {
@@ -105,6 +107,16 @@ impl Followed {
             .entry(parent.to_owned())
             .or_default()
             .clone()
+    }
+
+    /// Writes from now on carry `fence` (the leader's lease and holding; `None`: unfenced).
+    pub fn set_fence(&self, fence: Option<LeaseFence>) {
+        self.inner().fence = fence;
+    }
+
+    /// The fence writes carry.
+    pub fn fence(&self) -> Option<LeaseFence> {
+        self.inner().fence.clone()
     }
 
     /// Whether orphan `child` is seen for the first time (so it is logged once).
@@ -211,6 +223,8 @@ pub struct Applied {
     pub orphaned: Vec<String>,
     /// Each child updated in place, with the `updated` time its new row has.
     pub rewritten: Vec<(String, String)>,
+    /// How many `ApplyDeployments` batches carried these writes.
+    pub batches: usize,
 }
 
 impl Applied {
@@ -250,71 +264,166 @@ pub async fn replan(
             tracing::info!(%parent, id = %gates.deployed_id, waits_for = ?closed, "new child is gated");
         }
     }
-    apply(data, parent, plan, &changes, fingerprints).await
+    apply(data, parent, plan, &changes, followed, fingerprints).await
 }
 
 /// Carries out `changes` on `parent`'s children: deletes first (so that a recreated child's
-/// instance key is free), then creates and updates in the plan's order.
+/// instance key is free), then creates, then updates in the plan's order. The writes go in
+/// `ApplyDeployments` batches of at most [`BATCH_WRITES`], each one transaction on the
+/// preparer, under the leader's fence when `followed` holds one (a deposed leader's batch is
+/// refused whole).
 async fn apply(
     data: &dyn DataApi,
     parent: &str,
     plan: &Plan,
     changes: &ChildChanges,
+    followed: &Followed,
     fingerprints: &Fingerprints,
 ) -> Result<Applied, TkoError> {
     let mut applied = Applied {
         orphaned: changes.orphan.iter().map(|c| c.id.clone()).collect(),
         ..Applied::default()
     };
+    let fence = followed.fence();
     let recreated = changes.update.iter().filter(|u| u.recreate);
-    // Every deletion before any creation (a recreated child's instance key must be free), each
-    // kind WRITES_IN_FLIGHT at a time: a hundred relabelled sites are thousands of
-    // independent writes, and one at a time they would wait on each other's round trip.
     let deletions = changes
         .delete
         .iter()
-        .map(|c| (&c.id, &c.key))
-        .chain(recreated.clone().map(|u| (&u.id, &u.child.key)));
-    let deleting: Vec<_> = deletions
-        .map(|(id, key)| async move { data.delete_deployment(id).await.map(|_| (id, key)) })
-        .collect();
-    let mut deleting = futures::stream::iter(deleting).buffered(WRITES_IN_FLIGHT);
-    while let Some(deleted) = deleting.next().await {
-        let (id, key) = deleted?;
-        fingerprints.forget(id);
-        tracing::info!(%parent, child = %id, %key, "child deleted");
-        applied.deleted.push(id.clone());
-    }
+        .map(|c| (c.id.clone(), c.key.to_string()))
+        .chain(
+            recreated
+                .clone()
+                .map(|u| (u.id.clone(), u.child.key.to_string())),
+        );
     let creations = changes
         .create
         .iter()
         .chain(recreated.map(|u| &u.child))
         .map(|planned| stamped_child_deployment(plan, planned));
-    let creating: Vec<_> = creations
-        .map(|child| async move {
-            let response = data.create_deployment(create_request(parent, &child)).await;
-            response.map(|response| (child, response))
-        })
+    let planned: Vec<Structural> = deletions
+        .map(|(id, key)| Structural::Delete { id, key })
+        .chain(creations.map(Structural::Create))
         .collect();
-    let mut creating = futures::stream::iter(creating).buffered(WRITES_IN_FLIGHT);
-    while let Some(created) = creating.next().await {
-        let (child, response) = created?;
-        if response.created {
-            tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");
-            applied.created.push(response.deployment_id);
-        } else {
-            tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, "child there already");
+    for chunk in planned.chunks(BATCH_WRITES) {
+        let writes = chunk
+            .iter()
+            .map(|write| match write {
+                Structural::Delete { id, .. } => DeploymentWrite::Delete { id: id.clone() },
+                Structural::Create(child) => DeploymentWrite::Create(create_request(parent, child)),
+            })
+            .collect();
+        let results = data.apply_deployments(writes, fence.clone()).await?;
+        applied.batches += 1;
+        for (write, result) in chunk.iter().zip(results) {
+            match (write, result) {
+                (Structural::Delete { id, key }, _) => {
+                    fingerprints.forget(id);
+                    tracing::info!(%parent, child = %id, %key, "child deleted");
+                    applied.deleted.push(id.clone());
+                }
+                (Structural::Create(child), WriteResult::Created(response)) => {
+                    if response.created {
+                        tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, gated = child.gated, "child created");
+                        applied.created.push(response.deployment_id);
+                    } else {
+                        tracing::info!(%parent, child = %response.deployment_id, id = %child.instance_key, "child there already");
+                    }
+                }
+                (Structural::Create(child), other) => {
+                    return Err(TkoError::Package {
+                        deployment: parent.to_owned(),
+                        message: format!(
+                            "the preparer answered the creation of {} with {other:?}",
+                            child.instance_key
+                        ),
+                    });
+                }
+            }
         }
     }
-    for update in changes.update.iter().filter(|u| !u.recreate) {
-        let child = stamped_child_deployment(plan, &update.child);
-        let updated = update_in_place(data, &update.id, &child).await?;
-        fingerprints.forget(&update.id);
-        tracing::info!(%parent, child = %update.id, key = %update.child.key, "child updated in place");
-        applied.updated.push(update.id.clone());
-        applied.rewritten.push((update.id.clone(), updated));
+    let updates: Vec<_> = changes.update.iter().filter(|u| !u.recreate).collect();
+    for chunk in updates.chunks(BATCH_WRITES) {
+        let rewritten = update_batch(data, chunk, plan, fence.clone()).await?;
+        applied.batches += 1;
+        for (update, updated) in chunk.iter().zip(rewritten) {
+            fingerprints.forget(&update.id);
+            tracing::info!(%parent, child = %update.id, key = %update.child.key, "child updated in place");
+            applied.updated.push(update.id.clone());
+            applied.rewritten.push((update.id.clone(), updated));
+        }
     }
     Ok(applied)
+}
+
+/// A deletion or creation of a child, in the order they are written.
+enum Structural {
+    Delete { id: String, key: String },
+    Create(ChildDeployment),
+}
+
+/// Rewrites the children of `chunk` to their new content in one batch: each package read,
+/// pruned and laid over, then written back only if nobody wrote it since it was read
+/// (`if_updated`). When one of them was written or held meanwhile (the preparer preparing
+/// it), the batch writes nothing and each child is updated on its own under its lease,
+/// retrying while busy. The `updated` time of each row written, in `chunk`'s order.
+async fn update_batch(
+    data: &dyn DataApi,
+    chunk: &[&ChildUpdate],
+    plan: &Plan,
+    fence: Option<LeaseFence>,
+) -> Result<Vec<String>, TkoError> {
+    let mut writes = Vec::with_capacity(chunk.len());
+    for update in chunk {
+        let child = stamped_child_deployment(plan, &update.child);
+        let current = data.get_deployment(&update.id).await?;
+        let package = rendered_over(&update.id, &current.package_yaml, &child)?;
+        writes.push(DeploymentWrite::Update {
+            id: update.id.clone(),
+            package_yaml: package.to_yaml(),
+            if_updated: Some(current.info.updated),
+        });
+    }
+    match data.apply_deployments(writes, fence).await {
+        Ok(results) => results
+            .into_iter()
+            .map(|result| match result {
+                WriteResult::Updated(row) => Ok(row.updated),
+                other => Err(TkoError::Package {
+                    deployment: String::new(),
+                    message: format!("the preparer answered an update with {other:?}"),
+                }),
+            })
+            .collect(),
+        Err(error) if error.is_busy() => {
+            tracing::debug!(%error, "a child changed while its batch was made; updating one by one");
+            let mut rewritten = Vec::with_capacity(chunk.len());
+            for update in chunk {
+                let child = stamped_child_deployment(plan, &update.child);
+                rewritten.push(update_in_place(data, &update.id, &child).await?);
+            }
+            Ok(rewritten)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `package_yaml` (child `id`'s) with what ntc no longer renders pruned and `child`'s
+/// renderings laid over it.
+fn rendered_over(
+    id: &str,
+    package_yaml: &str,
+    child: &ChildDeployment,
+) -> Result<Package, TkoError> {
+    let mut package = Package::from_yaml(package_yaml).map_err(|error| TkoError::Package {
+        deployment: id.to_owned(),
+        message: error.to_string(),
+    })?;
+    let removed = prune_for_update(&mut package, child);
+    if !removed.is_empty() {
+        tracing::info!(child = %id, ?removed, "resources ntc no longer renders removed");
+    }
+    lay_over(&mut package, child);
+    Ok(package)
 }
 
 /// The request that creates `child` under `parent` (idempotent through its instance key).
@@ -349,21 +458,13 @@ async fn update_in_place(
             }
             Err(error) => return Err(error.into()),
         };
-        let mut package = match Package::from_yaml(&modification.package_yaml) {
+        let package = match rendered_over(id, &modification.package_yaml, child) {
             Ok(package) => package,
             Err(error) => {
                 data.cancel_modification(id, &modification.token).await?;
-                return Err(TkoError::Package {
-                    deployment: id.to_owned(),
-                    message: error.to_string(),
-                });
+                return Err(error);
             }
         };
-        let removed = prune_for_update(&mut package, child);
-        if !removed.is_empty() {
-            tracing::info!(child = %id, ?removed, "resources ntc no longer renders removed");
-        }
-        lay_over(&mut package, child);
         let row = data
             .end_modification(id, &modification.token, Some(package.to_yaml()))
             .await?;
