@@ -6,7 +6,8 @@
 //!
 //! The agent keeps its policies only as the tiers it renders (addresses,
 //! no names), so the policies, Pods and Namespaces are read from the same
-//! objects the agent reads (`--resources dir:PATH`) and placed at the
+//! objects the agent reads (`--resources dir:PATH`, or `--kube`: [`kube`])
+//! and placed at the
 //! agent's ports; whether the agent has applied them shows in the
 //! answer (`in_sync`).
 
@@ -24,6 +25,7 @@ use serde::Serialize;
 use crate::northbound::Source;
 
 pub mod cluster;
+pub mod kube;
 pub mod live;
 pub mod nft;
 
@@ -52,10 +54,14 @@ pub struct ExplainArgs {
     /// `PORT[/PROTO]` (protocol `tcp`, `udp` or `sctp`; default `tcp`);
     /// needed unless DST is `ADDRESS:PORT` or a Service with one port.
     pub port: Option<String>,
-    /// The objects the agent reads (the policies, Pods and Namespaces):
-    /// `dir:PATH`.
-    #[arg(long, env = "NIMBESS_RESOURCES")]
-    pub resources: Source,
+    /// The objects the agent reads (the policies, Pods and Namespaces),
+    /// from Kubernetes YAML files: `dir:PATH`.
+    #[arg(long, env = "NIMBESS_RESOURCES", required_unless_present = "kube")]
+    pub resources: Option<Source>,
+    /// The same objects listed from the API server (in-cluster config or
+    /// KUBECONFIG).
+    #[arg(long, env = "NIMBESS_KUBE", conflicts_with = "resources")]
+    pub kube: bool,
     /// The cluster's Service CIDR (as the agent was given it).
     #[arg(long, env = "NIMBESS_SERVICE_CIDR", default_value_t = DEFAULT_SERVICE_CIDR)]
     pub service_cidr: Ipv4Cidr,
@@ -206,9 +212,14 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let agent: cluster::AgentCluster =
         serde_json::from_str(&json).context("the agent's GetCluster answer")?;
     let (objects, mut warnings) = match &args.resources {
-        Source::Dir(dir) => crate::northbound::resources::load_dir(dir)
-            .with_context(|| format!("--resources {}", dir.display()))?,
-        Source::Kube => anyhow::bail!("explain reads the objects from --resources dir:PATH"),
+        Some(Source::Dir(dir)) => crate::northbound::resources::load_dir(dir)
+            .with_context(|| format!("--resources dir:{}", dir.display()))?,
+        Some(Source::Kube) | None => {
+            let client = ::kube::Client::try_default()
+                .await
+                .context("--kube: no Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+            (kube::list_objects(&client).await?, Vec::new())
+        }
     };
     let networks = agent.networks.clone();
     let cluster = cluster::Cluster::assemble(agent, &objects, args.service_cidr)?;
