@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nephrite_l7::Options;
+use nephrite_l7::gateway::capabilities::Driver as GatewayDriver;
 use nephrite_runtime::{
     DaemonIdentity, GrpcServer, ServeArgs, ServeError, ServeReport, ShutdownHandle,
 };
@@ -191,6 +192,11 @@ impl ControllerArgs {
                 ingress_class: self.ingress_class,
                 gateway: nephrite_l7::gateway::Settings {
                     controller_name: self.gateway_controller,
+                    driver: match driver {
+                        Driver::Embedded => GatewayDriver::Router,
+                        Driver::Haproxy => GatewayDriver::Haproxy,
+                        Driver::Octavia => GatewayDriver::Octavia,
+                    },
                 },
             },
             haproxy: self.haproxy_listen.map(|listen| HaproxySettings {

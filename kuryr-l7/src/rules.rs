@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use nephrite_l7::{Action, Listener, Options};
+use nephrite_l7::{Action, Listener, Options, PathChange};
 use nephrite_runtime::{ClientArgs, Endpoint, LogFormat};
 
 use kuryr_l7_client::{RouterAck, fetch};
@@ -140,6 +140,7 @@ pub async fn text(args: RulesArgs) -> Result<String, RulesError> {
         ingress_class: args.ingress_class,
         gateway: nephrite_l7::gateway::Settings {
             controller_name: args.gateway_controller,
+            ..nephrite_l7::gateway::Settings::default()
         },
     };
     if args.explain && args.source.is_none() {
@@ -237,6 +238,25 @@ fn action(action: &Action) -> String {
         Action::RedirectToUrl { url, code } => format!("REDIRECT_TO_URL {code} {url}"),
         Action::RedirectPrefix { prefix, code } => format!("REDIRECT_PREFIX {code} {prefix}"),
         Action::RedirectToPool { pool } => format!("REDIRECT_TO_POOL {pool}"),
+        Action::Redirect {
+            scheme,
+            host,
+            port,
+            path,
+            code,
+        } => {
+            let host = host.as_deref().unwrap_or("<request host>");
+            let port = port.map_or_else(String::new, |p| format!(":{p}"));
+            let path = match path {
+                None => "<request path>".to_owned(),
+                Some(PathChange::Full(full)) => full.clone(),
+                Some(PathChange::Prefix {
+                    matched,
+                    replacement,
+                }) => format!("<{matched}… with {replacement}>"),
+            };
+            format!("REDIRECT {code} {scheme}://{host}{port}{path}")
+        }
     }
 }
 
@@ -257,6 +277,10 @@ fn listener(out: &mut String, name: &str, listener: &Listener) {
         let _ = writeln!(out, "        from {}", policy.origin);
         for rule in &policy.rules {
             let _ = writeln!(out, "        {rule}");
+        }
+        if !policy.filters.is_empty() {
+            let filters = serde_json::to_string(&policy.filters).unwrap_or_default();
+            let _ = writeln!(out, "        filters {filters}");
         }
     }
     match &listener.default_pool {

@@ -9,15 +9,39 @@ use std::borrow::Cow;
 
 use regex::{Regex, RegexBuilder};
 
-use crate::model::{Action, CompareType, Listener, Policy, Rule, RuleType};
+use crate::model::{Action, CompareType, Filters, Listener, Policy, Rule, RuleType};
 
 #[cfg(test)]
 mod tests;
 
-/// Header lookup by case-insensitive name (the first value).
+/// Header lookup by case-insensitive name (the first value), and the request method.
 pub trait Headers {
     /// The first value of header `name` (any case), if present and valid text.
     fn header(&self, name: &str) -> Option<&str>;
+
+    /// The request method, when the view knows it; a `METHOD` rule matches no request whose
+    /// view does not (header lists alone carry no method).
+    fn method(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A header list with the request's method.
+pub struct WithMethod<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// The headers.
+    pub headers: &'a [(String, String)],
+}
+
+impl Headers for WithMethod<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.header(name)
+    }
+
+    fn method(&self) -> Option<&str> {
+        Some(self.method)
+    }
 }
 
 impl Headers for [(String, String)] {
@@ -142,6 +166,19 @@ pub fn normalize_path(target: &str) -> Cow<'_, str> {
     Cow::Owned(normalized)
 }
 
+/// The first value of query parameter `name` in `target` (undecoded, `""` for a name without
+/// `=`).
+pub fn query_param<'t>(target: &'t str, name: &str) -> Option<&'t str> {
+    let (_, query) = target.split_once('?')?;
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
 /// Compiles a REGEX rule's value the way matching uses it (HOST_NAME case-insensitive).
 pub fn compile_regex(rule: &Rule) -> Option<Regex> {
     if rule.compare_type != CompareType::Regex {
@@ -216,6 +253,13 @@ pub fn rule_matches(rule: &Rule, regex: Option<&Regex>, request: &Request<'_>) -
                 .find(|(field, _)| field == key)
                 .is_some_and(|(_, value)| compare(rule, regex, value))
         }),
+        RuleType::Method => request
+            .headers
+            .method()
+            .is_some_and(|method| method.eq_ignore_ascii_case(&rule.value)),
+        RuleType::QueryParam => {
+            query_param(request.target, key).is_some_and(|value| compare(rule, regex, value))
+        }
     };
     matched != rule.invert
 }
@@ -249,16 +293,48 @@ pub fn apply_action<'a>(action: &'a Action, request: &Request<'_>) -> Outcome<'a
             }
         }
         Action::RedirectToPool { pool } => Outcome::Pool(pool),
+        Action::Redirect {
+            scheme,
+            host,
+            port,
+            path,
+            code,
+        } => {
+            let host = host.as_deref().unwrap_or(request.host);
+            let target = match path {
+                Some(change) => change.apply_to_target(request.path, request.target),
+                None if request.target.starts_with('/') => request.target.to_owned(),
+                None => request.path.to_owned(),
+            };
+            let location = match port {
+                Some(port) if host.contains(':') => format!("{scheme}://[{host}]:{port}{target}"),
+                Some(port) => format!("{scheme}://{host}:{port}{target}"),
+                None if host.contains(':') => format!("{scheme}://[{host}]{target}"),
+                None => format!("{scheme}://{host}{target}"),
+            };
+            Outcome::Redirect {
+                code: *code,
+                location,
+            }
+        }
     }
 }
+
+/// No filters (what a request no policy matched gets).
+pub static NO_FILTERS: std::sync::LazyLock<Filters> = std::sync::LazyLock::new(Filters::default);
 
 impl Listener {
     /// The reference evaluation: policies in position order, the first whose rules all match
     /// decides; otherwise the default pool, otherwise `no_match_status`.
     pub fn evaluate(&self, request: &Request<'_>) -> Outcome<'_> {
+        self.evaluate_with_filters(request).0
+    }
+
+    /// [`evaluate`](Self::evaluate) with the deciding policy's filters.
+    pub fn evaluate_with_filters(&self, request: &Request<'_>) -> (Outcome<'_>, &Filters) {
         match self.policies().iter().find(|p| policy_matches(p, request)) {
-            Some(policy) => apply_action(&policy.action, request),
-            None => self.no_match_outcome(),
+            Some(policy) => (apply_action(&policy.action, request), &policy.filters),
+            None => (self.no_match_outcome(), &NO_FILTERS),
         }
     }
 

@@ -38,6 +38,7 @@ use crate::model::{
     Action, Certificate, CompareType, L7Config, Listener, Pool, PoolProtocol, Rule, RuleType,
 };
 
+mod filters;
 #[cfg(test)]
 mod tests;
 
@@ -111,6 +112,8 @@ fn acl_expression(rule: &Rule) -> String {
         RuleType::SslConnHasCert => "ssl_c_used".to_owned(),
         RuleType::SslVerifyResult => format!("ssl_c_verify eq {}", rule.value),
         RuleType::SslDnField => format!("ssl_c_s_dn({key}) {method} {value}"),
+        RuleType::Method => format!("method -m str {value}"),
+        RuleType::QueryParam => format!("urlp({key}) {method} {value}"),
     }
 }
 
@@ -151,6 +154,8 @@ fn routing(
     let mut denies = String::new();
     let mut decisions = String::new();
     let mut redirects = String::new();
+    let mut filter_lines = String::new();
+    let mut response_lines = String::new();
     for policy in listener.policies() {
         if policy.rules.is_empty() {
             continue; // a policy without rules never matches
@@ -188,13 +193,26 @@ fn routing(
                     quote(target)
                 );
             }
+            Action::Redirect { .. } => {
+                let _ = writeln!(
+                    decisions,
+                    "    http-request set-var(txn.l7_redirect) int({position}) if !l7_redirect_decided {condition}"
+                );
+            }
             Action::RedirectToPool { pool } => {
                 let backend = names.get(pool).map_or(no_match, String::as_str);
+                let _ = writeln!(
+                    decisions,
+                    "    http-request set-var(txn.l7_policy) int({position}) if !l7_backend_decided {condition}"
+                );
                 let _ = writeln!(
                     decisions,
                     "    http-request set-var(txn.l7_backend) str({backend}) if !l7_backend_decided {condition}"
                 );
             }
+        }
+        if filters::needed(policy) {
+            filters::render(&mut filter_lines, &mut response_lines, policy);
         }
     }
     out.push_str(H2C_REFUSAL);
@@ -212,6 +230,8 @@ fn routing(
     out.push_str(&decisions);
     out.push_str("    http-request set-pathq %[var(txn.l7_target)]\n");
     out.push_str(&redirects);
+    out.push_str(&filter_lines);
+    out.push_str(&response_lines);
     out.push_str("    use_backend %[var(txn.l7_backend)] if l7_backend_decided\n");
     let default = listener
         .default_pool
@@ -222,27 +242,44 @@ fn routing(
 }
 
 /// The members' weights as HAProxy takes them (0–256): larger ones scaled down, keeping the
-/// ratios and every non-zero weight non-zero.
+/// ratios and every non-zero weight non-zero; the pool's 500 share
+/// ([`Pool::unavailable_weight`]) last when it has one.
 pub fn weights(pool: &Pool) -> Vec<u32> {
-    let max = pool.members.iter().map(|m| m.weight).max().unwrap_or(0);
-    pool.members
+    let all: Vec<u32> = pool
+        .members
         .iter()
-        .map(|m| {
-            if max <= 256 || m.weight == 0 {
-                m.weight
+        .map(|m| m.weight)
+        .chain((pool.unavailable_weight > 0).then_some(pool.unavailable_weight))
+        .collect();
+    let max = all.iter().copied().max().unwrap_or(0);
+    all.into_iter()
+        .map(|weight| {
+            if max <= 256 || weight == 0 {
+                weight
             } else {
-                (u64::from(m.weight) * 256 / u64::from(max)).max(1) as u32
+                (u64::from(weight) * 256 / u64::from(max)).max(1) as u32
             }
         })
         .collect()
 }
 
-fn servers(out: &mut String, pool: &Pool, options: &str) {
-    for ((index, member), weight) in pool.members.iter().enumerate().zip(weights(pool)) {
+/// The local frontend answering the 500 of a pool's unavailable share.
+pub const UNAVAILABLE_SOCKET: &str = "unavailable.sock";
+
+fn servers(out: &mut String, pool: &Pool, options: &str, files_dir: &str) {
+    let weights = weights(pool);
+    for ((index, member), weight) in pool.members.iter().enumerate().zip(&weights) {
         let _ = writeln!(
             out,
             "    server member_{index} {} weight {weight}{options}",
             member.address
+        );
+    }
+    if let Some(weight) = weights.get(pool.members.len()) {
+        let _ = writeln!(
+            out,
+            "    server unavailable {} weight {weight}",
+            quote(&format!("unix@{files_dir}/{UNAVAILABLE_SOCKET}"))
         );
     }
 }
@@ -262,8 +299,8 @@ fn backend(out: &mut String, name: &str, pool: &Pool, settings: &RenderSettings)
         ),
         PoolProtocol::Https { ca_pem: None } => " ssl verify none".to_owned(),
     };
-    servers(out, pool, &tls);
-    if !pool.has_weight() {
+    servers(out, pool, &tls, &settings.files_dir);
+    if !pool.has_weight() && pool.unavailable_weight == 0 {
         let _ = writeln!(out, "    http-request return status 503");
     }
 }
@@ -446,7 +483,7 @@ fn tls_frontends(
                 passthrough_backend(name),
                 members.id
             );
-            servers(out, members, "");
+            servers(out, members, "", &settings.files_dir);
         }
     }
 }
@@ -498,6 +535,13 @@ frontend http
     }
     for (id, pool) in &config.pools {
         backend(&mut out, &names[id], pool, settings);
+    }
+    if config.pools.values().any(|p| p.unavailable_weight > 0) {
+        let _ = writeln!(
+            out,
+            "\nfrontend unavailable\n    # The 500 share of pools whose backends do not resolve.\n    bind {} mode 600\n    http-request return status 500",
+            quote(&format!("unix@{}/{UNAVAILABLE_SOCKET}", settings.files_dir))
+        );
     }
     Rendered {
         files: files(config, settings, &plan),

@@ -61,10 +61,12 @@ pub mod status;
 pub mod table;
 pub mod translate;
 
-pub use eval::{ClientCert, Headers, Outcome, Request, normalize_host, normalize_path};
+pub use eval::{
+    ClientCert, Headers, Outcome, Request, WithMethod, normalize_host, normalize_path, query_param,
+};
 pub use model::{
-    Action, Certificate, CompareType, L7Config, Listener, Member, ModelError, Policy, Pool,
-    PoolProtocol, Rule, RuleType,
+    Action, Certificate, CompareType, Filters, HeaderChanges, L7Config, Listener, Member, Mirror,
+    ModelError, PathChange, Policy, Pool, PoolProtocol, Rule, RuleType,
 };
 pub use table::{CompiledListener, RouteTable};
 pub use translate::{Conflict, Options, Rejection, SourceObject, Translation, Warning, translate};

@@ -14,8 +14,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+mod filters;
 #[cfg(test)]
 mod tests;
+
+pub use filters::{Filters, HeaderChanges, Mirror, PathChange};
 
 /// What a matching policy does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +45,24 @@ pub enum Action {
         /// The pool's id.
         pool: String,
     },
+    /// Redirect relative to the request (not an Octavia action; Gateway API's RequestRedirect):
+    /// `scheme://host[:port]` then the request's path, changed by `path` when set, and its
+    /// query.
+    Redirect {
+        /// `http` or `https`.
+        scheme: String,
+        /// The Location's host; the request's (without port) when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        /// The Location's port; none written when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        /// The path change; the request's path when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<PathChange>,
+        /// 301, 302, 303, 307 or 308.
+        code: u16,
+    },
 }
 
 /// The default redirect code, as in Octavia.
@@ -67,6 +88,12 @@ pub enum RuleType {
     SslVerifyResult,
     /// A field (`key`, e.g. `CN`) of the client certificate's subject DN.
     SslDnField,
+    /// The request method (not an Octavia type; Gateway API's `method` match): `EQUAL_TO`,
+    /// upper case.
+    Method,
+    /// A query parameter named by `key` (not an Octavia type; Gateway API's `queryParams`),
+    /// its first value, undecoded: `EQUAL_TO` or `REGEX`.
+    QueryParam,
 }
 
 /// How a rule compares.
@@ -120,7 +147,9 @@ names!(
     Cookie = "COOKIE",
     SslConnHasCert = "SSL_CONN_HAS_CERT",
     SslVerifyResult = "SSL_VERIFY_RESULT",
-    SslDnField = "SSL_DN_FIELD"
+    SslDnField = "SSL_DN_FIELD",
+    Method = "METHOD",
+    QueryParam = "QUERY_PARAM"
 );
 names!(
     CompareType,
@@ -204,14 +233,23 @@ impl Rule {
         }
         let needs_key = matches!(
             self.rule_type,
-            RuleType::Header | RuleType::Cookie | RuleType::SslDnField
+            RuleType::Header | RuleType::Cookie | RuleType::SslDnField | RuleType::QueryParam
         );
         match (&self.key, needs_key) {
             (None, true) => return bad(format!("{} rule requires a key", self.rule_type)),
             (Some(key), true) if key.is_empty() => {
                 return bad(format!("{} rule requires a key", self.rule_type));
             }
-            (Some(key), true) if self.rule_type != RuleType::SslDnField && !is_token(key) => {
+            (Some(key), true)
+                if self.rule_type == RuleType::QueryParam
+                    && key.chars().any(|c| c.is_control() || "&=#? ".contains(c)) =>
+            {
+                return bad(format!("key {key:?} is not a query parameter name"));
+            }
+            (Some(key), true)
+                if !matches!(self.rule_type, RuleType::SslDnField | RuleType::QueryParam)
+                    && !is_token(key) =>
+            {
                 return bad(format!("key {key:?} is not a valid header or cookie name"));
             }
             (Some(key), true)
@@ -240,6 +278,19 @@ impl Rule {
                 if !self.value.eq_ignore_ascii_case("true") {
                     return bad("SSL_CONN_HAS_CERT value must be True".into());
                 }
+            }
+            RuleType::Method => {
+                if self.compare_type != CompareType::EqualTo {
+                    return bad("METHOD allows only EQUAL_TO".into());
+                }
+                if !is_token(&self.value) || self.value.bytes().any(|b| b.is_ascii_lowercase()) {
+                    return bad("METHOD value must be an upper-case method name".into());
+                }
+            }
+            RuleType::QueryParam
+                if !matches!(self.compare_type, CompareType::EqualTo | CompareType::Regex) =>
+            {
+                return bad("QUERY_PARAM allows only EQUAL_TO and REGEX".into());
             }
             RuleType::SslVerifyResult => {
                 if self.compare_type != CompareType::EqualTo {
@@ -298,6 +349,9 @@ pub struct Policy {
     /// Where the policy came from (`Ingress default/web`), for reports.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub origin: String,
+    /// Request and response changes and mirrors (none in Octavia's model).
+    #[serde(default, skip_serializing_if = "Filters::is_empty")]
+    pub filters: Filters,
 }
 
 impl Policy {
@@ -309,12 +363,51 @@ impl Policy {
             action,
             rules,
             origin: String::new(),
+            filters: Filters::default(),
         }
     }
 
-    /// Checks the action and every rule.
+    /// Checks the action, the filters and every rule.
     pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |reason: String| {
+            Err(ModelError::BadPolicy {
+                policy: self.name.clone(),
+                reason,
+            })
+        };
+        if let Err(reason) = self.filters.check() {
+            return bad(reason);
+        }
         match &self.action {
+            Action::Redirect {
+                scheme,
+                host,
+                path,
+                code,
+                ..
+            } => {
+                if !matches!(code, 301 | 302 | 303 | 307 | 308) {
+                    return bad(format!(
+                        "redirect code {code} is not 301, 302, 303, 307 or 308"
+                    ));
+                }
+                if !matches!(scheme.as_str(), "http" | "https") {
+                    return bad(format!("redirect scheme {scheme:?} is not http or https"));
+                }
+                if let Some(host) = host
+                    && (host.is_empty()
+                        || !host
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b)))
+                {
+                    return bad(format!("redirect host {host:?} is not a host name"));
+                }
+                if let Some(path) = path
+                    && let Err(reason) = Filters::check_redirect_path(path)
+                {
+                    return bad(reason);
+                }
+            }
             Action::Reject => {}
             Action::RedirectToUrl { url: target, code }
             | Action::RedirectPrefix {
@@ -386,6 +479,14 @@ pub struct Pool {
     /// How to talk to the members.
     #[serde(default)]
     pub protocol: PoolProtocol,
+    /// A share answered 500 instead of forwarded, weighed against the members' weights (a
+    /// Gateway API backendRef that does not resolve); 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unavailable_weight: u32,
+}
+
+fn is_zero(weight: &u32) -> bool {
+    *weight == 0
 }
 
 impl Pool {

@@ -36,7 +36,9 @@ mod tree;
 mod tests;
 
 pub use call::{Call, Ref};
-pub use desired::{Desired, DesiredListener, DesiredPolicy, DesiredPool};
+pub use desired::{
+    Desired, DesiredListener, DesiredPolicy, DesiredPool, Unexpressed, unexpressed, unexpressed_in,
+};
 pub use desired::{HTTP_LISTENER, HTTPS_LISTENER};
 pub use minimal::minimal_calls;
 pub use plan::{PlanError, plan};

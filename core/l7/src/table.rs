@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use regex::Regex;
 
-use crate::eval::{Outcome, Request, apply_action, compile_regex, rule_matches};
-use crate::model::{Action, CompareType, L7Config, Listener, Pool, Rule, RuleType};
+use crate::eval::{NO_FILTERS, Outcome, Request, apply_action, compile_regex, rule_matches};
+use crate::model::{Action, CompareType, Filters, L7Config, Listener, Pool, Rule, RuleType};
 
 #[cfg(test)]
 mod tests;
@@ -75,6 +75,7 @@ struct CompiledRule {
 #[derive(Debug)]
 struct CompiledPolicy {
     action: Action,
+    filters: Filters,
     /// Rules the index does not already guarantee.
     residual: Vec<CompiledRule>,
     /// A policy without rules never matches.
@@ -236,6 +237,7 @@ impl CompiledListener {
                 .collect();
             compiled.policies.push(CompiledPolicy {
                 action: policy.action.clone(),
+                filters: policy.filters.clone(),
                 residual,
                 empty: policy.rules.is_empty(),
             });
@@ -263,6 +265,12 @@ impl CompiledListener {
 
     /// What to do with `request`: the same answer as [`Listener::evaluate`].
     pub fn lookup(&self, request: &Request<'_>) -> Outcome<'_> {
+        self.lookup_with_filters(request).0
+    }
+
+    /// [`lookup`](Self::lookup) with the deciding policy's filters (the same as
+    /// [`Listener::evaluate_with_filters`]).
+    pub fn lookup_with_filters(&self, request: &Request<'_>) -> (Outcome<'_>, &Filters) {
         let mut best = u32::MAX;
         if let Some(index) = self.exact_hosts.get(request.host) {
             index.lookup(&self.policies, request, &mut best);
@@ -276,11 +284,14 @@ impl CompiledListener {
         }
         self.any_host.lookup(&self.policies, request, &mut best);
         match self.policies.get(best as usize) {
-            Some(policy) => apply_action(&policy.action, request),
-            None => match &self.default_pool {
-                Some(pool) => Outcome::Pool(pool),
-                None => Outcome::Status(self.no_match_status),
-            },
+            Some(policy) => (apply_action(&policy.action, request), &policy.filters),
+            None => (
+                match &self.default_pool {
+                    Some(pool) => Outcome::Pool(pool),
+                    None => Outcome::Status(self.no_match_status),
+                },
+                &NO_FILTERS,
+            ),
         }
     }
 }

@@ -529,8 +529,12 @@ pub fn translate(objects: &[SourceObject], options: &Options) -> Translation {
             reason: format!("{field}: {message}"),
         });
     }
-    translation.gateway_support =
-        crate::gateway::lower::lower(&mut model, &objects, &mut translation);
+    translation.gateway_support = crate::gateway::lower::lower(
+        &mut model,
+        &objects,
+        options.gateway.driver,
+        &mut translation,
+    );
     translation.gateway = model;
     translation
 }

@@ -17,6 +17,10 @@ use nephrite_l7::{
     Action, Certificate, CompareType, Conflict, L7Config, Listener, Member, ModelError, Policy,
     Pool, PoolProtocol, Rejection, RouteTable, Rule, RuleType, Translation, Warning,
 };
+
+mod filters;
+
+use filters::{filters_from_wire, filters_to_wire, path_from_wire, path_to_wire};
 use nephrite_proto::kuryr::l7::v1 as pb;
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
@@ -93,6 +97,16 @@ pub enum Invalid {
         /// The enum number received.
         value: i32,
     },
+    /// A policy field that does not fit the model.
+    #[error("policy {policy}: {field}: {message}")]
+    Field {
+        /// The policy.
+        policy: String,
+        /// The field (`filters.rewrite_path`, `redirect.port`, …).
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// A policy the model refuses (bad rule, duplicate name, …).
     #[error(transparent)]
     Policy(#[from] ModelError),
@@ -164,6 +178,19 @@ fn action_to_wire(action: &Action) -> pb::policy::Action {
         Action::RedirectToPool { pool } => {
             A::RedirectToPool(pb::RedirectToPool { pool: pool.clone() })
         }
+        Action::Redirect {
+            scheme,
+            host,
+            port,
+            path,
+            code,
+        } => A::Redirect(pb::RedirectRequest {
+            scheme: scheme.clone(),
+            host: host.clone(),
+            port: port.map(u32::from),
+            path: path.as_ref().map(path_to_wire),
+            code: u32::from(*code),
+        }),
     }
 }
 
@@ -177,6 +204,8 @@ fn rule_type_to_wire(rule_type: RuleType) -> pb::RuleType {
         RuleType::SslConnHasCert => pb::RuleType::SslConnHasCert,
         RuleType::SslVerifyResult => pb::RuleType::SslVerifyResult,
         RuleType::SslDnField => pb::RuleType::SslDnField,
+        RuleType::Method => pb::RuleType::Method,
+        RuleType::QueryParam => pb::RuleType::QueryParam,
     }
 }
 
@@ -211,6 +240,7 @@ fn listener_to_wire(listener: &Listener) -> pb::Listener {
                     })
                     .collect(),
                 origin: policy.origin.clone(),
+                filters: filters_to_wire(&policy.filters),
             })
             .collect(),
         default_pool: listener.default_pool.clone().unwrap_or_default(),
@@ -305,6 +335,7 @@ pub fn to_wire(translation: &Translation, read_errors: &[String]) -> pb::Snapsho
                         .collect(),
                     https,
                     ca_pem,
+                    unavailable_weight: pool.unavailable_weight,
                 }
             })
             .collect(),
@@ -359,6 +390,26 @@ fn action_from_wire(policy: &pb::Policy) -> Result<Action, Invalid> {
         Some(A::RedirectToPool(r)) => Action::RedirectToPool {
             pool: r.pool.clone(),
         },
+        Some(A::Redirect(r)) => Action::Redirect {
+            scheme: r.scheme.clone(),
+            host: r.host.clone(),
+            port: r
+                .port
+                .map(|port| {
+                    u16::try_from(port).map_err(|_| Invalid::Field {
+                        policy: policy.name.clone(),
+                        field: "redirect.port",
+                        message: format!("{port} is not a port"),
+                    })
+                })
+                .transpose()?,
+            path: r
+                .path
+                .as_ref()
+                .map(|p| path_from_wire(policy, "redirect.path", p))
+                .transpose()?,
+            code: redirect_code(policy, r.code)?,
+        },
     })
 }
 
@@ -372,6 +423,8 @@ fn rule_from_wire(policy: &pb::Policy, rule: &pb::Rule) -> Result<Rule, Invalid>
         Ok(pb::RuleType::SslConnHasCert) => RuleType::SslConnHasCert,
         Ok(pb::RuleType::SslVerifyResult) => RuleType::SslVerifyResult,
         Ok(pb::RuleType::SslDnField) => RuleType::SslDnField,
+        Ok(pb::RuleType::Method) => RuleType::Method,
+        Ok(pb::RuleType::QueryParam) => RuleType::QueryParam,
         Ok(pb::RuleType::Unspecified) | Err(_) => {
             return Err(Invalid::RuleType {
                 policy: policy.name.clone(),
@@ -419,6 +472,9 @@ fn listener_from_wire(listener: Option<&pb::Listener>) -> Result<Listener, Inval
             .collect::<Result<Vec<_>, _>>()?;
         let mut model = Policy::new(policy.name.clone(), action_from_wire(policy)?, rules);
         model.origin = policy.origin.clone();
+        if let Some(filters) = &policy.filters {
+            model.filters = filters_from_wire(policy, filters)?;
+        }
         out.insert_policy(model, None)?;
     }
     Ok(out)
@@ -449,6 +505,7 @@ fn pool_from_wire(pool: &pb::Pool) -> Result<Pool, Invalid> {
         id: pool.id.clone(),
         members,
         protocol,
+        unavailable_weight: pool.unavailable_weight,
     })
 }
 

@@ -221,6 +221,7 @@ fn from_directory(
         ingress_class: args.ingress_class.clone(),
         gateway: nephrite_l7::gateway::Settings {
             controller_name: args.gateway_controller.clone(),
+            ..nephrite_l7::gateway::Settings::default()
         },
     };
     let snapshot = snapshot_dir(dir, &options)?;

@@ -1,8 +1,8 @@
 //! `kuryr-l7 rules --explain`: for each HTTPRoute rule on each Gateway listener, which drivers
 //! serve it fully, partly or not, and why (the route field and what the driver does instead),
-//! from [`capabilities::explain`]. Each driver is judged as kuryr-l7 runs it: fed the
-//! Octavia-shaped model of the rules service
-//! ([`DriverCapabilities::through_rules`]).
+//! from [`capabilities::explain`]. Each driver is judged as kuryr-l7 runs it, fed the rules
+//! service's model, which carries every feature of the compiled form
+//! ([`DriverCapabilities::through_rules`]): what a driver lacks is its own.
 
 use std::fmt::Write as _;
 

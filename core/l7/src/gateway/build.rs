@@ -33,6 +33,9 @@ use crate::objects::{EndpointSliceBody, SecretBody, ServiceSpec};
 pub struct Settings {
     /// The `controllerName` of the GatewayClasses we serve.
     pub controller_name: String,
+    /// The driver serving the rules: what it cannot express of a route is reported (and left
+    /// out when serving without it would send requests elsewhere).
+    pub driver: super::capabilities::Driver,
 }
 
 /// The controller name kuryr-l7 answers to by default.
@@ -42,6 +45,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
+            driver: super::capabilities::Driver::Router,
         }
     }
 }

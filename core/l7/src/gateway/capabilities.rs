@@ -4,16 +4,17 @@
 //! [`lower`](super::lower) turns into reports and a route's status instead of silently serving
 //! a rule differently.
 //!
-//! Two views: [`DriverCapabilities::of`] is what a driver could express given the compiled
-//! form; [`DriverCapabilities::through_rules`] is what it serves as kuryr-l7 runs it, fed the
-//! Octavia-shaped model of the rules service, which is what `--explain` and status use.
+//! [`DriverCapabilities::of`] is what a driver can express; [`DriverCapabilities::through_rules`]
+//! (the same, now that the rules service's model carries every feature) is what `--explain`
+//! and status use.
 //!
-//! The drivers, each on its own:
-//! - the embedded router evaluates the compiled form itself ([`evaluate`](super::evaluate)):
-//!   everything;
+//! The drivers:
+//! - the embedded router serves the model's policies, filters and 500 shares: everything;
 //! - HAProxy: ACLs on path, headers, `urlp` and method; `http-request`/`http-response` header
-//!   rules; redirects and `set-path`/`set-header host` rewrites; server weights (0–256, so
-//!   weights are scaled); no native request mirroring;
+//!   rules; redirects and `set-path`/`set-header host` rewrites; a pool's 500 share as a
+//!   server on a local frontend that answers 500; server weights (0–256, so weights are
+//!   scaled); no request mirroring (HAProxy 2.6 mirrors only through an SPOE agent, which
+//!   kuryr-l7 does not run): a mirror is reported, the rule served without it;
 //! - Octavia: L7 rules on host, path and header (EQUAL_TO, and REGEX in the amphora's PCRE
 //!   dialect), policies that redirect to a pool, to a fixed URL or to a prefix followed by the
 //!   request path. No query-parameter or method rules, no header changes, no rewrites, no
@@ -159,64 +160,13 @@ const OCTAVIA: &[(Feature, Support)] = &[
     (Feature::InvalidBackendShare, Support::Unsupported),
 ];
 
-/// What the Octavia-shaped model the rules service carries ([`L7Config`](crate::L7Config))
-/// can say of a rule: host, path and header rules, redirects to a fixed URL or a prefix, pools
-/// of weighted members. [`lower`](super::lower) writes Gateways into it.
-const L7_MODEL: &[(Feature, Support)] = &[
-    (Feature::QueryParamExact, Support::Unsupported),
-    (Feature::QueryParamRegex, Support::Unsupported),
-    (Feature::Method, Support::Unsupported),
-    (Feature::RequestHeaderModifier, Support::Unsupported),
-    (Feature::ResponseHeaderModifier, Support::Unsupported),
-    (
-        Feature::RedirectFullPath,
-        Support::Approximate("REDIRECT_TO_URL drops the request's query"),
-    ),
-    (Feature::RedirectPrefixPath, Support::Unsupported),
-    (Feature::RedirectRequestHost, Support::Unsupported),
-    (Feature::RewriteHost, Support::Unsupported),
-    (Feature::RewriteFullPath, Support::Unsupported),
-    (Feature::RewritePrefixPath, Support::Unsupported),
-    (Feature::Mirror, Support::Unsupported),
-    (Feature::InvalidBackendShare, Support::Unsupported),
-];
-
-/// HAProxy fed through the L7 model: the model's limits, and its server weight scale.
-const HAPROXY_THROUGH_MODEL: &[(Feature, Support)] = &[
-    (Feature::QueryParamExact, Support::Unsupported),
-    (Feature::QueryParamRegex, Support::Unsupported),
-    (Feature::Method, Support::Unsupported),
-    (Feature::RequestHeaderModifier, Support::Unsupported),
-    (Feature::ResponseHeaderModifier, Support::Unsupported),
-    (
-        Feature::RedirectFullPath,
-        Support::Approximate("REDIRECT_TO_URL drops the request's query"),
-    ),
-    (Feature::RedirectPrefixPath, Support::Unsupported),
-    (Feature::RedirectRequestHost, Support::Unsupported),
-    (Feature::RewriteHost, Support::Unsupported),
-    (Feature::RewriteFullPath, Support::Unsupported),
-    (Feature::RewritePrefixPath, Support::Unsupported),
-    (Feature::Mirror, Support::Unsupported),
-    (Feature::InvalidBackendShare, Support::Unsupported),
-    (
-        Feature::Weights,
-        Support::Approximate("server weights are integers 0–256: weights are scaled"),
-    ),
-];
-
 impl DriverCapabilities {
-    /// What `driver` serves of a route as kuryr-l7 runs it: every driver is fed the
-    /// Octavia-shaped model of the rules service ([`lower`](super::lower)), so each has that
-    /// model's limits on top of its own. [`of`](Self::of) is what the driver itself could
-    /// express.
+    /// What `driver` serves of a route as kuryr-l7 runs it, fed the rules service's model
+    /// ([`lower`](super::lower)). That model carries every feature of the compiled form
+    /// (method and query rules, request-relative redirects, [`Filters`](crate::Filters),
+    /// a pool's 500 share), so this is [`of`](Self::of): what the driver itself can express.
     pub fn through_rules(driver: Driver) -> Self {
-        let exceptions = match driver {
-            Driver::Router => L7_MODEL,
-            Driver::Haproxy => HAPROXY_THROUGH_MODEL,
-            Driver::Octavia => OCTAVIA,
-        };
-        DriverCapabilities { driver, exceptions }
+        Self::of(driver)
     }
 
     /// The capabilities of `driver`.

@@ -1,29 +1,34 @@
-//! The compiled Gateways written into the Octavia-shaped
-//! [`L7Config`](crate::model::L7Config) every driver is fed (the rules service carries that
-//! model to routers, HAProxy renders it, Octavia plans it), so HTTPRoutes are served beside
-//! Ingresses and Routes by the same drivers.
+//! The compiled Gateways written into the [`L7Config`](crate::model::L7Config) every driver
+//! is fed (the rules service carries that model to routers, HAProxy renders it, Octavia plans
+//! it), so HTTPRoutes are served beside Ingresses and Routes by the same drivers.
 //!
 //! Why a lowering and not the compiled form itself: the rules service's wire form is the L7
-//! model, and a router, HAProxy and Octavia all take it. What the model cannot say is decided
-//! per rule by [`capabilities::explain`](super::capabilities::explain) with
-//! [`DriverCapabilities::through_rules`]: a rule
-//! that would send requests elsewhere without a missing feature (a method or query match, a
-//! path-changing redirect or rewrite) is left out and reported as a rejection; one that only
-//! loses something (header changes, a mirror, the 500 of an invalid backend's share) is served
-//! and reported as a warning. Either way the route's parents get the
-//! [`SERVED_CONDITION`] naming the field, never a silent difference.
+//! model, and a router, HAProxy and Octavia all take it. The model is Octavia's shape with
+//! what Gateway API needs beyond it: `METHOD` and `QUERY_PARAM` rules, a request-relative
+//! `REDIRECT` action, per-policy [`Filters`] (header changes, rewrites, mirrors) and a pool's
+//! 500 share. What the controller's driver ([`Settings::driver`](super::Settings)) cannot
+//! express is decided per rule by [`capabilities::explain`](super::capabilities::explain): a
+//! rule that would send requests elsewhere without a missing feature is left out and reported
+//! as a rejection; one that only loses something (a mirror on HAProxy; header changes, mirrors,
+//! the 500 share on Octavia) is served and reported as a warning. Either way the route's
+//! parents get the [`SERVED_CONDITION`] naming the field, never a silent difference.
 //!
 //! How an entry (rule × match × hostname, in the spec's precedence) becomes a policy:
 //! - hostname: exact `HOST_NAME EQUAL_TO`; a wildcard (one or more labels) `HOST_NAME REGEX`;
 //! - path: `Exact` is `PATH EQUAL_TO`, `PathPrefix` the element-wise `PATH REGEX` Ingress uses
 //!   (`/` is `PATH STARTS_WITH /`, so a policy never lacks a rule), `RegularExpression` an
 //!   anchored `PATH REGEX`;
-//! - headers: `HEADER EQUAL_TO` / anchored `HEADER REGEX` keyed by name;
-//! - RequestRedirect: `REDIRECT_PREFIX scheme://host[:port]` keeping the path, or
-//!   `REDIRECT_TO_URL` for `ReplaceFullPath`; the Location's host is the redirect's or the
-//!   entry's exact hostname;
+//! - headers: `HEADER EQUAL_TO` / anchored `HEADER REGEX` keyed by name; query parameters the
+//!   same as `QUERY_PARAM`; the method `METHOD EQUAL_TO`;
+//! - RequestRedirect: `REDIRECT_PREFIX scheme://host[:port]` when it keeps the path and names
+//!   a host (the redirect's or the entry's exact hostname), else `REDIRECT` (the request's
+//!   host, a full or prefix path change, the query kept);
+//! - URLRewrite, RequestHeaderModifier, ResponseHeaderModifier, RequestMirror: the policy's
+//!   [`Filters`] (a prefix rewrite names the prefix the entry matched; a mirror's Service is a
+//!   pool `gateway-mirror:<namespace>/<service>:<port>`);
 //! - backends: one pool per rule (`gateway:<namespace>/<route>/<rule>`) mixing the valid
-//!   Services' ready endpoints with member weights giving each Service its share.
+//!   Services' ready endpoints with member weights giving each Service its share, and the
+//!   invalid backends' share as the pool's `unavailable_weight` (500).
 //!
 //! Policies of every HTTP listener of our Gateways go, in precedence order, after the Ingress
 //! and Route policies of the HTTP listener; HTTPS listeners' to the TLS listener with their
@@ -37,15 +42,15 @@ use nephrite_krm::Object;
 use super::capabilities::{Driver, DriverCapabilities, RuleSupport, Served, explain};
 use super::compiled::{
     BackendTarget, CompiledListener, Filter, PathMatcher, PathModifier, Protocol, RouteEntry,
-    RuleAction, ValueMatcher, precedence_key,
+    RuleAction, ServiceBackend, ValueMatcher, precedence_key,
 };
 use super::hostname::Hostname;
 use super::outcome::{Model, Verdict};
 use super::{ObjectKey, api::GROUP};
 use crate::backends::weighted_members;
 use crate::model::{
-    Action, Certificate, CompareType, DEFAULT_REDIRECT_CODE, Policy, Pool, PoolProtocol, Rule,
-    RuleType,
+    Action, Certificate, CompareType, DEFAULT_REDIRECT_CODE, Filters, HeaderChanges, Mirror,
+    PathChange, Policy, Pool, PoolProtocol, Rule, RuleType,
 };
 use crate::objects::SecretBody;
 use crate::table::path_prefix_regex;
@@ -112,18 +117,141 @@ fn header_rule(name: &str, value: &ValueMatcher) -> Rule {
     }
 }
 
+fn query_rule(name: &str, value: &ValueMatcher) -> Rule {
+    match value {
+        ValueMatcher::Exact(exact) => {
+            Rule::new(RuleType::QueryParam, CompareType::EqualTo, exact).with_key(name)
+        }
+        ValueMatcher::Regex(pattern) => Rule::new(
+            RuleType::QueryParam,
+            CompareType::Regex,
+            format!("^(?:{})$", pattern.source()),
+        )
+        .with_key(name),
+    }
+}
+
 /// The pool id of a rule's backends.
 pub fn pool_id(route: &ObjectKey, rule: usize) -> String {
     format!("gateway:{route}/{rule}")
 }
 
-/// The action of `entry`, or why the model cannot say it (for a rule `explain` let through,
-/// only a redirect needing the request's own host, which `explain` refuses first).
+/// The path change of a redirect or rewrite on `entry`'s path match (`ReplacePrefixMatch`
+/// needs a `PathPrefix` match, which building the route checked).
+fn path_change(modifier: &PathModifier, entry: &RouteEntry) -> Result<PathChange, String> {
+    match (modifier, &entry.matcher.path) {
+        (PathModifier::ReplaceFullPath(full), _) => Ok(PathChange::Full(full.clone())),
+        (PathModifier::ReplacePrefixMatch(replacement), PathMatcher::Prefix(prefix)) => {
+            Ok(PathChange::Prefix {
+                matched: prefix.clone(),
+                replacement: replacement.clone(),
+            })
+        }
+        (PathModifier::ReplacePrefixMatch(_), other) => Err(format!(
+            "ReplacePrefixMatch needs a PathPrefix match, not {other}"
+        )),
+    }
+}
+
+/// The pool id of a mirror's Service port.
+pub fn mirror_pool_id(backend: &ServiceBackend) -> String {
+    format!("gateway-mirror:{}:{}", backend.service, backend.port)
+}
+
+/// The filters of `entry`'s rule other than a redirect, and the mirror pools they use.
+fn filters(entry: &RouteEntry, rule: &RuleAction) -> Result<(Filters, Vec<Pool>), String> {
+    let mut out = Filters::default();
+    let mut pools = Vec::new();
+    let changes = |modifier: &super::compiled::HeaderModifier, into: &mut HeaderChanges| {
+        into.set.extend(modifier.set.iter().cloned());
+        into.add.extend(modifier.add.iter().cloned());
+        into.remove.extend(modifier.remove.iter().cloned());
+    };
+    for filter in &rule.filters {
+        match filter {
+            Filter::RequestHeaders(modifier) => changes(modifier, &mut out.request_headers),
+            Filter::ResponseHeaders(modifier) => changes(modifier, &mut out.response_headers),
+            Filter::Rewrite(rewrite) => {
+                if let Some(host) = &rewrite.hostname {
+                    out.rewrite_host = Some(host.clone());
+                }
+                if let Some(modifier) = &rewrite.path {
+                    out.rewrite_path = Some(path_change(modifier, entry)?);
+                }
+            }
+            Filter::Mirror(mirror) => {
+                let id = mirror_pool_id(&mirror.backend);
+                let services = [(1, mirror.backend.endpoints.iter().copied().collect())];
+                pools.push(Pool {
+                    id: id.clone(),
+                    members: weighted_members(&services),
+                    protocol: PoolProtocol::default(),
+                    unavailable_weight: 0,
+                });
+                out.mirrors.push(Mirror {
+                    pool: id,
+                    numerator: mirror.fraction.0,
+                    denominator: mirror.fraction.1.max(1),
+                });
+            }
+            Filter::Redirect(_) => {}
+        }
+    }
+    Ok((out, pools))
+}
+
+/// The pool of a rule's weighted backends: the valid Services' ready endpoints as members
+/// weighted so each Service gets its share, and the invalid backends' share answering 500
+/// (all of it when no backend has a weight).
+fn backend_pool(rule: &RuleAction) -> Pool {
+    let services: Vec<(u32, BTreeSet<std::net::SocketAddr>)> = rule
+        .backends
+        .iter()
+        .filter_map(|b| match &b.target {
+            BackendTarget::Service(service) => {
+                Some((b.weight, service.endpoints.iter().copied().collect()))
+            }
+            BackendTarget::Invalid(_) => None,
+        })
+        .collect();
+    let members = weighted_members(&services);
+    let invalid: u64 = rule
+        .backends
+        .iter()
+        .filter(|b| matches!(b.target, BackendTarget::Invalid(_)))
+        .map(|b| u64::from(b.weight))
+        .sum();
+    let total: u64 = rule.backends.iter().map(|b| u64::from(b.weight)).sum();
+    // The members carry `weight × scale` per Service (see `weighted_members`).
+    let served: u64 = services
+        .iter()
+        .filter(|(_, addresses)| !addresses.is_empty())
+        .map(|(weight, _)| u64::from(*weight))
+        .sum();
+    let member_total: u64 = members.iter().map(|m| u64::from(m.weight)).sum();
+    let unavailable_weight = if total == 0 || invalid == total {
+        1
+    } else if served > 0 {
+        u32::try_from(invalid.saturating_mul(member_total / served)).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
+    let id = pool_id(&rule.route, rule.rule);
+    Pool {
+        id,
+        members,
+        protocol: PoolProtocol::default(),
+        unavailable_weight,
+    }
+}
+
+/// The action, filters and pools of `entry`.
 fn action(
     listener: &CompiledListener,
     entry: &RouteEntry,
     rule: &RuleAction,
-) -> Result<(Action, Option<Pool>), String> {
+) -> Result<(Action, Filters, Vec<Pool>), String> {
+    let (filters, mut pools) = filters(entry, rule)?;
     let redirect = rule.filters.iter().find_map(|f| match f {
         Filter::Redirect(redirect) => Some(redirect),
         _ => None,
@@ -139,56 +267,48 @@ fn action(
             _ => listener.port,
         });
         let host = match (&redirect.hostname, &entry.hostname) {
-            (Some(host), _) => host.clone(),
-            (None, Some(Hostname::Exact(host))) => host.clone(),
-            _ => return Err("the redirect keeps the request's host".into()),
+            (Some(host), _) => Some(host.clone()),
+            (None, Some(Hostname::Exact(host))) => Some(host.clone()),
+            _ => None,
         };
-        let authority = if matches!((scheme, port), ("http", 80) | ("https", 443)) {
-            host
-        } else {
-            format!("{host}:{port}")
-        };
+        let port = (!matches!((scheme, port), ("http", 80) | ("https", 443))).then_some(port);
         let code = match redirect.status_code {
             0 => DEFAULT_REDIRECT_CODE,
             code => code,
         };
-        return match &redirect.path {
-            None => Ok((
-                Action::RedirectPrefix {
-                    prefix: format!("{scheme}://{authority}"),
-                    code,
+        let path = redirect
+            .path
+            .as_ref()
+            .map(|m| path_change(m, entry))
+            .transpose()?;
+        let action = match (&host, path) {
+            // Octavia's own action when it says the same.
+            (Some(host), None) => Action::RedirectPrefix {
+                prefix: match port {
+                    Some(port) => format!("{scheme}://{host}:{port}"),
+                    None => format!("{scheme}://{host}"),
                 },
-                None,
-            )),
-            Some(PathModifier::ReplaceFullPath(path)) => Ok((
-                Action::RedirectToUrl {
-                    url: format!("{scheme}://{authority}{path}"),
-                    code,
-                },
-                None,
-            )),
-            Some(PathModifier::ReplacePrefixMatch(_)) => {
-                Err("the redirect replaces the matched prefix".into())
-            }
+                code,
+            },
+            (_, path) => Action::Redirect {
+                scheme: scheme.to_owned(),
+                host,
+                port,
+                path,
+                code,
+            },
         };
+        // A redirect forwards nothing: only its response header changes apply.
+        let filters = Filters {
+            response_headers: filters.response_headers,
+            ..Filters::default()
+        };
+        return Ok((action, filters, Vec::new()));
     }
-    let services: Vec<(u32, BTreeSet<std::net::SocketAddr>)> = rule
-        .backends
-        .iter()
-        .filter_map(|b| match &b.target {
-            BackendTarget::Service(service) => {
-                Some((b.weight, service.endpoints.iter().copied().collect()))
-            }
-            BackendTarget::Invalid(_) => None,
-        })
-        .collect();
-    let id = pool_id(&rule.route, rule.rule);
-    let pool = Pool {
-        id: id.clone(),
-        members: weighted_members(&services),
-        protocol: PoolProtocol::default(),
-    };
-    Ok((Action::RedirectToPool { pool: id }, Some(pool)))
+    let pool = backend_pool(rule);
+    let id = pool.id.clone();
+    pools.push(pool);
+    Ok((Action::RedirectToPool { pool: id }, filters, pools))
 }
 
 fn certificates(
@@ -261,9 +381,10 @@ fn served_verdict(gaps: &[(Served, String)]) -> Option<Verdict> {
 pub fn lower(
     model: &mut Model,
     objects: &[Object],
+    driver: Driver,
     translation: &mut Translation,
 ) -> Vec<ListenerSupport> {
-    let capabilities = DriverCapabilities::through_rules(Driver::Router);
+    let capabilities = DriverCapabilities::through_rules(driver);
     let mut supports = Vec::new();
     let mut placed: Vec<Placed<'_>> = Vec::new();
     let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
@@ -332,7 +453,13 @@ pub fn lower(
                     }
                     rules.push(path_rule(&entry.matcher.path));
                     rules.extend(entry.matcher.headers.iter().map(|(n, v)| header_rule(n, v)));
-                    let (action, pool) = match action(listener, entry, rule) {
+                    rules.extend(
+                        entry.matcher.method.iter().map(|method| {
+                            Rule::new(RuleType::Method, CompareType::EqualTo, method)
+                        }),
+                    );
+                    rules.extend(entry.matcher.query.iter().map(|(n, v)| query_rule(n, v)));
+                    let (action, filters, new_pools) = match action(listener, entry, rule) {
                         Ok(done) => done,
                         Err(reason) => {
                             let text = format!("spec.rules[{}].filters: {reason}", rule.rule);
@@ -345,7 +472,7 @@ pub fn lower(
                             continue;
                         }
                     };
-                    if let Some(pool) = pool {
+                    for pool in new_pools {
                         pools.insert(pool.id.clone(), pool);
                     }
                     let host = entry
@@ -364,6 +491,7 @@ pub fn lower(
                         action,
                         rules,
                     );
+                    policy.filters = filters;
                     policy.origin = format!(
                         "HTTPRoute {} spec.rules[{}].matches[{}] host {host} (Gateway {} \
                          listener {})",

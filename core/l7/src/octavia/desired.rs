@@ -167,8 +167,32 @@ fn desired_listener<'a>(
     let policies = listener
         .policies()
         .iter()
+        .filter(|policy| !unexpressed(policy).iter().any(|u| u.refused))
         .map(|policy| {
             let action = match &policy.action {
+                // `unexpressed` let through only the forms Octavia has.
+                Action::Redirect {
+                    scheme,
+                    host,
+                    port,
+                    path,
+                    code,
+                } => {
+                    let authority = match port {
+                        Some(port) => format!("{}:{port}", host.as_deref().unwrap_or_default()),
+                        None => host.clone().unwrap_or_default(),
+                    };
+                    match path {
+                        Some(model::PathChange::Full(full)) => PolicyAction::RedirectToUrl {
+                            url: format!("{scheme}://{authority}{full}"),
+                            code: *code,
+                        },
+                        _ => PolicyAction::RedirectPrefix {
+                            prefix: format!("{scheme}://{authority}"),
+                            code: *code,
+                        },
+                    }
+                }
                 Action::Reject => PolicyAction::Reject,
                 Action::RedirectToUrl { url, code } => PolicyAction::RedirectToUrl {
                     url: url.clone(),
@@ -199,6 +223,130 @@ fn desired_listener<'a>(
         tls,
         policies,
     }
+}
+
+/// Something of a policy Octavia's L7 model cannot say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unexpressed {
+    /// The policy's name.
+    pub policy: String,
+    /// Where it came from (`HTTPRoute shop/web spec.rules[0]…`).
+    pub origin: String,
+    /// The model field (`rules[2] METHOD`, `filters.request_headers`, …).
+    pub field: String,
+    /// Refused: the policy is left out of the tree (serving it without the field would send
+    /// requests elsewhere). Otherwise it is served without the field.
+    pub refused: bool,
+    /// What Octavia lacks.
+    pub reason: String,
+}
+
+/// What of `policy` Octavia cannot express: rules of kuryr-only types, request-relative
+/// redirects keeping the request's host or changing the path by prefix, rewrites (refused),
+/// header changes and mirrors (served without). A REDIRECT to a fixed host becomes
+/// REDIRECT_PREFIX, or REDIRECT_TO_URL for a full path (which drops the query).
+pub fn unexpressed(policy: &model::Policy) -> Vec<Unexpressed> {
+    let mut out = Vec::new();
+    let mut note = |field: String, refused: bool, reason: &str| {
+        out.push(Unexpressed {
+            policy: policy.name.clone(),
+            origin: policy.origin.clone(),
+            field,
+            refused,
+            reason: reason.to_owned(),
+        })
+    };
+    for (index, rule) in policy.rules.iter().enumerate() {
+        if matches!(
+            rule.rule_type,
+            model::RuleType::Method | model::RuleType::QueryParam
+        ) {
+            note(
+                format!("rules[{index}] {}", rule.rule_type),
+                true,
+                "Octavia has no such L7 rule type",
+            );
+        }
+    }
+    if let Action::Redirect { host, path, .. } = &policy.action {
+        if host.is_none() {
+            note(
+                "action REDIRECT host".into(),
+                true,
+                "Octavia redirects to a fixed host only",
+            );
+        }
+        if matches!(path, Some(model::PathChange::Prefix { .. })) {
+            note(
+                "action REDIRECT path (prefix)".into(),
+                true,
+                "Octavia cannot replace a path prefix in a redirect",
+            );
+        }
+    }
+    let filters = &policy.filters;
+    if filters.rewrite_host.is_some() {
+        note(
+            "filters.rewrite_host".into(),
+            true,
+            "Octavia cannot rewrite the Host",
+        );
+    }
+    if filters.rewrite_path.is_some() {
+        note(
+            "filters.rewrite_path".into(),
+            true,
+            "Octavia cannot rewrite the path",
+        );
+    }
+    if !filters.request_headers.is_empty() {
+        note(
+            "filters.request_headers".into(),
+            false,
+            "Octavia cannot change request headers",
+        );
+    }
+    if !filters.response_headers.is_empty() {
+        note(
+            "filters.response_headers".into(),
+            false,
+            "Octavia cannot change response headers",
+        );
+    }
+    if !filters.mirrors.is_empty() {
+        note(
+            "filters.mirrors".into(),
+            false,
+            "Octavia cannot mirror requests",
+        );
+    }
+    out
+}
+
+/// [`unexpressed`] for every policy of `config`, and each pool whose 500 share Octavia cannot
+/// answer (served by its members alone; `policy` is empty, `origin` the pool id).
+pub fn unexpressed_in(config: &L7Config) -> Vec<Unexpressed> {
+    let mut out: Vec<Unexpressed> = config
+        .http
+        .policies()
+        .iter()
+        .chain(config.https.policies())
+        .flat_map(unexpressed)
+        .collect();
+    out.extend(
+        config
+            .pools
+            .values()
+            .filter(|p| p.unavailable_weight > 0)
+            .map(|pool| Unexpressed {
+                policy: String::new(),
+                origin: pool.id.clone(),
+                field: "pool unavailable_weight".into(),
+                refused: false,
+                reason: "Octavia cannot answer 500 for a share of a pool".into(),
+            }),
+    );
+    out
 }
 
 #[cfg(test)]

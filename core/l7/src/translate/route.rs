@@ -95,6 +95,7 @@ pub(super) fn translate(
         id: pool_id.clone(),
         members: weighted_members(&services),
         protocol: PoolProtocol::Http,
+        unavailable_weight: 0,
     };
     if services.iter().all(|(w, _)| *w == 0) {
         contribution

@@ -5,6 +5,7 @@ use nephrite_krm::Package;
 
 use super::SERVED_CONDITION;
 use crate::gateway::ObjectKey;
+use crate::gateway::capabilities::Driver;
 use crate::gateway::status::decide;
 use crate::{Options, Outcome, RouteTable, SourceObject, eval, translate};
 
@@ -132,11 +133,90 @@ fn weights_are_member_weights_giving_each_service_its_share() {
     assert_eq!(blue, 3 * green, "{:?}", pool.members);
 }
 
+fn translation_for(driver: Driver) -> crate::Translation {
+    let objects: Vec<SourceObject> = Package::from_yaml(OBJECTS)
+        .expect("test YAML")
+        .into_objects()
+        .into_iter()
+        .map(|object| SourceObject {
+            object,
+            origin: "test".into(),
+        })
+        .collect();
+    let mut options = Options::default();
+    options.gateway.driver = driver;
+    translate(&objects, &options)
+}
+
 #[test]
-fn a_rule_the_model_cannot_say_is_reported_with_its_field_never_served_differently() {
+fn the_model_carries_method_matches_and_filters_so_the_router_serves_every_rule() {
     let t = translation();
+    assert!(
+        t.rejections.is_empty() && t.warnings.is_empty(),
+        "{:?} {:?}",
+        t.rejections,
+        t.warnings
+    );
     let table = RouteTable::compile(&t.config);
-    // The POST-only rule is left out: a GET to /api must not reach it.
+    // A header list alone carries no method: the POST-only rule does not match it.
+    assert_eq!(lookup(&table, "/api/x", &Vec::new()), "404");
+    let headers: Vec<(String, String)> = Vec::new();
+    let post = eval::WithMethod {
+        method: "POST",
+        headers: &headers,
+    };
+    let request = eval::Request {
+        host: "shop.example.com",
+        path: "/api/x",
+        target: "/api/x",
+        headers: &post,
+        client_cert: None,
+    };
+    assert_eq!(
+        table.http.lookup(&request),
+        Outcome::Pool("gateway:shop/shop/3")
+    );
+    let get = eval::WithMethod {
+        method: "GET",
+        headers: &headers,
+    };
+    let request = eval::Request {
+        headers: &get,
+        ..request
+    };
+    assert_eq!(table.http.lookup(&request), Outcome::Status(404));
+    let request = eval::Request {
+        path: "/static/a.css",
+        target: "/static/a.css",
+        ..request
+    };
+    let (outcome, filters) = table.http.lookup_with_filters(&request);
+    assert_eq!(outcome, Outcome::Pool("gateway:shop/shop/4"));
+    assert_eq!(
+        filters.response_headers.set,
+        [("x-cache".to_owned(), "hit".to_owned())]
+    );
+    let route = t
+        .gateway
+        .routes
+        .iter()
+        .find(|r| r.route == ObjectKey::new("shop", "shop"))
+        .expect("route");
+    assert_eq!(route.parents[0].served, None);
+}
+
+#[test]
+fn what_the_controllers_driver_cannot_say_is_reported_with_its_field_never_served_differently() {
+    let t = translation_for(Driver::Octavia);
+    let table = RouteTable::compile(&t.config);
+    // The POST-only rule is left out on Octavia: nothing may reach it for another method.
+    assert!(
+        t.config
+            .http
+            .policies()
+            .iter()
+            .all(|p| !p.name.contains(":shop/shop/3/"))
+    );
     assert_eq!(lookup(&table, "/api/x", &Vec::new()), "404");
     let rejection = t
         .rejections
@@ -150,7 +230,7 @@ fn a_rule_the_model_cannot_say_is_reported_with_its_field_never_served_different
     let warning = t
         .warnings
         .iter()
-        .find(|w| w.object == "HTTPRoute shop/shop")
+        .find(|w| w.object == "HTTPRoute shop/shop" && w.message.contains("Response"))
         .expect("the header change is reported");
     assert!(
         warning.message.contains("ResponseHeaderModifier"),
@@ -171,11 +251,25 @@ fn a_rule_the_model_cannot_say_is_reported_with_its_field_never_served_different
             .message
             .contains("spec.rules[4].filters (ResponseHeaderModifier)")
     );
+    // And the Octavia tree says the same of the model's policy, field by field.
+    let unexpressed = crate::octavia::unexpressed_in(&translation().config);
+    assert!(
+        unexpressed
+            .iter()
+            .any(|u| u.refused && u.field.contains("METHOD") && u.policy.contains(":shop/shop/3/")),
+        "{unexpressed:?}"
+    );
+    assert!(
+        unexpressed
+            .iter()
+            .any(|u| !u.refused && u.field == "filters.response_headers"),
+        "{unexpressed:?}"
+    );
 }
 
 #[test]
 fn the_served_condition_is_written_in_the_route_status() {
-    let t = translation();
+    let t = translation_for(Driver::Octavia);
     let objects: Vec<_> = Package::from_yaml(OBJECTS)
         .expect("test YAML")
         .into_objects();

@@ -15,6 +15,7 @@ fn pool(id: &str, members: &[u32]) -> pb::Pool {
             .collect(),
         https: false,
         ca_pem: None,
+        unavailable_weight: 0,
     }
 }
 
