@@ -9,7 +9,11 @@
 //! its validation (an invalid CIDR never reaches the agent, an IPv6 one
 //! does), `discovery.k8s.io/v1` EndpointSlices, ClusterIPs the server
 //! allocates, Pods without a kubelet (placed by the CNI's pod names), and
-//! `events.k8s.io/v1` Events created and then patched as a series.
+//! `events.k8s.io/v1` Events created and then patched as a series. The
+//! AdminNetworkPolicy CRDs of `deploy/admin-network-policies.yaml` are
+//! applied and checked the same way: every field kept, the API's limits
+//! enforced, an ANP on the server followed by the agent and named by
+//! `explain --kube`.
 //!
 //! The agent runs in a namespace playing the host; the API server listens
 //! on loopback in the test's own namespace, so a relay bound to the same
