@@ -80,7 +80,7 @@ pub use policy::{
 pub use print::{pipeline_dot, pipeline_text};
 pub use service::{
     Affinity, Backend, Endpoint, EndpointPort, LoadBalancer, LoadBalancerDiff, LoadBalancerKey,
-    Protocol, Service, ServicePort, ServiceWarning, TargetPort, diff_load_balancers,
+    Protocol, Service, ServiceFamily, ServicePort, ServiceWarning, TargetPort, diff_load_balancers,
     load_balancers,
 };
 pub use tiers::{

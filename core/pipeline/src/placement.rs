@@ -12,7 +12,8 @@ use crate::module::{Port, PortId, copy_id};
 #[cfg(test)]
 mod tests;
 use crate::service::{
-    Endpoint, LoadBalancer, LoadBalancerKey, Protocol, Service, ServiceWarning, load_balancers,
+    Endpoint, LoadBalancer, LoadBalancerKey, Protocol, Service, ServiceFamily, ServiceWarning,
+    load_balancers,
 };
 
 /// The name of a Service port's load-balancer meta module.
@@ -27,9 +28,9 @@ pub fn load_balancer_name(key: &LoadBalancerKey) -> String {
 
 /// By local port: the ids of the load-balancer copies in its pipeline and
 /// the Service ports they render, in key order.
-pub fn place_load_balancers(
+pub fn place_load_balancers<A>(
     ports: &[&Port],
-    lbs: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+    lbs: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
 ) -> BTreeMap<PortId, Vec<(String, LoadBalancerKey)>> {
     ports
         .iter()
@@ -44,18 +45,21 @@ pub fn place_load_balancers(
         .collect()
 }
 
-/// The load-balancer modules of every Service over its endpoints. Two
-/// Services claiming one VIP, protocol and port: the one first by
-/// namespace/name keeps it, the other's port is skipped with a warning.
-pub fn cluster_load_balancers(
-    services: &[(Service, Vec<Endpoint>)],
-) -> (BTreeMap<LoadBalancerKey, LoadBalancer>, Vec<ServiceWarning>) {
-    let mut sorted: Vec<&(Service, Vec<Endpoint>)> = services.iter().collect();
+/// The load-balancer modules of every Service over its endpoints, in the
+/// family `A`. Two Services claiming one VIP, protocol and port: the one
+/// first by namespace/name keeps it, the other's port is skipped with a
+/// warning.
+pub fn cluster_load_balancers<A: ServiceFamily>(
+    services: &[(Service, Vec<Endpoint<A>>)],
+) -> (
+    BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+    Vec<ServiceWarning>,
+) {
+    let mut sorted: Vec<&(Service, Vec<Endpoint<A>>)> = services.iter().collect();
     sorted.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
-    let mut claimed: BTreeMap<(std::net::Ipv4Addr, Protocol, u16), LoadBalancerKey> =
-        BTreeMap::new();
+    let mut claimed: BTreeMap<(A, Protocol, u16), LoadBalancerKey> = BTreeMap::new();
     for (service, endpoints) in sorted {
         let (lbs, w) = load_balancers(service, endpoints);
         warnings.extend(w);
@@ -67,7 +71,7 @@ pub fn cluster_load_balancers(
                         namespace: key.namespace.clone(),
                         service: key.service.clone(),
                         port: key.port,
-                        vip: lb.vip,
+                        vip: lb.vip.into(),
                         owner: format!("{}/{}", owner.namespace, owner.service),
                     });
                 }

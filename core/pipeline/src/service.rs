@@ -4,9 +4,15 @@
 //! place and the data planes render. The translation is pure and
 //! deterministic (endpoint order does not matter), and an update is the
 //! difference between two translations.
+//!
+//! Each address family is translated on its own, as kube-proxy runs one
+//! proxier per family: a dual-stack Service has a ClusterIP of each family,
+//! its EndpointSlices are of one address type each, and the modules of one
+//! family hold only that family's VIP and backends ([`ServiceFamily`]: the
+//! types default to IPv4, `LoadBalancer<Ipv6Addr>` is the IPv6 twin).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +77,11 @@ pub struct Service {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// The virtual IP (`None`: a headless Service, not load-balanced).
+    /// The IPv4 virtual IP (`None`: headless, or no IPv4 ClusterIP).
     pub cluster_ip: Option<Ipv4Addr>,
+    /// The IPv6 virtual IP (`None`: headless, or no IPv6 ClusterIP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ip6: Option<Ipv6Addr>,
     /// Its ports.
     pub ports: Vec<ServicePort>,
     /// Session affinity.
@@ -95,11 +104,32 @@ pub struct EndpointPort {
     pub port: u16,
 }
 
-/// An endpoint of a Service (from its EndpointSlices).
+/// An address family a Service is load-balanced on: where its ClusterIP
+/// of that family is. Implemented by [`Ipv4Addr`] and [`Ipv6Addr`].
+pub trait ServiceFamily:
+    Copy + Ord + std::fmt::Debug + std::fmt::Display + Into<IpAddr> + Send + Sync + 'static
+{
+    /// The Service's ClusterIP of this family (`None`: it has none).
+    fn cluster_ip(service: &Service) -> Option<Self>;
+}
+
+impl ServiceFamily for Ipv4Addr {
+    fn cluster_ip(service: &Service) -> Option<Self> {
+        service.cluster_ip
+    }
+}
+
+impl ServiceFamily for Ipv6Addr {
+    fn cluster_ip(service: &Service) -> Option<Self> {
+        service.cluster_ip6
+    }
+}
+
+/// An endpoint of a Service (from its EndpointSlices), of one family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
+pub struct Endpoint<A = Ipv4Addr> {
     /// The pod's address.
-    pub address: Ipv4Addr,
+    pub address: A,
     /// Ready for traffic (`conditions.ready`).
     pub ready: bool,
     /// The ports of its slice.
@@ -108,9 +138,9 @@ pub struct Endpoint {
 
 /// A backend of a load-balancer module.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Backend {
+pub struct Backend<A = Ipv4Addr> {
     /// The address.
-    pub address: Ipv4Addr,
+    pub address: A,
     /// The port.
     pub port: u16,
     /// Its share: connections go to backends in proportion to weights.
@@ -133,15 +163,15 @@ pub struct LoadBalancerKey {
 /// A load-balancer module: a virtual IP, port and protocol spread over
 /// weighted ready backends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoadBalancer {
+pub struct LoadBalancer<A = Ipv4Addr> {
     /// The virtual IP.
-    pub vip: Ipv4Addr,
+    pub vip: A,
     /// Also on every node at this port.
     pub node_port: Option<u16>,
     /// Session affinity.
     pub affinity: Affinity,
     /// Ready backends, sorted, each once.
-    pub backends: Vec<Backend>,
+    pub backends: Vec<Backend<A>>,
 }
 
 /// Why part of a Service could not be translated (that part is skipped,
@@ -168,7 +198,7 @@ pub enum ServiceWarning {
         /// The Service port's targetPort, as written.
         target: String,
         /// The endpoint without it.
-        endpoint: Ipv4Addr,
+        endpoint: IpAddr,
     },
     /// A VIP, protocol and port another Service holds already.
     #[error("service {namespace}/{service} port {port}: {vip} is taken by service {owner}")]
@@ -180,7 +210,7 @@ pub enum ServiceWarning {
         /// The Service port.
         port: u16,
         /// The VIP.
-        vip: Ipv4Addr,
+        vip: IpAddr,
         /// The Service holding it (`namespace/name`).
         owner: String,
     },
@@ -194,26 +224,32 @@ fn endpoint_port_label(name: Option<&str>) -> String {
     }
 }
 
-/// The load-balancer modules of `service` over `endpoints`, and what could
-/// not be translated. A headless Service has none; a not-ready endpoint is
-/// never a backend; an endpoint listed twice counts once.
+/// The load-balancer modules of `service` over `endpoints` in the family
+/// `A` (the Service's ClusterIP of that family, the endpoints of that
+/// family's EndpointSlices), and what could not be translated. A Service
+/// without a ClusterIP of the family (headless, or single-stack in the
+/// other) has none; a not-ready endpoint is never a backend; an endpoint
+/// listed twice counts once.
 ///
 /// A Service port and an endpoint's port pair up as kube-proxy pairs them:
 /// by the Service port's name (and protocol), the endpoint port's number
 /// being the backend's port. The Service's `targetPort` is not looked at
 /// here: the EndpointSlice controller resolved it, pod by pod, into the
 /// slice (a named `targetPort` may be a different number on each pod).
-pub fn load_balancers(
+pub fn load_balancers<A: ServiceFamily>(
     service: &Service,
-    endpoints: &[Endpoint],
-) -> (BTreeMap<LoadBalancerKey, LoadBalancer>, Vec<ServiceWarning>) {
+    endpoints: &[Endpoint<A>],
+) -> (
+    BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+    Vec<ServiceWarning>,
+) {
     let mut modules = BTreeMap::new();
     let mut warnings = Vec::new();
-    let Some(vip) = service.cluster_ip else {
+    let Some(vip) = A::cluster_ip(service) else {
         return (modules, warnings);
     };
     for sp in &service.ports {
-        let mut backends: Vec<Backend> = Vec::new();
+        let mut backends: Vec<Backend<A>> = Vec::new();
         for ep in endpoints.iter().filter(|e| e.ready) {
             let port = ep
                 .ports
@@ -235,7 +271,7 @@ pub fn load_balancers(
                         TargetPort::Name(n) => n.clone(),
                         TargetPort::Number(n) => n.to_string(),
                     },
-                    endpoint: ep.address,
+                    endpoint: ep.address.into(),
                 }),
             }
         }
@@ -262,22 +298,31 @@ pub fn load_balancers(
 }
 
 /// What changes between two sets of load-balancer modules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoadBalancerDiff {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancerDiff<A = Ipv4Addr> {
     /// Modules new or changed, as they are now.
-    pub put: BTreeMap<LoadBalancerKey, LoadBalancer>,
+    pub put: BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
     /// Modules gone.
     pub removed: Vec<LoadBalancerKey>,
 }
 
-impl LoadBalancerDiff {
+impl<A> Default for LoadBalancerDiff<A> {
+    fn default() -> Self {
+        LoadBalancerDiff {
+            put: BTreeMap::new(),
+            removed: Vec::new(),
+        }
+    }
+}
+
+impl<A: Clone> LoadBalancerDiff<A> {
     /// Nothing changes.
     pub fn is_empty(&self) -> bool {
         self.put.is_empty() && self.removed.is_empty()
     }
 
     /// Apply to `modules`.
-    pub fn apply(&self, modules: &mut BTreeMap<LoadBalancerKey, LoadBalancer>) {
+    pub fn apply(&self, modules: &mut BTreeMap<LoadBalancerKey, LoadBalancer<A>>) {
         for key in &self.removed {
             modules.remove(key);
         }
@@ -288,10 +333,10 @@ impl LoadBalancerDiff {
 }
 
 /// The difference from `old` to `new`: only what changed.
-pub fn diff_load_balancers(
-    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-) -> LoadBalancerDiff {
+pub fn diff_load_balancers<A: Clone + PartialEq>(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+) -> LoadBalancerDiff<A> {
     LoadBalancerDiff {
         put: new
             .iter()

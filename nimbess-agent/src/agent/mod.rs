@@ -51,6 +51,8 @@ pub(crate) struct AgentState {
         nephrite_pipeline::LoadBalancerKey,
         nephrite_pipeline::LoadBalancer,
     >,
+    /// The Services' IPv6 load-balancer modules (not persisted either).
+    pub(crate) services6: crate::driver::Services6,
     /// The NetworkPolicies' ACL modules, by pod address (not persisted either).
     pub(crate) policies: crate::driver::PodPolicies,
     /// Reserved VIFs ([`crate::vif`]).
@@ -559,6 +561,7 @@ impl AgentState {
             fabric,
             view,
             services: std::collections::BTreeMap::new(),
+            services6: std::collections::BTreeMap::new(),
             policies: std::collections::BTreeMap::new(),
             vifs,
             owners,

@@ -3,6 +3,7 @@
 //! and drift (named, then repaired).
 
 use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
 
 use nephrite_pipeline::{
     LoadBalancer, LoadBalancerDiff, LoadBalancerKey, PortId, diff_load_balancers,
@@ -10,27 +11,61 @@ use nephrite_pipeline::{
 };
 
 use super::{Agent, AgentState};
-use crate::driver::DriverError;
+use crate::driver::{DriverError, Services6};
+
+/// What changed in the Services' modules of both families.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServicesChange {
+    /// The IPv4 modules' difference.
+    pub v4: LoadBalancerDiff,
+    /// The IPv6 modules' difference.
+    pub v6: LoadBalancerDiff<Ipv6Addr>,
+}
+
+impl ServicesChange {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.is_empty()
+    }
+
+    /// Modules new or changed, both families.
+    pub fn put(&self) -> usize {
+        self.v4.put.len() + self.v6.put.len()
+    }
+
+    /// Modules gone, both families.
+    pub fn removed(&self) -> usize {
+        self.v4.removed.len() + self.v6.removed.len()
+    }
+}
 
 impl Agent {
-    /// Make `lbs` the Services' load-balancer modules: the data plane
-    /// renders what changed. Returns the difference applied.
+    /// Make `lbs` (IPv4) and `lbs6` (IPv6) the Services' load-balancer
+    /// modules: the data plane renders what changed, each family on its
+    /// own. Returns the difference applied.
     ///
     /// # Errors
-    /// The data plane refused them (the previous modules stay recorded and
-    /// rendered).
+    /// The data plane refused a family's modules (that family's previous
+    /// modules stay recorded and rendered).
     pub async fn set_services(
         &self,
         lbs: BTreeMap<LoadBalancerKey, LoadBalancer>,
-    ) -> Result<LoadBalancerDiff, DriverError> {
+        lbs6: Services6,
+    ) -> Result<ServicesChange, DriverError> {
         let mut st = self.state.lock().await;
-        let diff = diff_load_balancers(&st.services, &lbs);
-        if diff.is_empty() {
-            return Ok(diff);
+        let change = ServicesChange {
+            v4: diff_load_balancers(&st.services, &lbs),
+            v6: diff_load_balancers(&st.services6, &lbs6),
+        };
+        if !change.v4.is_empty() {
+            st.driver.firewall_mut().apply_services(&lbs)?;
+            st.services = lbs;
         }
-        st.driver.firewall_mut().apply_services(&lbs)?;
-        st.services = lbs;
-        Ok(diff)
+        if !change.v6.is_empty() {
+            st.driver.firewall_mut().apply_services6(&lbs6)?;
+            st.services6 = lbs6;
+        }
+        Ok(change)
     }
 
     /// Make `tiers` every pod's tiers of policy (AdminNetworkPolicies,
@@ -64,6 +99,11 @@ impl Agent {
     /// The Services' modules (inspection).
     pub async fn services(&self) -> BTreeMap<LoadBalancerKey, LoadBalancer> {
         self.state.lock().await.services.clone()
+    }
+
+    /// The Services' IPv6 modules (inspection).
+    pub async fn services6(&self) -> Services6 {
+        self.state.lock().await.services6.clone()
     }
 }
 
@@ -112,6 +152,14 @@ impl AgentState {
         {
             tracing::warn!(error = %e, "the Services' drift could not be repaired");
         }
+        let lbs6 = self.services6.clone();
+        let drift6 = firewall.verify_services6(&lbs6);
+        if !drift6.is_empty()
+            && let Err(e) = firewall.apply_services6(&lbs6)
+        {
+            tracing::warn!(error = %e, "the IPv6 Services' drift could not be repaired");
+        }
+        drift.extend(drift6);
         let tiers = self.policies.clone();
         let policy_drift = firewall.verify_policies(&tiers);
         if !policy_drift.is_empty()

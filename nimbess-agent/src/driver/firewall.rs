@@ -24,7 +24,7 @@
 //! [`Driver::firewall_mut`]: super::Driver::firewall_mut
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use nephrite_pipeline::{
     AclRule, EgressPolicy, LoadBalancer, LoadBalancerKey, NetworkSpec, PodTiers, PortId,
@@ -34,6 +34,9 @@ use super::DriverError;
 
 /// The Services' load-balancer modules, by Service port.
 pub type Services = BTreeMap<LoadBalancerKey, LoadBalancer>;
+
+/// The Services' IPv6 load-balancer modules, by Service port.
+pub type Services6 = BTreeMap<LoadBalancerKey, LoadBalancer<Ipv6Addr>>;
 
 /// Every pod's tiers of policy, by pod address
 /// ([`nephrite_pipeline::translate_tiers`]; a pod absent is open).
@@ -56,6 +59,15 @@ pub trait Firewall: std::fmt::Debug + Send {
 
     /// Drift between `services` and what the data plane holds.
     fn verify_services(&mut self, services: &Services) -> Vec<String>;
+
+    /// Render the IPv6 `services` (the whole set as it is now).
+    ///
+    /// # Errors
+    /// The data plane refused them (what was rendered before stays).
+    fn apply_services6(&mut self, services: &Services6) -> Result<(), DriverError>;
+
+    /// Drift between the IPv6 `services` and what the data plane holds.
+    fn verify_services6(&mut self, services: &Services6) -> Vec<String>;
 
     /// Render every pod's tiers of policy `tiers` (the whole set).
     ///

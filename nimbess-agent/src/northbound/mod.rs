@@ -73,8 +73,11 @@ pub struct Objects {
 /// What a snapshot derives to.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Derived {
-    /// The Services' load-balancer modules.
+    /// The Services' load-balancer modules (IPv4).
     pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
+    /// The Services' IPv6 load-balancer modules (their IPv6 ClusterIPs
+    /// over the endpoints of their IPv6 EndpointSlices).
+    pub load_balancers6: BTreeMap<LoadBalancerKey, LoadBalancer<std::net::Ipv6Addr>>,
     /// The NetworkPolicies' ACL modules, by pod address.
     pub acls: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodAcl>,
     /// Every tier of policy (AdminNetworkPolicies by priority, the
@@ -177,30 +180,41 @@ pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
     let mut warnings = Vec::new();
     let mut endpoints: BTreeMap<(String, String), Vec<nephrite_pipeline::Endpoint>> =
         BTreeMap::new();
+    let mut endpoints6: BTreeMap<
+        (String, String),
+        Vec<nephrite_pipeline::Endpoint<std::net::Ipv6Addr>>,
+    > = BTreeMap::new();
     for slice in &objects.slices {
         let Some(owner) = objects::slice_service(slice) else {
             continue;
         };
-        match objects::endpoints(slice) {
-            Ok(eps) => endpoints.entry(owner).or_default().extend(eps),
+        let read = objects::endpoints(slice).and_then(|v4| Ok((v4, objects::endpoints(slice)?)));
+        match read {
+            Ok((v4, v6)) => {
+                endpoints.entry(owner.clone()).or_default().extend(v4);
+                endpoints6.entry(owner).or_default().extend(v6);
+            }
             Err(w) => warnings.push(Warning::on(slice, "InvalidEndpointSlice", w)),
         }
     }
     let mut services = Vec::new();
+    let mut services6 = Vec::new();
     for s in &objects.services {
         match objects::service(s) {
             Ok(Some(svc)) => {
-                let eps = endpoints
-                    .get(&(svc.namespace.clone(), svc.name.clone()))
-                    .cloned()
-                    .unwrap_or_default();
+                let owner = (svc.namespace.clone(), svc.name.clone());
+                let eps = endpoints.get(&owner).cloned().unwrap_or_default();
+                let eps6 = endpoints6.get(&owner).cloned().unwrap_or_default();
+                services6.push((svc.clone(), eps6));
                 services.push((svc, eps));
             }
             Ok(None) => {}
             Err(w) => warnings.push(Warning::on(s, "InvalidService", w)),
         }
     }
-    let (load_balancers, w) = cluster_load_balancers(&services);
+    let (load_balancers, mut w) = cluster_load_balancers(&services);
+    let (load_balancers6, w6) = cluster_load_balancers(&services6);
+    w.extend(w6);
     for w in w {
         let (namespace, service, reason) = match &w {
             ServiceWarning::UnknownTargetPort {
@@ -261,6 +275,7 @@ pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
     warnings.sort();
     Derived {
         load_balancers,
+        load_balancers6,
         acls,
         tiers,
         warnings,
@@ -283,12 +298,15 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
                 tracing::warn!("{w}; skipped, everything else applied");
             }
             warned = now;
-            let count = derived.load_balancers.len();
-            match agent.set_services(derived.load_balancers).await {
-                Ok(diff) if !diff.is_empty() => tracing::info!(
+            let count = derived.load_balancers.len() + derived.load_balancers6.len();
+            match agent
+                .set_services(derived.load_balancers, derived.load_balancers6)
+                .await
+            {
+                Ok(change) if !change.is_empty() => tracing::info!(
                     service_ports = count,
-                    changed = diff.put.len(),
-                    removed = diff.removed.len(),
+                    changed = change.put(),
+                    removed = change.removed(),
                     "services rendered"
                 ),
                 Ok(_) => {}

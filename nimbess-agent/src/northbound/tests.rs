@@ -72,8 +72,7 @@ fn services_and_slices_become_load_balancers_of_ready_endpoints() {
             .map(ToString::to_string)
             .collect::<Vec<_>>(),
         vec![
-            "service shop/broken: spec.clusterIP \"10.96.0.300\" is not an IPv4 address"
-                .to_string()
+            "service shop/broken: spec.clusterIP \"10.96.0.300\" is not an IP address".to_string()
         ]
     );
     assert_eq!(
@@ -393,4 +392,144 @@ fn an_event_note_is_cut_to_the_servers_byte_limit_at_a_character_boundary() {
     let long = super::kube::event_note(&warning("é".repeat(600)));
     assert_eq!(long.len(), 1024);
     assert_eq!(long.chars().count(), 512);
+}
+
+const DUAL: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: dual, namespace: shop}
+spec:
+  clusterIP: 10.96.0.20
+  clusterIPs: [10.96.0.20, "fd00:96::20"]
+  ipFamilies: [IPv4, IPv6]
+  ipFamilyPolicy: RequireDualStack
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: six, namespace: shop}
+spec:
+  clusterIP: "fd00:96::21"
+  ipFamilies: [IPv6]
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: dual-v4, namespace: shop, labels: {kubernetes.io/service-name: dual}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [10.1.0.2]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: dual-v6, namespace: shop, labels: {kubernetes.io/service-name: dual}}
+addressType: IPv6
+ports: [{port: 8080}]
+endpoints: [{addresses: ["fd00:1::2"]}, {addresses: ["fd00:1::3"], conditions: {ready: false}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: six-v6, namespace: shop, labels: {kubernetes.io/service-name: six}}
+addressType: IPv6
+ports: [{port: 8080}]
+endpoints: [{addresses: ["fd00:1::4"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: single, namespace: shop}
+spec:
+  clusterIPs: [10.96.0.22, "fd00:96::22"]
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: required, namespace: shop}
+spec:
+  clusterIPs: ["fd00:96::23"]
+  ipFamilyPolicy: RequireDualStack
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: mislabelled, namespace: shop}
+spec:
+  clusterIPs: ["fd00:96::24"]
+  ipFamilies: [IPv4]
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: twice, namespace: shop}
+spec:
+  clusterIPs: ["fd00:96::25", "fd00:96::26"]
+  ipFamilyPolicy: PreferDualStack
+  ports: [{port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: bad-v6, namespace: shop, labels: {kubernetes.io/service-name: six}}
+addressType: IPv6
+ports: [{port: 8080}]
+endpoints: [{addresses: ["10.1.0.9"]}]
+"#;
+
+/// A dual-stack Service is balanced in both families, each over its own
+/// EndpointSlices; an IPv6 single-stack one in IPv6 alone; ClusterIPs that
+/// contradict `ipFamilies` or `ipFamilyPolicy` are named and skipped.
+#[test]
+fn dual_stack_services_balance_each_family_over_its_own_slices() {
+    let (objects, warnings) = objects(DUAL);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let derived = derive(&objects);
+    let texts: Vec<String> = derived.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "endpointslice shop/bad-v6: endpoints[0].addresses[0] \"10.1.0.9\" is not an IPv6 address",
+            "service shop/mislabelled: spec.clusterIPs[0] fd00:96::24 is IPv6 but spec.ipFamilies[0] says IPv4",
+            "service shop/required: spec.ipFamilyPolicy is RequireDualStack but spec.clusterIPs holds one address",
+            "service shop/single: spec.ipFamilyPolicy is SingleStack but spec.clusterIPs holds 2 addresses",
+            "service shop/twice: spec.clusterIPs holds two IPv6 addresses (at most one per family)",
+        ]
+    );
+    let v4: Vec<(String, Ipv4Addr, Vec<Ipv4Addr>)> = derived
+        .load_balancers
+        .iter()
+        .map(|(k, lb)| {
+            let backends = lb.backends.iter().map(|b| b.address).collect();
+            (k.service.clone(), lb.vip, backends)
+        })
+        .collect();
+    assert_eq!(
+        v4,
+        [(
+            "dual".to_string(),
+            Ipv4Addr::new(10, 96, 0, 20),
+            vec![Ipv4Addr::new(10, 1, 0, 2)]
+        )]
+    );
+    let v6: Vec<(String, String, Vec<String>)> = derived
+        .load_balancers6
+        .iter()
+        .map(|(k, lb)| {
+            let backends = lb.backends.iter().map(|b| b.address.to_string()).collect();
+            (k.service.clone(), lb.vip.to_string(), backends)
+        })
+        .collect();
+    assert_eq!(
+        v6,
+        [
+            (
+                "dual".to_string(),
+                "fd00:96::20".to_string(),
+                vec!["fd00:1::2".to_string()]
+            ),
+            (
+                "six".to_string(),
+                "fd00:96::21".to_string(),
+                vec!["fd00:1::4".to_string()]
+            ),
+        ],
+        "the not-ready endpoint is no backend; the slice with a bad address is skipped"
+    );
 }

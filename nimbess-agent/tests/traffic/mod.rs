@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{
+    Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpListener, TcpStream,
+};
 use std::time::{Duration, Instant};
 
 /// Run `f` on a thread inside the network namespace at `path` (processes it
@@ -35,15 +37,29 @@ pub fn serve_on(netns: &str, name: &str, port: u16) {
     });
 }
 
+/// [`serve_on`] on IPv6 and IPv4 alike (a listener on `[::]`, which takes
+/// IPv4 connections as mapped addresses).
+pub fn serve_on6(netns: &str, name: &str, port: u16) {
+    let name = name.to_string();
+    let listener = in_netns(netns, move || {
+        TcpListener::bind(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)).expect("bind")
+    });
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(name.as_bytes());
+        }
+    });
+}
+
 /// One connection to `dst` (from the caller's namespace): the server's
 /// answer, "refused" or "timeout".
-pub fn answer(dst: SocketAddrV4) -> String {
+pub fn answer(dst: impl Into<SocketAddr>) -> String {
     answer_within(dst, Duration::from_secs(1))
 }
 
 /// [`answer`], waiting up to `patience` for the connection and as long
 /// (at least 2 s) for the answer.
-pub fn answer_within(dst: SocketAddrV4, patience: Duration) -> String {
+pub fn answer_within(dst: impl Into<SocketAddr>, patience: Duration) -> String {
     match TcpStream::connect_timeout(&dst.into(), patience) {
         Ok(mut s) => {
             s.set_read_timeout(Some(patience.max(Duration::from_secs(2))))
@@ -61,7 +77,8 @@ pub fn answer_within(dst: SocketAddrV4, patience: Duration) -> String {
 
 /// Open `n` connections from the namespace at `netns` to `dst`; count the
 /// answers by server name ("refused" and "timeout" for failures).
-pub fn connect_many(netns: &str, dst: SocketAddrV4, n: usize) -> BTreeMap<String, usize> {
+pub fn connect_many(netns: &str, dst: impl Into<SocketAddr>, n: usize) -> BTreeMap<String, usize> {
+    let dst: SocketAddr = dst.into();
     in_netns(netns, move || {
         let mut counts = BTreeMap::new();
         for _ in 0..n {

@@ -23,6 +23,7 @@ fn cluster() -> impl Strategy<Value = Vec<(Service, Vec<Endpoint>)>> {
                     namespace: "ns".into(),
                     name: format!("s{name}-{i}"),
                     cluster_ip: Some(Ipv4Addr::new(10, 96, 0, vip)),
+                    cluster_ip6: None,
                     ports: vec![ServicePort {
                         name: None,
                         protocol: Protocol::Tcp,

@@ -1,4 +1,4 @@
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 
@@ -37,9 +37,29 @@ fn endpoint() -> impl Strategy<Value = Endpoint> {
         })
 }
 
+/// The IPv6 twin of an IPv4 endpoint (`fd00:244::<host>`), the same
+/// readiness and ports: what an IPv6 EndpointSlice of the same pods holds.
+fn twin6(e: &Endpoint) -> Endpoint<Ipv6Addr> {
+    Endpoint {
+        address: Ipv6Addr::new(
+            0xfd00,
+            0x244,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u16::from(e.address.octets()[3]),
+        ),
+        ready: e.ready,
+        ports: e.ports.clone(),
+    }
+}
+
 fn service() -> impl Strategy<Value = Service> {
     (
         proptest::option::of(Just(Ipv4Addr::new(10, 96, 0, 10))),
+        proptest::option::of(Just(Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0x10))),
         prop_oneof![
             (1u16..100).prop_map(TargetPort::Number),
             Just(TargetPort::Name("http".into())),
@@ -48,59 +68,118 @@ fn service() -> impl Strategy<Value = Service> {
         any::<bool>(),
         port_name(),
     )
-        .prop_map(|(cluster_ip, target_port, affinity, name)| Service {
-            namespace: "shop".into(),
-            name: "web".into(),
-            cluster_ip,
-            ports: vec![ServicePort {
-                name,
-                protocol: Protocol::Tcp,
-                port: 80,
-                target_port,
-                node_port: None,
-            }],
-            affinity: if affinity {
-                Affinity::ClientIp
-            } else {
-                Affinity::None
+        .prop_map(
+            |(cluster_ip, cluster_ip6, target_port, affinity, name)| Service {
+                namespace: "shop".into(),
+                name: "web".into(),
+                cluster_ip,
+                cluster_ip6,
+                ports: vec![ServicePort {
+                    name,
+                    protocol: Protocol::Tcp,
+                    port: 80,
+                    target_port,
+                    node_port: None,
+                }],
+                affinity: if affinity {
+                    Affinity::ClientIp
+                } else {
+                    Affinity::None
+                },
             },
-        })
+        )
+}
+
+/// The modules of one family only target ready endpoints, on the number
+/// their slice gives the port named like the Service port, and every ready
+/// endpoint with that port is a backend; the VIP is the family's ClusterIP.
+fn backends_are_ready_endpoints<A: ServiceFamily>(
+    svc: &Service,
+    endpoints: &[Endpoint<A>],
+) -> Result<(), TestCaseError> {
+    let (modules, warnings) = load_balancers(svc, endpoints);
+    let Some(vip) = A::cluster_ip(svc) else {
+        prop_assert!(
+            modules.is_empty(),
+            "no ClusterIP of the family: not load-balanced in it"
+        );
+        return Ok(());
+    };
+    let lb = modules.values().next().expect("one port, one module");
+    prop_assert_eq!(lb.vip, vip);
+    for b in &lb.backends {
+        prop_assert!(endpoints.iter().any(|e| e.ready && e.address == b.address));
+    }
+    for e in endpoints.iter().filter(|e| e.ready) {
+        let want = e
+            .ports
+            .iter()
+            .find(|p| p.name == svc.ports[0].name)
+            .map(|p| p.port);
+        match want {
+            Some(port) => prop_assert!(
+                lb.backends
+                    .iter()
+                    .any(|b| b.address == e.address && b.port == port)
+            ),
+            None => {
+                let warned = warnings.iter().any(|w| {
+                    matches!(
+                        w,
+                        ServiceWarning::UnknownTargetPort { endpoint, .. } if *endpoint == e.address.into()
+                    )
+                });
+                prop_assert!(warned, "{} is not named: {:?}", e.address, warnings);
+            }
+        }
+    }
+    prop_assert!(
+        lb.backends.windows(2).all(|w| w[0] < w[1]),
+        "sorted, each once"
+    );
+    Ok(())
 }
 
 proptest! {
     /// A load-balancer module only targets ready endpoints, on the number
     /// their slice gives the port named like the Service port (whatever the
-    /// targetPort says), and every ready endpoint with that port is a backend.
+    /// targetPort says), and every ready endpoint with that port is a
+    /// backend: in each family, on that family's ClusterIP and endpoints.
     #[test]
     fn backends_are_exactly_the_ready_endpoints(
         svc in service(),
         endpoints in proptest::collection::vec(endpoint(), 0..8),
     ) {
-        let (modules, warnings) = load_balancers(&svc, &endpoints);
-        if svc.cluster_ip.is_none() {
-            prop_assert!(modules.is_empty(), "a headless Service is not load-balanced");
-            return Ok(());
-        }
-        let lb = modules.values().next().expect("one port, one module");
-        for b in &lb.backends {
-            prop_assert!(endpoints.iter().any(|e| e.ready && e.address == b.address));
-        }
-        for e in endpoints.iter().filter(|e| e.ready) {
-            let want = e.ports.iter().find(|p| p.name == svc.ports[0].name).map(|p| p.port);
-            match want {
-                Some(port) => prop_assert!(lb.backends.iter().any(|b| b.address == e.address && b.port == port)),
-                None => {
-                    let warned = warnings.iter().any(|w| matches!(
-                        w,
-                        ServiceWarning::UnknownTargetPort { endpoint, .. } if *endpoint == e.address
-                    ));
-                    prop_assert!(warned, "{} is not named: {:?}", e.address, warnings);
-                }
-            }
-        }
-        prop_assert!(lb.backends.windows(2).all(|w| w[0] < w[1]), "sorted, each once");
+        backends_are_ready_endpoints(&svc, &endpoints)?;
+        let endpoints6: Vec<Endpoint<Ipv6Addr>> = endpoints.iter().map(twin6).collect();
+        backends_are_ready_endpoints(&svc, &endpoints6)?;
     }
 
+    /// The two families' modules of a Service are twins: the same keys,
+    /// NodePorts, affinity and backend ports, each on its own VIP.
+    #[test]
+    fn the_families_translate_alike(
+        svc in service(),
+        endpoints in proptest::collection::vec(endpoint(), 0..8),
+    ) {
+        let endpoints6: Vec<Endpoint<Ipv6Addr>> = endpoints.iter().map(twin6).collect();
+        let (v4, w4) = load_balancers(&svc, &endpoints);
+        let (v6, w6) = load_balancers(&svc, &endpoints6);
+        if svc.cluster_ip.is_some() && svc.cluster_ip6.is_some() {
+            prop_assert_eq!(v4.keys().collect::<Vec<_>>(), v6.keys().collect::<Vec<_>>());
+            prop_assert_eq!(w4.len(), w6.len());
+            for (k, lb) in &v4 {
+                let lb6 = &v6[k];
+                prop_assert_eq!((lb.node_port, lb.affinity), (lb6.node_port, lb6.affinity));
+                let ports = |b: &[Backend<_>]| b.iter().map(|b| b.port).collect::<Vec<_>>();
+                let ports6 = |b: &[Backend<Ipv6Addr>]| b.iter().map(|b| b.port).collect::<Vec<_>>();
+                prop_assert_eq!(ports(&lb.backends), ports6(&lb6.backends));
+            }
+        }
+    }
+}
+
+proptest! {
     /// Translation does not depend on the order of the endpoints.
     #[test]
     fn translation_is_deterministic(
@@ -144,6 +223,7 @@ fn the_slice_port_named_like_the_service_port_gives_each_endpoint_its_number() {
         namespace: "shop".into(),
         name: "web".into(),
         cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 10)),
+        cluster_ip6: None,
         ports: vec![ServicePort {
             name: Some("web".into()),
             protocol: Protocol::Tcp,
@@ -207,6 +287,7 @@ fn an_unnamed_service_port_takes_the_unnamed_slice_port_not_the_target_name() {
         namespace: "shop".into(),
         name: "web".into(),
         cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 10)),
+        cluster_ip6: None,
         ports: vec![ServicePort {
             name: None,
             protocol: Protocol::Tcp,
@@ -241,4 +322,48 @@ fn an_unnamed_service_port_takes_the_unnamed_slice_port_not_the_target_name() {
             "service shop/web port 80: endpoint 10.244.0.2 has no port for the unnamed Service port in its EndpointSlice (targetPort \"http\" does not resolve on it)"
         ]
     );
+}
+
+/// A dual-stack Service is load-balanced in each family on that family's
+/// ClusterIP and endpoints; a single-stack IPv6 one in IPv6 only.
+#[test]
+fn each_family_balances_its_own_cluster_ip_over_its_own_endpoints() {
+    let mut svc = Service {
+        namespace: "shop".into(),
+        name: "web".into(),
+        cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 10)),
+        cluster_ip6: Some("fd00:96::10".parse().unwrap()),
+        ports: vec![ServicePort {
+            name: None,
+            protocol: Protocol::Tcp,
+            port: 80,
+            target_port: TargetPort::Number(8080),
+            node_port: None,
+        }],
+        affinity: Affinity::None,
+    };
+    let port = vec![EndpointPort {
+        name: None,
+        protocol: Protocol::Tcp,
+        port: 8080,
+    }];
+    let v4 = [Endpoint {
+        address: Ipv4Addr::new(10, 244, 0, 2),
+        ready: true,
+        ports: port.clone(),
+    }];
+    let v6 = [Endpoint {
+        address: "fd00:244::2".parse::<Ipv6Addr>().unwrap(),
+        ready: true,
+        ports: port,
+    }];
+    let (m4, _) = load_balancers(&svc, &v4);
+    let (m6, _) = load_balancers(&svc, &v6);
+    let lb6 = m6.values().next().expect("an IPv6 module");
+    assert_eq!(lb6.vip, "fd00:96::10".parse::<Ipv6Addr>().unwrap());
+    assert_eq!(lb6.backends[0].address, v6[0].address);
+    assert_eq!(m4.values().next().map(|lb| lb.vip), svc.cluster_ip);
+    svc.cluster_ip = None;
+    assert!(load_balancers(&svc, &v4).0.is_empty(), "IPv6 single-stack");
+    assert_eq!(load_balancers(&svc, &v6).0.len(), 1);
 }

@@ -331,9 +331,14 @@ impl KernelDriver {
         if let Some(link) = find_link(&self.handle, &name).await? {
             return Ok(link.index);
         }
-        // bridged IPv4 frames pass the ip hooks: conntrack sees a Service's
-        // replies between pods of one bridge (see [`firewall::services`])
-        let msg = LinkBridge::new(&name).nf_call_iptables(true).up().build();
+        // bridged IPv4 and IPv6 frames pass the ip and ip6 hooks: conntrack
+        // sees a Service's replies between pods of one bridge (see
+        // [`firewall::services`])
+        let msg = LinkBridge::new(&name)
+            .nf_call_iptables(true)
+            .nf_call_ip6tables(true)
+            .up()
+            .build();
         self.create_link(msg, || {
             format!("create bridge {name} for network {}", spec.name)
         })

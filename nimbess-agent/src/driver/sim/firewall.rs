@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkSpec, PortId};
 
 use crate::driver::DriverError;
-use crate::driver::firewall::{Firewall, PodPolicies, Services};
+use crate::driver::firewall::{Firewall, PodPolicies, Services, Services6};
 
 /// The simulated firewall.
 #[derive(Debug, Default)]
 pub struct SimFirewall {
     /// The Services' load-balancer modules it holds.
     pub(super) services: Services,
+    /// The Services' IPv6 load-balancer modules it holds.
+    pub(super) services6: Services6,
     /// Every pod's tiers of policy it holds, by pod address.
     pub(super) policies: PodPolicies,
     /// The egress it was given: the policy and its networks.
@@ -41,6 +43,22 @@ impl Firewall for SimFirewall {
         vec![format!(
             "services: the simulation holds {} service ports, the model {}",
             self.services.len(),
+            services.len()
+        )]
+    }
+
+    fn apply_services6(&mut self, services: &Services6) -> Result<(), DriverError> {
+        self.services6 = services.clone();
+        Ok(())
+    }
+
+    fn verify_services6(&mut self, services: &Services6) -> Vec<String> {
+        if &self.services6 == services {
+            return Vec::new();
+        }
+        vec![format!(
+            "services: the simulation holds {} IPv6 service ports, the model {}",
+            self.services6.len(),
             services.len()
         )]
     }

@@ -9,8 +9,8 @@ use nephrite_pipeline::Ipv4Cidr;
 
 use super::netlink::Attrs;
 use super::nftables::{
-    ICMP_PORT_UNREACH, IFNAMSIZ, NF_ACCEPT, NFT_CMP_EQ, NFT_CMP_NEQ, NFT_META_MARK,
-    NFT_PAYLOAD_NETWORK_HEADER, NFT_RANGE_EQ, NFT_REG_1, NFT_REG_VERDICT, NFT_REJECT_ICMP_UNREACH,
+    IFNAMSIZ, NF_ACCEPT, NFT_CMP_EQ, NFT_CMP_NEQ, NFT_META_MARK, NFT_PAYLOAD_NETWORK_HEADER,
+    NFT_RANGE_EQ, NFT_REG_1, NFT_REG_VERDICT, NFT_REJECT_ICMP_UNREACH, NFT_REJECT_TCP_RST,
     NFT_SET_MAP, NFTA_BITWISE_DREG, NFTA_BITWISE_LEN, NFTA_BITWISE_MASK, NFTA_BITWISE_SREG,
     NFTA_BITWISE_XOR, NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME as CHAIN_NAME, NFTA_CHAIN_NAME,
     NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE, NFTA_CHAIN_TYPE, NFTA_CMP_DATA, NFTA_CMP_OP,
@@ -304,11 +304,20 @@ pub(super) fn fib(list: &mut Attrs, result: u32, flags: u32) {
     });
 }
 
-/// `reject`: answer ICMP port unreachable (a TCP client hears "refused").
-pub(super) fn reject(list: &mut Attrs) {
+/// `reject with tcp reset`: the TCP client hears "refused" (no ICMP error,
+/// which the host rate-limits per destination).
+pub(super) fn reject_tcp_reset(list: &mut Attrs) {
+    expr(list, "reject", |d| {
+        d.be32(NFTA_REJECT_TYPE, NFT_REJECT_TCP_RST);
+    });
+}
+
+/// `reject`: answer an ICMP (in `ip6` tables ICMPv6) destination
+/// unreachable of `code` (port unreachable: a client hears "refused").
+pub(super) fn reject_with(list: &mut Attrs, code: u8) {
     expr(list, "reject", |d| {
         d.be32(NFTA_REJECT_TYPE, NFT_REJECT_ICMP_UNREACH)
-            .put(NFTA_REJECT_ICMP_CODE, &[ICMP_PORT_UNREACH]);
+            .put(NFTA_REJECT_ICMP_CODE, &[code]);
     });
 }
 

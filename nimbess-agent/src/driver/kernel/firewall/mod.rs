@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | [`acl`] | `netdev` per host veth | netlink batch (`netlink`) |
 //! | [`egress`] | `ip nimbess` | netlink batch |
-//! | [`services`] | `ip nimbess-svc` | netlink batch (a full render, or the Service ports that changed) |
+//! | [`services`] | `ip nimbess-svc`, `ip6 nimbess-svc` | netlink batch (a full render, or the Service ports that changed) |
 //! | [`policy`] | `ip nimbess-policy` | netlink batch |
 //!
 //! Shared: [`nftables`] (every name and number, once), `netlink` (the
@@ -18,7 +18,11 @@
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkKind, NetworkSpec, PortId};
 
 use crate::driver::DriverError;
-use crate::driver::firewall::{Firewall, PodPolicies, Services};
+use std::collections::BTreeMap;
+
+use nephrite_pipeline::{LoadBalancer, LoadBalancerKey};
+
+use crate::driver::firewall::{Firewall, PodPolicies, Services, Services6};
 use crate::naming::{bridge_name, host_veth_name};
 
 pub mod acl;
@@ -35,6 +39,44 @@ pub struct NftFirewall {
     /// The Services rendered (`None`: not since start, or a render failed
     /// or drifted: the next render replaces the table).
     services: Option<Services>,
+    /// The IPv6 Services rendered, likewise.
+    services6: Option<Services6>,
+}
+
+/// Render `lbs` in the family's Services table, from `rendered` (what the
+/// last render left, `None`: unknown): the whole table the first time since
+/// start and after a failure or drift, then only what changed. A diff the
+/// kernel refuses is followed at once by the whole table: the diff assumes
+/// the table the last render left, which something else in the network
+/// namespace may have changed (another agent sharing it deletes the table
+/// when it has no Service, and the diff then adds to a table that is gone:
+/// `No such file or directory`).
+fn apply_family<A: services::NatFamily>(
+    rendered: &mut Option<BTreeMap<LoadBalancerKey, LoadBalancer<A>>>,
+    lbs: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+) -> Result<(), DriverError> {
+    let applied = match rendered.as_ref() {
+        Some(old) if !old.is_empty() && !lbs.is_empty() => {
+            services::apply_diff(old, lbs).or_else(|e| {
+                tracing::warn!(
+                    error = %e,
+                    "the Services' diff was refused; rendering table {} {} whole",
+                    A::KEYWORD,
+                    nftables::SERVICES_TABLE
+                );
+                services::render(lbs)
+            })
+        }
+        Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
+        _ => services::render(lbs),
+    };
+    if let Err(e) = applied {
+        // part of a diff may have landed: the next render replaces the table
+        *rendered = None;
+        return Err(e);
+    }
+    *rendered = Some(lbs.clone());
+    Ok(())
 }
 
 impl NftFirewall {
@@ -49,34 +91,21 @@ impl Firewall for NftFirewall {
         "nftables"
     }
 
-    /// The first time since start, and after a failure or drift: the whole
-    /// table; then only what changed. A diff the kernel refuses is followed
-    /// at once by the whole table: the diff assumes the table the last
-    /// render left, which something else in the network namespace may have
-    /// changed (another agent sharing it deletes the table when it has no
-    /// Service, and the diff then adds to a table that is gone: `No such
-    /// file or directory`).
+    /// See [`apply_family`].
     fn apply_services(&mut self, lbs: &Services) -> Result<(), DriverError> {
-        let applied = match &self.services {
-            Some(old) if !old.is_empty() && !lbs.is_empty() => services::apply_diff(old, lbs)
-                .or_else(|e| {
-                    tracing::warn!(
-                        error = %e,
-                        "the Services' diff was refused; rendering table ip {} whole",
-                        nftables::SERVICES_TABLE
-                    );
-                    services::render(lbs)
-                }),
-            Some(old) if old.is_empty() && lbs.is_empty() => Ok(()),
-            _ => services::render(lbs),
-        };
-        if let Err(e) = applied {
-            // part of a diff may have landed: the next render replaces the table
-            self.services = None;
-            return Err(e);
+        apply_family(&mut self.services, lbs)
+    }
+
+    fn apply_services6(&mut self, lbs: &Services6) -> Result<(), DriverError> {
+        apply_family(&mut self.services6, lbs)
+    }
+
+    fn verify_services6(&mut self, lbs: &Services6) -> Vec<String> {
+        let drift = services::verify(lbs);
+        if !drift.is_empty() {
+            self.services6 = None;
         }
-        self.services = Some(lbs.clone());
-        Ok(())
+        drift
     }
 
     fn verify_services(&mut self, lbs: &Services) -> Vec<String> {

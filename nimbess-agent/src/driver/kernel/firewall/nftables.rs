@@ -8,14 +8,14 @@
 //!
 //! | table | family | chains (hook, priority) |
 //! |---|---|---|
-//! | [`SERVICES_TABLE`] | `ip` | `prerouting`, `output` (nat, [`SERVICES_DNAT_PRIORITY`]); `refuse`, `local` (filter, [`SERVICES_REFUSE_PRIORITY`]) |
+//! | [`SERVICES_TABLE`] | `ip` and `ip6` (twins) | `prerouting`, `output` (nat, [`SERVICES_DNAT_PRIORITY`]); `refuse`, `local` (filter, [`SERVICES_REFUSE_PRIORITY`]) |
 //! | [`POLICY_TABLE`] | `ip` | `forward` (filter, [`POLICY_FORWARD_PRIORITY`]) |
 //! | [`EGRESS_TABLE`] | `ip` | `forward` (filter, [`EGRESS_FORWARD_PRIORITY`]), `postrouting` (nat, [`NF_IP_PRI_NAT_SRC`]) |
 //! | a port's host veth | `netdev` | `acl` (filter, ingress of the veth, 0) |
 
 // ---- the agent's names and numbers ----
 
-/// The Services' table (`ip`).
+/// The Services' table (`ip`; its IPv6 twin of the same name, `ip6`).
 pub const SERVICES_TABLE: &str = "nimbess-svc";
 /// The NetworkPolicies' table (`ip`).
 pub const POLICY_TABLE: &str = "nimbess-policy";
@@ -82,6 +82,8 @@ pub const NFNL_MSG_BATCH_END: u16 = 17;
 pub const NFPROTO_IPV4: u8 = 2;
 /// `NFPROTO_NETDEV`: the `netdev` family.
 pub const NFPROTO_NETDEV: u8 = 5;
+/// `NFPROTO_IPV6`: the `ip6` family.
+pub const NFPROTO_IPV6: u8 = 10;
 
 // message types (`enum nf_tables_msg_types`)
 /// `NFT_MSG_NEWTABLE`.
@@ -216,6 +218,8 @@ pub const BYTEORDER_HOST_ENDIAN: u32 = 1;
 pub const TYPE_INTEGER: u32 = 4;
 /// `TYPE_IPADDR`.
 pub const TYPE_IPADDR: u32 = 7;
+/// `TYPE_IP6ADDR`.
+pub const TYPE_IP6ADDR: u32 = 8;
 /// `TYPE_INET_PROTOCOL`.
 pub const TYPE_INET_PROTOCOL: u32 = 12;
 /// `TYPE_INET_SERVICE`.
@@ -268,6 +272,10 @@ pub const IPV4_SADDR_OFFSET: u32 = 12;
 pub const IPV4_DADDR_OFFSET: u32 = 16;
 /// The offset of the protocol in the IPv4 header.
 pub const IPV4_PROTOCOL_OFFSET: u32 = 9;
+/// The offset of the source address in the IPv6 header.
+pub const IPV6_SADDR_OFFSET: u32 = 8;
+/// The offset of the destination address in the IPv6 header.
+pub const IPV6_DADDR_OFFSET: u32 = 24;
 /// The offset of the destination port in a TCP or UDP header.
 pub const TRANSPORT_DPORT_OFFSET: u32 = 2;
 
@@ -350,8 +358,12 @@ pub const NFTA_REJECT_TYPE: u16 = 1;
 pub const NFTA_REJECT_ICMP_CODE: u16 = 2;
 /// `NFT_REJECT_ICMP_UNREACH`.
 pub const NFT_REJECT_ICMP_UNREACH: u32 = 0;
+/// `NFT_REJECT_TCP_RST`.
+pub const NFT_REJECT_TCP_RST: u32 = 1;
 /// `ICMP_PORT_UNREACH`: what `nft`'s plain `reject` answers in the `ip` family.
 pub const ICMP_PORT_UNREACH: u8 = 3;
+/// `ICMPV6_PORT_UNREACH`: what `nft`'s plain `reject` answers in the `ip6` family.
+pub const ICMPV6_PORT_UNREACH: u8 = 4;
 
 /// `NFTA_RANGE_SREG`.
 pub const NFTA_RANGE_SREG: u16 = 1;

@@ -1,4 +1,6 @@
-//! Services rendered as nftables DNAT, in one `ip` table (`nimbess-svc`):
+//! Services rendered as nftables DNAT, in one `ip` table (`nimbess-svc`)
+//! for the IPv4 modules and its `ip6` twin of the same name for the IPv6
+//! ones (the same objects, addresses of the family: [`NatFamily`]):
 //!
 //! - `services`: a verdict map `VIP . protocol . port → goto <svc chain>`,
 //!   looked up from the `prerouting` (pods, other hosts) and `output` (the
@@ -13,12 +15,15 @@
 //! - `noendpoints`: Service ports without a ready backend, rejected in the
 //!   `filter` chains on `prerouting` and `output` (before routing, which
 //!   may have no route for the Service CIDR) so a client hears "refused"
-//!   instead of waiting.
+//!   instead of waiting: TCP with a reset, other protocols with ICMP port
+//!   unreachable (which the host rate-limits per destination; a reset it
+//!   does not).
 //!
 //! Conntrack turns replies back into the VIP. The path chosen is the `ip`
-//! family with the bridges' `nf_call_iptables` on (br_netfilter): a client
-//! and its backend on the same L2 bridge exchange frames the bridge
-//! switches, and only the IPv4 hooks called for bridged frames see them
+//! and `ip6` families with the bridges' `nf_call_iptables` and
+//! `nf_call_ip6tables` on (br_netfilter): a client and its backend on the
+//! same L2 bridge exchange frames the bridge switches, and only the IP
+//! hooks called for bridged frames see them
 //! (the kernel's bridge-family conntrack, `nf_conntrack_bridge`, cannot
 //! DNAT and is often not built).
 //!
@@ -31,23 +36,26 @@ use std::collections::BTreeMap;
 
 use nephrite_pipeline::{LoadBalancer, LoadBalancerKey};
 
+pub use family::NatFamily;
+
 use super::expr::{self, Element, Hook, SetSpec};
 use super::netlink::{Attrs, Batch, send_batch};
 use super::nftables::{
-    IPV4_DADDR_OFFSET, NF_INET_LOCAL_OUT, NF_INET_PRE_ROUTING, NFPROTO_IPV4, NFT_CMP_EQ,
-    NFT_DATA_VERDICT, NFT_FIB_RESULT_ADDRTYPE, NFT_GOTO, NFT_META_L4PROTO, NFT_MSG_DELCHAIN,
-    NFT_MSG_DELRULE, NFT_MSG_DELSET, NFT_MSG_DELSETELEM, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN,
-    NFT_MSG_NEWRULE, NFT_MSG_NEWSET, NFT_MSG_NEWSETELEM, NFT_MSG_NEWTABLE,
-    NFT_PAYLOAD_NETWORK_HEADER, NFT_PAYLOAD_TRANSPORT_HEADER, NFT_REG_1, NFT_REG_VERDICT,
-    NFT_REG32_01, NFT_REG32_02, NFTA_FIB_F_DADDR, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NLM_F_APPEND,
-    NLM_F_CREATE, RTN_LOCAL, SERVICES_DNAT_PRIORITY, SERVICES_REFUSE_PRIORITY,
-    SERVICES_TABLE as TABLE, TRANSPORT_DPORT_OFFSET, TYPE_BITS, TYPE_INET_PROTOCOL,
-    TYPE_INET_SERVICE, TYPE_IPADDR, protocol_keyword as proto, protocol_number as proto_number,
+    IPPROTO_TCP, NF_INET_LOCAL_OUT, NF_INET_PRE_ROUTING, NFT_CMP_EQ, NFT_DATA_VERDICT,
+    NFT_FIB_RESULT_ADDRTYPE, NFT_GOTO, NFT_META_L4PROTO, NFT_MSG_DELCHAIN, NFT_MSG_DELRULE,
+    NFT_MSG_DELSET, NFT_MSG_DELSETELEM, NFT_MSG_DELTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWRULE,
+    NFT_MSG_NEWSET, NFT_MSG_NEWSETELEM, NFT_MSG_NEWTABLE, NFT_PAYLOAD_NETWORK_HEADER,
+    NFT_PAYLOAD_TRANSPORT_HEADER, NFT_REG_1, NFT_REG_VERDICT, NFT_REG32_01, NFTA_FIB_F_DADDR,
+    NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NLM_F_APPEND, NLM_F_CREATE, RTN_LOCAL,
+    SERVICES_DNAT_PRIORITY, SERVICES_REFUSE_PRIORITY, SERVICES_TABLE as TABLE,
+    TRANSPORT_DPORT_OFFSET, TYPE_BITS, TYPE_INET_PROTOCOL, TYPE_INET_SERVICE,
+    protocol_keyword as proto, protocol_number as proto_number,
 };
 use crate::driver::DriverError;
 
 mod backends;
 mod drift;
+mod family;
 
 pub use drift::verify;
 
@@ -82,7 +90,7 @@ pub fn map_name(key: &LoadBalancerKey) -> String {
 }
 
 /// The backend of each slot of the map: each backend as often as its weight.
-fn slot_backends(lb: &LoadBalancer) -> Vec<(std::net::Ipv4Addr, u16)> {
+fn slot_backends<A: NatFamily>(lb: &LoadBalancer<A>) -> Vec<(A, u16)> {
     lb.backends
         .iter()
         .flat_map(|b| std::iter::repeat_n((b.address, b.port), b.weight as usize))
@@ -91,7 +99,7 @@ fn slot_backends(lb: &LoadBalancer) -> Vec<(std::net::Ipv4Addr, u16)> {
 
 /// True when `was` and `lb` differ in their backends only (same VIP,
 /// NodePort, affinity and reachability).
-fn backends_only(was: &LoadBalancer, lb: &LoadBalancer) -> bool {
+fn backends_only<A: NatFamily>(was: &LoadBalancer<A>, lb: &LoadBalancer<A>) -> bool {
     was != lb
         && was.vip == lb.vip
         && was.node_port == lb.node_port
@@ -115,29 +123,29 @@ fn proto_port(protocol: nephrite_pipeline::Protocol, port: u16) -> Vec<u8> {
 
 /// The key of a Service port in `services` and `noendpoints`:
 /// `VIP . protocol . port`.
-fn service_key(key: &LoadBalancerKey, lb: &LoadBalancer) -> Vec<u8> {
-    let mut k = lb.vip.octets().to_vec();
+fn service_key<A: NatFamily>(key: &LoadBalancerKey, lb: &LoadBalancer<A>) -> Vec<u8> {
+    let mut k = lb.vip.bytes();
     k.extend_from_slice(&proto_port(key.protocol, key.port));
     k
 }
 
 /// The key of a Service port, as `nft` writes it (drift messages).
-fn service_element(key: &LoadBalancerKey, lb: &LoadBalancer) -> String {
+fn service_element<A: NatFamily>(key: &LoadBalancerKey, lb: &LoadBalancer<A>) -> String {
     format!("{} . {} . {}", lb.vip, proto(key.protocol), key.port)
 }
 
-fn add(batch: &mut Batch, msg: u16, attrs: &Attrs) {
-    batch.nft(NFPROTO_IPV4, msg, NLM_F_CREATE, attrs);
+fn add<A: NatFamily>(batch: &mut Batch, msg: u16, attrs: &Attrs) {
+    batch.nft(A::NFPROTO, msg, NLM_F_CREATE, attrs);
 }
 
-fn delete(batch: &mut Batch, msg: u16, attrs: &Attrs) {
-    batch.nft(NFPROTO_IPV4, msg, 0, attrs);
+fn delete<A: NatFamily>(batch: &mut Batch, msg: u16, attrs: &Attrs) {
+    batch.nft(A::NFPROTO, msg, 0, attrs);
 }
 
-fn add_rule(batch: &mut Batch, chain: &str, exprs: &Attrs) {
+fn add_rule<A: NatFamily>(batch: &mut Batch, chain: &str, exprs: &Attrs) {
     let rule = expr::rule(TABLE, chain, exprs);
     batch.nft(
-        NFPROTO_IPV4,
+        A::NFPROTO,
         NFT_MSG_NEWRULE,
         NLM_F_CREATE | NLM_F_APPEND,
         &rule,
@@ -145,27 +153,28 @@ fn add_rule(batch: &mut Batch, chain: &str, exprs: &Attrs) {
 }
 
 /// Every rule of `chain` goes (a delete without a handle).
-fn flush_chain(batch: &mut Batch, chain: &str) {
+fn flush_chain<A: NatFamily>(batch: &mut Batch, chain: &str) {
     let mut c = Attrs::default();
     c.str(NFTA_RULE_TABLE, TABLE).str(NFTA_RULE_CHAIN, chain);
-    delete(batch, NFT_MSG_DELRULE, &c);
+    delete::<A>(batch, NFT_MSG_DELRULE, &c);
 }
 
-/// `ip daddr . meta l4proto . th dport` into registers 1, 9 and 10, then
-/// looked up in `set` (its verdict taken when `verdict`).
-fn lookup_service_port(set: &str, verdict: bool) -> Attrs {
+/// `ip daddr . meta l4proto . th dport` (`ip6 daddr` …) into register 1
+/// and the 32-bit registers after the address, then looked up in `set`
+/// (its verdict taken when `verdict`).
+fn lookup_service_port<A: NatFamily>(set: &str, verdict: bool) -> Attrs {
     let mut e = Attrs::default();
     expr::payload(
         &mut e,
         NFT_REG_1,
         NFT_PAYLOAD_NETWORK_HEADER,
-        IPV4_DADDR_OFFSET,
-        4,
+        A::DADDR_OFFSET,
+        A::LEN,
     );
-    expr::meta_into(&mut e, NFT_META_L4PROTO, NFT_REG32_01);
+    expr::meta_into(&mut e, NFT_META_L4PROTO, A::after_address());
     expr::payload(
         &mut e,
-        NFT_REG32_02,
+        A::after_address() + 1,
         NFT_PAYLOAD_TRANSPORT_HEADER,
         TRANSPORT_DPORT_OFFSET,
         2,
@@ -176,17 +185,23 @@ fn lookup_service_port(set: &str, verdict: bool) -> Attrs {
 
 /// The table's skeleton: the dispatch maps, the hooked chains and their
 /// rules.
-fn skeleton(batch: &mut Batch) {
-    let address_port = concat_type(&[TYPE_IPADDR, TYPE_INET_PROTOCOL, TYPE_INET_SERVICE]);
+fn skeleton<A: NatFamily>(batch: &mut Batch) {
+    let address_port = concat_type(&[A::TYPE, TYPE_INET_PROTOCOL, TYPE_INET_SERVICE]);
+    let key_len = A::LEN + 8;
     let sets = [
-        (SERVICES_MAP, address_port, 12, Some((NFT_DATA_VERDICT, 0))),
+        (
+            SERVICES_MAP,
+            address_port,
+            key_len,
+            Some((NFT_DATA_VERDICT, 0)),
+        ),
         (
             NODEPORTS_MAP,
             concat_type(&[TYPE_INET_PROTOCOL, TYPE_INET_SERVICE]),
             8,
             Some((NFT_DATA_VERDICT, 0)),
         ),
-        (NOENDPOINTS_SET, address_port, 12, None),
+        (NOENDPOINTS_SET, address_port, key_len, None),
     ];
     for (name, key_type, key_len, data) in sets {
         let spec = SetSpec {
@@ -197,7 +212,7 @@ fn skeleton(batch: &mut Batch) {
             data,
             userdata: &[],
         };
-        add(batch, NFT_MSG_NEWSET, &expr::set(TABLE, &spec));
+        add::<A>(batch, NFT_MSG_NEWSET, &expr::set(TABLE, &spec));
     }
     for (chain, hook) in [
         ("prerouting", NF_INET_PRE_ROUTING),
@@ -208,13 +223,13 @@ fn skeleton(batch: &mut Batch) {
             priority: SERVICES_DNAT_PRIORITY,
             device: None,
         };
-        add(
+        add::<A>(
             batch,
             NFT_MSG_NEWCHAIN,
             &expr::base_chain(TABLE, chain, "nat", &hook),
         );
         // ip daddr . meta l4proto . th dport vmap @services
-        add_rule(batch, chain, &lookup_service_port(SERVICES_MAP, true));
+        add_rule::<A>(batch, chain, &lookup_service_port::<A>(SERVICES_MAP, true));
         // fib daddr type local meta l4proto . th dport vmap @nodeports
         let mut e = Attrs::default();
         expr::fib(&mut e, NFT_FIB_RESULT_ADDRTYPE, NFTA_FIB_F_DADDR);
@@ -228,7 +243,7 @@ fn skeleton(batch: &mut Batch) {
             2,
         );
         expr::lookup(&mut e, NODEPORTS_MAP, NFT_REG_1, Some(NFT_REG_VERDICT));
-        add_rule(batch, chain, &e);
+        add_rule::<A>(batch, chain, &e);
     }
     for (chain, hook) in [
         ("refuse", NF_INET_PRE_ROUTING),
@@ -239,29 +254,36 @@ fn skeleton(batch: &mut Batch) {
             priority: SERVICES_REFUSE_PRIORITY,
             device: None,
         };
-        add(
+        add::<A>(
             batch,
             NFT_MSG_NEWCHAIN,
             &expr::base_chain(TABLE, chain, "filter", &hook),
         );
+        // ip daddr . meta l4proto . th dport @noendpoints meta l4proto tcp
+        //   reject with tcp reset (not rate-limited like ICMP errors)
+        let mut e = lookup_service_port::<A>(NOENDPOINTS_SET, false);
+        expr::meta(&mut e, NFT_META_L4PROTO);
+        expr::cmp(&mut e, NFT_CMP_EQ, &[IPPROTO_TCP]);
+        expr::reject_tcp_reset(&mut e);
+        add_rule::<A>(batch, chain, &e);
         // ip daddr . meta l4proto . th dport @noendpoints reject
-        let mut e = lookup_service_port(NOENDPOINTS_SET, false);
-        expr::reject(&mut e);
-        add_rule(batch, chain, &e);
+        let mut e = lookup_service_port::<A>(NOENDPOINTS_SET, false);
+        expr::reject_with(&mut e, A::PORT_UNREACH);
+        add_rule::<A>(batch, chain, &e);
     }
 }
 
 /// One Service port's objects (the table exists).
-fn add_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+fn add_service<A: NatFamily>(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer<A>) {
     let (chain, map) = (chain_name(key), map_name(key));
     let id = batch.next_id();
-    add(batch, NFT_MSG_NEWSET, &backends::map(&map, id));
-    add(batch, NFT_MSG_NEWCHAIN, &expr::chain(TABLE, &chain));
+    add::<A>(batch, NFT_MSG_NEWSET, &backends::map::<A>(&map, id));
+    add::<A>(batch, NFT_MSG_NEWCHAIN, &expr::chain(TABLE, &chain));
     backends::fill(batch, key, lb);
     let dispatch = service_key(key, lb);
     if slot_backends(lb).is_empty() {
         let refused = [Element::Key(dispatch)];
-        add(
+        add::<A>(
             batch,
             NFT_MSG_NEWSETELEM,
             &expr::elements(TABLE, NOENDPOINTS_SET, &refused),
@@ -269,7 +291,7 @@ fn add_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
         return;
     }
     let to_chain = [Element::Verdict(dispatch, NFT_GOTO, &chain)];
-    add(
+    add::<A>(
         batch,
         NFT_MSG_NEWSETELEM,
         &expr::elements(TABLE, SERVICES_MAP, &to_chain),
@@ -280,7 +302,7 @@ fn add_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
             NFT_GOTO,
             &chain,
         )];
-        add(
+        add::<A>(
             batch,
             NFT_MSG_NEWSETELEM,
             &expr::elements(TABLE, NODEPORTS_MAP, &to_chain),
@@ -290,23 +312,23 @@ fn add_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
 
 /// Remove one rendered Service port's objects: its dispatch first (which
 /// holds the chain), then the rule (which holds the map).
-fn remove_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+fn remove_service<A: NatFamily>(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer<A>) {
     let dispatch = vec![Element::Key(service_key(key, lb))];
     if slot_backends(lb).is_empty() {
-        delete(
+        delete::<A>(
             batch,
             NFT_MSG_DELSETELEM,
             &expr::elements(TABLE, NOENDPOINTS_SET, &dispatch),
         );
     } else {
-        delete(
+        delete::<A>(
             batch,
             NFT_MSG_DELSETELEM,
             &expr::elements(TABLE, SERVICES_MAP, &dispatch),
         );
         if let Some(node_port) = lb.node_port {
             let node = [Element::Key(proto_port(key.protocol, node_port))];
-            delete(
+            delete::<A>(
                 batch,
                 NFT_MSG_DELSETELEM,
                 &expr::elements(TABLE, NODEPORTS_MAP, &node),
@@ -314,9 +336,9 @@ fn remove_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
         }
     }
     let chain = chain_name(key);
-    flush_chain(batch, &chain);
-    delete(batch, NFT_MSG_DELCHAIN, &expr::chain(TABLE, &chain));
-    delete(
+    flush_chain::<A>(batch, &chain);
+    delete::<A>(batch, NFT_MSG_DELCHAIN, &expr::chain(TABLE, &chain));
+    delete::<A>(
         batch,
         NFT_MSG_DELSET,
         &expr::named_set(TABLE, &map_name(key)),
@@ -325,16 +347,16 @@ fn remove_service(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
 
 /// The batch replacing the table with `services` (empty: the table goes
 /// away).
-fn full_batch(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Batch {
+fn full_batch<A: NatFamily>(services: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>) -> Batch {
     let mut batch = Batch::new();
     let table = expr::table(TABLE);
-    add(&mut batch, NFT_MSG_NEWTABLE, &table);
-    delete(&mut batch, NFT_MSG_DELTABLE, &table);
+    add::<A>(&mut batch, NFT_MSG_NEWTABLE, &table);
+    delete::<A>(&mut batch, NFT_MSG_DELTABLE, &table);
     if services.is_empty() {
         return batch;
     }
-    add(&mut batch, NFT_MSG_NEWTABLE, &table);
-    skeleton(&mut batch);
+    add::<A>(&mut batch, NFT_MSG_NEWTABLE, &table);
+    skeleton::<A>(&mut batch);
     for (key, lb) in services {
         add_service(&mut batch, key, lb);
     }
@@ -344,9 +366,9 @@ fn full_batch(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Batch {
 /// The batch taking the table from `old` to `new` (both non-empty, or the
 /// caller renders in full): only the Service ports that differ; those
 /// whose backends alone changed get their map (and rule) rewritten.
-fn diff_batch(
-    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+fn diff_batch<A: NatFamily>(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
 ) -> Batch {
     let mut batch = Batch::new();
     for (key, was) in old {
@@ -371,15 +393,21 @@ fn diff_batch(
     batch
 }
 
-/// Replace the table with `services` in one transaction (none: the table
-/// goes away).
+/// Replace the family's table with `services` in one transaction (none:
+/// the table goes away).
 ///
 /// # Errors
 /// The kernel refused the batch (the table stays as it was).
-pub fn render(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Result<(), DriverError> {
+pub fn render<A: NatFamily>(
+    services: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+) -> Result<(), DriverError> {
     send_batch(
         full_batch(services),
-        &format!("the table of {} service ports", services.len()),
+        &format!(
+            "the table of {} service ports ({} {TABLE})",
+            services.len(),
+            A::KEYWORD
+        ),
     )
 }
 
@@ -389,12 +417,17 @@ pub fn render(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Result<(), 
 ///
 /// # Errors
 /// The kernel refused the batch (the table stays as it was).
-pub fn apply_diff(
-    old: &BTreeMap<LoadBalancerKey, LoadBalancer>,
-    new: &BTreeMap<LoadBalancerKey, LoadBalancer>,
+pub fn apply_diff<A: NatFamily>(
+    old: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+    new: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
 ) -> Result<(), DriverError> {
     let batch = diff_batch(old, new);
-    let what = format!("{} messages for {} service ports", batch.len(), new.len());
+    let what = format!(
+        "{} messages for {} service ports of table {} {TABLE}",
+        batch.len(),
+        new.len(),
+        A::KEYWORD
+    );
     send_batch(batch, &what)
 }
 

@@ -5,29 +5,32 @@
 //!
 //! The messages are those `nft --debug=netlink` shows for the same
 //! statements: the map's key is the `numgen`/`jhash` result (a host-order
-//! `u32`), its data `ip daddr . tcp dport` (4 address bytes, 2 port bytes
-//! padded to 4, both network order); the rule loads `meta l4proto`,
-//! compares it, picks a slot into register 1, looks the slot up in the map
-//! (address into register 1, port into 32-bit register 1) and DNATs to them.
+//! `u32`), its data `ip daddr . tcp dport` (4 address bytes — 16 for
+//! `ip6 daddr` —, 2 port bytes padded to 4, both network order); the rule
+//! loads `meta l4proto`, compares it, picks a slot into register 1, looks
+//! the slot up in the map (address into register 1, port into the 32-bit
+//! register after the address) and DNATs to them.
 
 use nephrite_pipeline::{Affinity, LoadBalancer, LoadBalancerKey};
 
 use super::super::expr::{self, Element, SetSpec, expr};
 use super::super::netlink::{Attrs, Batch};
 use super::super::nftables::{
-    BYTEORDER_HOST_ENDIAN, IPV4_SADDR_OFFSET, JHASH_SEED, NFPROTO_IPV4, NFT_CMP_EQ,
-    NFT_HASH_JENKINS, NFT_META_L4PROTO, NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NFT_NAT_DNAT,
-    NFT_NG_RANDOM, NFT_PAYLOAD_NETWORK_HEADER, NFT_REG_1, NFT_REG_2, NFT_REG32_01, NFTA_HASH_DREG,
-    NFTA_HASH_LEN, NFTA_HASH_MODULUS, NFTA_HASH_OFFSET, NFTA_HASH_SEED, NFTA_HASH_SREG,
-    NFTA_HASH_TYPE, NFTA_LOOKUP_DREG, NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG, NFTA_NAT_FAMILY,
-    NFTA_NAT_REG_ADDR_MIN, NFTA_NAT_REG_PROTO_MIN, NFTA_NAT_TYPE, NFTA_NG_DREG, NFTA_NG_MODULUS,
-    NFTA_NG_OFFSET, NFTA_NG_TYPE, NFTNL_UDATA_SET_KEYBYTEORDER, NLM_F_CREATE, TYPE_BITS,
-    TYPE_INET_SERVICE, TYPE_INTEGER, TYPE_IPADDR,
+    BYTEORDER_HOST_ENDIAN, JHASH_SEED, NFT_CMP_EQ, NFT_HASH_JENKINS, NFT_META_L4PROTO,
+    NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NFT_NAT_DNAT, NFT_NG_RANDOM,
+    NFT_PAYLOAD_NETWORK_HEADER, NFT_REG_1, NFT_REG_2, NFTA_HASH_DREG, NFTA_HASH_LEN,
+    NFTA_HASH_MODULUS, NFTA_HASH_OFFSET, NFTA_HASH_SEED, NFTA_HASH_SREG, NFTA_HASH_TYPE,
+    NFTA_LOOKUP_DREG, NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG, NFTA_NAT_FAMILY, NFTA_NAT_REG_ADDR_MIN,
+    NFTA_NAT_REG_PROTO_MIN, NFTA_NAT_TYPE, NFTA_NG_DREG, NFTA_NG_MODULUS, NFTA_NG_OFFSET,
+    NFTA_NG_TYPE, NFTNL_UDATA_SET_KEYBYTEORDER, NLM_F_CREATE, TYPE_BITS, TYPE_INET_SERVICE,
+    TYPE_INTEGER,
 };
-use super::{TABLE, add_rule, chain_name, flush_chain, map_name, proto_number, slot_backends};
+use super::{
+    NatFamily, TABLE, add_rule, chain_name, flush_chain, map_name, proto_number, slot_backends,
+};
 
 /// The backend map `name` (created with the number `id` in its batch).
-pub(super) fn map(name: &str, id: u32) -> Attrs {
+pub(super) fn map<A: NatFamily>(name: &str, id: u32) -> Attrs {
     // tells `nft` the slot numbers are host-order integers
     let mut userdata = vec![NFTNL_UDATA_SET_KEYBYTEORDER, 4];
     userdata.extend_from_slice(&BYTEORDER_HOST_ENDIAN.to_ne_bytes());
@@ -36,19 +39,19 @@ pub(super) fn map(name: &str, id: u32) -> Attrs {
         id,
         key_type: TYPE_INTEGER,
         key_len: 4,
-        data: Some(((TYPE_IPADDR << TYPE_BITS) | TYPE_INET_SERVICE, 8)),
+        data: Some(((A::TYPE << TYPE_BITS) | TYPE_INET_SERVICE, A::LEN + 4)),
         userdata: &userdata,
     };
     expr::set(TABLE, &spec)
 }
 
 /// The map's elements: slot number → backend address and port.
-fn elements(lb: &LoadBalancer) -> Vec<Element<'static>> {
+fn elements<A: NatFamily>(lb: &LoadBalancer<A>) -> Vec<Element<'static>> {
     slot_backends(lb)
         .into_iter()
         .enumerate()
         .map(|(slot, (address, port))| {
-            let mut data = address.octets().to_vec();
+            let mut data = address.bytes();
             data.extend_from_slice(&port.to_be_bytes());
             data.extend_from_slice(&[0, 0]);
             Element::Value((slot as u32).to_ne_bytes().to_vec(), data)
@@ -58,14 +61,15 @@ fn elements(lb: &LoadBalancer) -> Vec<Element<'static>> {
 
 /// The backend `address . port` an element's data holds (`None`: not a
 /// backend's data).
-pub(super) fn backend_of(data: &[u8]) -> Option<(std::net::Ipv4Addr, u16)> {
-    let address: [u8; 4] = data.get(..4)?.try_into().ok()?;
-    let port: [u8; 2] = data.get(4..6)?.try_into().ok()?;
-    Some((address.into(), u16::from_be_bytes(port)))
+pub(super) fn backend_of<A: NatFamily>(data: &[u8]) -> Option<(A, u16)> {
+    let address = A::from_bytes(data)?;
+    let at = A::LEN as usize;
+    let port: [u8; 2] = data.get(at..at + 2)?.try_into().ok()?;
+    Some((address, u16::from_be_bytes(port)))
 }
 
 /// The chain's one rule: `meta l4proto P dnat ip to <pick> mod N map @be…`.
-fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer, slots: u32) -> Attrs {
+fn dnat_rule<A: NatFamily>(key: &LoadBalancerKey, lb: &LoadBalancer<A>, slots: u32) -> Attrs {
     let mut list = Attrs::default();
     expr::meta(&mut list, NFT_META_L4PROTO);
     expr::cmp(&mut list, NFT_CMP_EQ, &[proto_number(key.protocol)]);
@@ -81,13 +85,13 @@ fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer, slots: u32) -> Attrs {
                 &mut list,
                 NFT_REG_2,
                 NFT_PAYLOAD_NETWORK_HEADER,
-                IPV4_SADDR_OFFSET,
-                4,
+                A::SADDR_OFFSET,
+                A::LEN,
             );
             expr(&mut list, "hash", |d| {
                 d.be32(NFTA_HASH_SREG, NFT_REG_2)
                     .be32(NFTA_HASH_DREG, NFT_REG_1)
-                    .be32(NFTA_HASH_LEN, 4)
+                    .be32(NFTA_HASH_LEN, A::LEN)
                     .be32(NFTA_HASH_MODULUS, slots)
                     .be32(NFTA_HASH_SEED, JHASH_SEED)
                     .be32(NFTA_HASH_OFFSET, 0)
@@ -102,23 +106,23 @@ fn dnat_rule(key: &LoadBalancerKey, lb: &LoadBalancer, slots: u32) -> Attrs {
     });
     expr(&mut list, "nat", |d| {
         d.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT)
-            .be32(NFTA_NAT_FAMILY, u32::from(NFPROTO_IPV4))
+            .be32(NFTA_NAT_FAMILY, u32::from(A::NFPROTO))
             .be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1)
-            .be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG32_01);
+            .be32(NFTA_NAT_REG_PROTO_MIN, A::after_address());
     });
     list
 }
 
 /// The map's elements and the chain's rule of a Service port whose map
 /// and chain are empty (no backend: neither).
-pub(super) fn fill(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) {
+pub(super) fn fill<A: NatFamily>(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer<A>) {
     let slots = elements(lb);
     if slots.is_empty() {
         return;
     }
     let add = expr::elements(TABLE, &map_name(key), &slots);
-    batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
-    add_rule(
+    batch.nft(A::NFPROTO, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
+    add_rule::<A>(
         batch,
         &chain_name(key),
         &dnat_rule(key, lb, slots.len() as u32),
@@ -128,15 +132,20 @@ pub(super) fn fill(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer) 
 /// Rewrite the backends of a Service port whose backends alone changed:
 /// the map flushed and filled again, and the rule replaced too when `rule`
 /// (the slot count changed).
-pub(super) fn rewrite(batch: &mut Batch, key: &LoadBalancerKey, lb: &LoadBalancer, rule: bool) {
+pub(super) fn rewrite<A: NatFamily>(
+    batch: &mut Batch,
+    key: &LoadBalancerKey,
+    lb: &LoadBalancer<A>,
+    rule: bool,
+) {
     // no element list: the whole map is flushed
     let flush = expr::elements(TABLE, &map_name(key), &[]);
-    batch.nft(NFPROTO_IPV4, NFT_MSG_DELSETELEM, 0, &flush);
+    batch.nft(A::NFPROTO, NFT_MSG_DELSETELEM, 0, &flush);
     if rule {
-        flush_chain(batch, &chain_name(key));
+        flush_chain::<A>(batch, &chain_name(key));
         fill(batch, key, lb);
     } else {
         let add = expr::elements(TABLE, &map_name(key), &elements(lb));
-        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
+        batch.nft(A::NFPROTO, NFT_MSG_NEWSETELEM, NLM_F_CREATE, &add);
     }
 }

@@ -7,38 +7,45 @@ use std::collections::BTreeMap;
 use nephrite_pipeline::{LoadBalancer, LoadBalancerKey};
 
 use super::super::netlink::{chain_names, set_elements, set_names};
-use super::super::nftables::NFPROTO_IPV4;
 use super::{
-    SERVICES_MAP, TABLE, backends::backend_of, chain_name, map_name, service_element, service_key,
-    slot_backends,
+    NatFamily, SERVICES_MAP, TABLE, backends::backend_of, chain_name, map_name, service_element,
+    service_key, slot_backends,
 };
 use crate::driver::DriverError;
 
 /// Differences between `services` and the kernel's table, one line each
 /// (a missing chain or map, a backend map whose elements differ, a Service
 /// port with backends that is not dispatched).
-pub fn verify(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Vec<String> {
+pub fn verify<A: NatFamily>(services: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>) -> Vec<String> {
     match drift(services) {
         Ok(drift) => drift,
-        Err(e) => vec![format!("services: table ip {TABLE} cannot be read: {e}")],
+        Err(e) => vec![format!(
+            "services: table {} {TABLE} cannot be read: {e}",
+            A::KEYWORD
+        )],
     }
 }
 
-fn drift(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Result<Vec<String>, DriverError> {
-    let chains = chain_names(NFPROTO_IPV4, TABLE)?;
+fn drift<A: NatFamily>(
+    services: &BTreeMap<LoadBalancerKey, LoadBalancer<A>>,
+) -> Result<Vec<String>, DriverError> {
+    let chains = chain_names(A::NFPROTO, TABLE)?;
     if services.is_empty() {
         return Ok(match chains {
-            Some(_) => vec![format!("services: table ip {TABLE} exists with no Service")],
+            Some(_) => vec![format!(
+                "services: table {} {TABLE} exists with no Service",
+                A::KEYWORD
+            )],
             None => Vec::new(),
         });
     }
     let chains = chains.unwrap_or_default();
-    let maps = set_names(NFPROTO_IPV4, TABLE)?.unwrap_or_default();
-    let dispatched: Vec<Vec<u8>> = set_elements(NFPROTO_IPV4, TABLE, SERVICES_MAP)?
+    let maps = set_names(A::NFPROTO, TABLE)?.unwrap_or_default();
+    let dispatched: Vec<Vec<u8>> = set_elements(A::NFPROTO, TABLE, SERVICES_MAP)?
         .into_iter()
         .map(|(key, _)| key)
         .collect();
-    let written = |slots: Vec<(std::net::Ipv4Addr, u16)>| {
+    let written = |slots: Vec<(A, u16)>| {
         let mut s: Vec<String> = slots.iter().map(|(a, p)| format!("{a} . {p}")).collect();
         s.sort();
         s
@@ -52,9 +59,9 @@ fn drift(services: &BTreeMap<LoadBalancerKey, LoadBalancer>) -> Result<Vec<Strin
         let want = written(slot_backends(lb));
         if maps.contains(&map) {
             let have = written(
-                set_elements(NFPROTO_IPV4, TABLE, &map)?
+                set_elements(A::NFPROTO, TABLE, &map)?
                     .iter()
-                    .filter_map(|(_, data)| data.as_deref().and_then(backend_of))
+                    .filter_map(|(_, data)| data.as_deref().and_then(backend_of::<A>))
                     .collect(),
             );
             if have != want {

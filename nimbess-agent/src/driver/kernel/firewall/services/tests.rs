@@ -64,7 +64,7 @@ fn a_full_render_replaces_the_table_and_creates_every_service_port() {
         assert!(s.contains(name), "{name} is in the batch");
     }
     // an empty model: only the table's add and delete
-    assert_eq!(full_batch(&BTreeMap::new()).len(), 2);
+    assert_eq!(full_batch::<std::net::Ipv4Addr>(&BTreeMap::new()).len(), 2);
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn a_diff_into_a_table_deleted_behind_the_agents_back_renders_the_table_whole() 
         assert!(super::verify(&one).is_empty(), "{:?}", super::verify(&one));
 
         // another agent of the namespace, with no Service, renders its table
-        super::render(&BTreeMap::new()).expect("the other agent's render");
+        super::render::<std::net::Ipv4Addr>(&BTreeMap::new()).expect("the other agent's render");
         let mut two = one.clone();
         two.insert(key("new"), lb(11, &[], Affinity::None));
         let refused = super::apply_diff(&one, &two).expect_err("a diff into no table");
