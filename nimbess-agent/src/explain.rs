@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod kube;
 pub mod live;
 pub mod nft;
+pub mod probe;
 
 #[cfg(test)]
 mod tests;
@@ -69,6 +70,11 @@ pub struct ExplainArgs {
     /// the answer relies on; exit 1 when they do not.
     #[arg(long)]
     pub live: bool,
+    /// With `--live`: also open one TCP connection from the source pod's
+    /// network namespace (a pod of this host) and check that what it meets,
+    /// and the deciding rule's counter, are what the model says.
+    #[arg(long, requires = "live")]
+    pub probe: bool,
     /// The agent and its credentials.
     #[command(flatten)]
     pub client: ExplainClient,
@@ -105,6 +111,9 @@ pub struct ExplainReport {
     /// `--live`: what the kernel holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<live::LiveReport>,
+    /// `--probe`: what a real connection met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<probe::ProbeReport>,
 }
 
 /// Parse `PORT[/PROTO]`.
@@ -231,16 +240,23 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
         args.port.as_deref(),
     )?;
     let explanation = nephrite_pipeline::explain(&cluster.view(), &query)?;
-    let live = if args.live {
+    let (live, probe) = if args.live {
         let (expected, disagreements) =
             live::expected_rules(&explanation, &cluster.tiers, &networks);
-        let mut tables = live::Tables::new();
-        for name in live::TABLES {
-            tables.insert(name.to_string(), nft::list_table(name)?);
-        }
-        Some(live::check(&explanation, expected, disagreements, &tables))
+        let live = live::check(
+            &explanation,
+            expected.clone(),
+            disagreements,
+            &read_tables()?,
+        );
+        let probe = if args.probe {
+            Some(send_probe(&cluster, &explanation, &live, expected)?)
+        } else {
+            None
+        };
+        (Some(live), probe)
     } else {
-        None
+        (None, None)
     };
     let report = ExplainReport {
         explanation,
@@ -248,15 +264,65 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
         out_of_sync: cluster.out_of_sync,
         warnings,
         live,
+        probe,
     };
     match args.output {
         ExplainOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         ExplainOutput::Text => println!("{}", text(&report)),
     }
-    Ok(match &report.live {
-        Some(l) if !l.agrees => ExitCode::FAILURE,
-        _ => ExitCode::SUCCESS,
+    let disagree = report.live.as_ref().is_some_and(|l| !l.agrees)
+        || report.probe.as_ref().is_some_and(|p| !p.agrees);
+    Ok(if disagree {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     })
+}
+
+/// The tables `--live` reads, from this network namespace's kernel.
+fn read_tables() -> anyhow::Result<live::Tables> {
+    let mut tables = live::Tables::new();
+    for name in live::TABLES {
+        tables.insert(name.to_string(), nft::list_table(name)?);
+    }
+    Ok(tables)
+}
+
+/// `--probe`: one TCP connection from the source pod's namespace, the
+/// counters of `expected` read around it.
+fn send_probe(
+    cluster: &cluster::Cluster,
+    explanation: &Explanation,
+    before: &live::LiveReport,
+    expected: Vec<(usize, live::Expected)>,
+) -> anyhow::Result<probe::ProbeReport> {
+    anyhow::ensure!(
+        explanation.protocol == Protocol::Tcp,
+        "--probe sends TCP only; this connection is {:?}",
+        explanation.protocol
+    );
+    let source = &explanation.source;
+    let netns = cluster
+        .ports
+        .iter()
+        .find(|p| p.address == source.address)
+        .and_then(|p| p.netns.clone())
+        .with_context(|| {
+            format!(
+                "--probe: {} ({}) is not a pod of this host's agent",
+                source.pod, source.address
+            )
+        })?;
+    let destination = SocketAddrV4::new(explanation.destination, explanation.port);
+    let outcome = probe::connect_from(&netns, destination)?;
+    let after = live::check(explanation, expected, Vec::new(), &read_tables()?);
+    Ok(probe::judge(
+        explanation,
+        destination,
+        outcome,
+        &before.checks,
+        &after.checks,
+    ))
 }
 
 /// The text form of a report.
@@ -275,6 +341,10 @@ pub fn text(report: &ExplainReport) -> String {
     if let Some(live) = &report.live {
         out.push('\n');
         out.push_str(&live.to_string());
+    }
+    if let Some(probe) = &report.probe {
+        out.push('\n');
+        out.push_str(&probe.to_string());
     }
     out
 }

@@ -6,7 +6,8 @@
 //! isolated between networks, unrouted ones and one through the Service,
 //! in text and JSON, and what it says is what real TCP does; `--live`
 //! finds the rules in the kernel and flags one deleted behind the agent's
-//! back. Needs root.
+//! back; `--probe`'s connection meets what the model says and the deciding
+//! drop counts it, until that rule is deleted. Needs root.
 
 mod support;
 mod traffic;
@@ -312,6 +313,40 @@ fn explain_names_the_deciding_rule_and_live_finds_a_rule_deleted_by_hand() {
         assert!(!text.contains("MISSING"), "{text}");
     }
 
+    // --probe: a real connection from the source pod meets what the model
+    // says, and a deciding drop counts it
+    let (code, text, err) = explain(
+        &host.name,
+        &agent,
+        dir,
+        &["shop/client", "shop/web", "--live", "--probe"],
+    );
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(
+        text.contains(&format!("probe: TCP to {VIP}:80: connected")),
+        "{text}"
+    );
+    for (source, port) in [("other/outsider", "8080"), ("shop/client", "9090")] {
+        let v = explain_json(
+            &host.name,
+            &agent,
+            dir,
+            &[source, "shop/server", port, "--live", "--probe"],
+        );
+        let probe = &v["probe"];
+        assert_eq!(probe["outcome"], "timed_out", "{v}");
+        assert_eq!(probe["agrees"], true, "{v}");
+        let counted = probe["counters"]
+            .as_array()
+            .expect("counters")
+            .iter()
+            .any(|c| {
+                c["rule"].as_str().is_some_and(|r| r.ends_with(" drop"))
+                    && c["after"].as_u64() > c["before"].as_u64()
+            });
+        assert!(counted, "the deciding drop did not count the probe: {v}");
+    }
+
     // the ANP's Deny rule deleted behind the agent's back
     let v = explain_json(
         &host.name,
@@ -366,6 +401,17 @@ fn explain_names_the_deciding_rule_and_live_finds_a_rule_deleted_by_hand() {
     assert_eq!(v["live"]["agrees"], false, "{v}");
     // the model still says denied: the kernel is what is wrong, and traffic shows it
     assert_eq!(v["explanation"]["paths"][0]["verdict"], "denied", "{v}");
+    let (code, text, err) = explain(
+        &host.name,
+        &agent,
+        dir,
+        &["other/outsider", "shop/server", "8080", "--live", "--probe"],
+    );
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(
+        text.contains("model and kernel disagree: the model says denied, the probe met connected"),
+        "{text}"
+    );
     assert_eq!(
         one(&outsider, SocketAddrV4::new(server_ip, 8080), true),
         "server"

@@ -221,6 +221,7 @@ impl Agent {
                     pod: p.pod.clone(),
                     address: p.address.addr,
                     network: p.network.clone(),
+                    netns: (p.remote.is_none() && !p.netns.is_empty()).then(|| p.netns.clone()),
                 })
                 .collect(),
             load_balancers: st

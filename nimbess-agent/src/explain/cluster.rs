@@ -35,6 +35,9 @@ pub struct PortAt {
     pub address: Ipv4Addr,
     /// Its network.
     pub network: String,
+    /// The pod's network namespace, for a port of this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
 }
 
 /// What the running agent holds that `explain` reads (`GetCluster`).
@@ -68,6 +71,8 @@ pub struct Cluster {
     pub load_balancers: BTreeMap<LoadBalancerKey, LoadBalancer>,
     /// The policy tiers the agent rendered, by pod address.
     pub tiers: BTreeMap<Ipv4Addr, PodTiers>,
+    /// The agent's ports.
+    pub ports: Vec<PortAt>,
     /// The pods whose tiers the objects give differently from the agent's
     /// (it has not applied these objects, or reads others).
     pub out_of_sync: Vec<Ipv4Addr>,
@@ -153,6 +158,7 @@ impl Cluster {
             policies: set,
             load_balancers: agent.load_balancers.into_iter().collect(),
             tiers: agent.tiers,
+            ports: agent.ports,
             out_of_sync,
             warnings,
         })
