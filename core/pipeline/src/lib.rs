@@ -74,8 +74,9 @@ pub use network::{
 pub use placement::{cluster_load_balancers, load_balancer_name, place_load_balancers};
 pub use plan::{AclChange, FibEntry, FibKey, ModuleUpdate, RenderPlan, diff, fib_entries};
 pub use policy::{
-    AclEntry, NamedPort, NetworkPolicy, Peer, PodAcl, PolicyNamespace, PolicyPod, PolicyRule,
-    PortRange, Requirement, RulePort, Selector, SelectorOp, acl_allows, translate_policies,
+    AclEntry, AclEntry6, NamedPort, NetworkPolicy, Peer, PodAcl, PodAcl6, PolicyNamespace,
+    PolicyPod, PolicyRule, PortRange, Requirement, RulePort, Selector, SelectorOp, acl_allows,
+    acl_allows6, translate_policies, translate_policies6,
 };
 pub use print::{pipeline_dot, pipeline_text};
 pub use service::{

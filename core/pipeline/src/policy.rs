@@ -19,6 +19,9 @@ use crate::service::Protocol;
 
 #[cfg(test)]
 pub(crate) mod tests;
+mod v6;
+
+pub use v6::{AclEntry6, PodAcl6, acl_allows6, translate_policies6};
 
 /// A label selector operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,44 +261,85 @@ pub struct PodAcl {
     pub egress: Option<Vec<AclEntry>>,
 }
 
-fn peer_pods<'a>(
-    policy: &'a NetworkPolicy,
-    namespace_selector: Option<&'a Selector>,
-    pod_selector: Option<&'a Selector>,
-    pods: &'a [PolicyPod],
-    namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
-) -> impl Iterator<Item = &'a PolicyPod> + 'a {
-    pods.iter().filter(move |p| {
-        let ns_ok = match namespace_selector {
-            None => p.namespace == policy.namespace,
-            Some(sel) => sel.matches(namespaces.get(&p.namespace).unwrap_or(&BTreeMap::new())),
-        };
-        ns_ok && pod_selector.is_none_or(|s| s.matches(&p.labels))
-    })
+/// Whether a `Pods` peer of `policy` selects the pod `p`: `podSelector`
+/// alone in the policy's namespace, `namespaceSelector` alone every pod of
+/// the selected namespaces, both the matching pods of those.
+fn selects(
+    policy: &NetworkPolicy,
+    namespace_selector: Option<&Selector>,
+    pod_selector: Option<&Selector>,
+    p: &PolicyPod,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> bool {
+    let ns_ok = match namespace_selector {
+        None => p.namespace == policy.namespace,
+        Some(sel) => sel.matches(namespaces.get(&p.namespace).unwrap_or(&BTreeMap::new())),
+    };
+    ns_ok && pod_selector.is_none_or(|s| s.matches(&p.labels))
 }
 
-fn host(address: Ipv4Addr) -> Ipv4Cidr {
-    Ipv4Cidr {
-        addr: address,
-        prefix: 32,
+/// An address family as policies see it: how a pod's address of the
+/// family, a single host, everyone and an `ipBlock` of the family are
+/// written. The entries of one family hold only that family's peers.
+pub(crate) trait PeerFamily: Copy + Ord {
+    /// A prefix of the family.
+    type Cidr: Copy + Ord;
+    /// Every address of the family.
+    fn everyone() -> Self::Cidr;
+    /// This one address.
+    fn host(self) -> Self::Cidr;
+    /// `peer` as a block of this family (`None`: another family's block,
+    /// or no block), normalised to its network address.
+    fn block(peer: &Peer) -> Option<(Self::Cidr, Vec<Self::Cidr>)>;
+    /// Whether `cidr` holds `self`.
+    fn within(self, cidr: &Self::Cidr) -> bool;
+}
+
+impl PeerFamily for Ipv4Addr {
+    type Cidr = Ipv4Cidr;
+    fn everyone() -> Ipv4Cidr {
+        Ipv4Cidr {
+            addr: Ipv4Addr::UNSPECIFIED,
+            prefix: 0,
+        }
+    }
+    fn host(self) -> Ipv4Cidr {
+        Ipv4Cidr {
+            addr: self,
+            prefix: 32,
+        }
+    }
+    fn block(peer: &Peer) -> Option<(Ipv4Cidr, Vec<Ipv4Cidr>)> {
+        match peer {
+            Peer::Block { cidr, except } => Some((cidr.with_addr(cidr.network()), except.clone())),
+            _ => None,
+        }
+    }
+    fn within(self, cidr: &Ipv4Cidr) -> bool {
+        cidr.contains(self)
     }
 }
 
-/// The entries `rules` of `policy` give the pod `target` it selects:
+/// One allowed peer of an entry, in the family `A`: prefix, exceptions,
+/// ports.
+pub(crate) type RawEntry<A> = (
+    <A as PeerFamily>::Cidr,
+    Vec<<A as PeerFamily>::Cidr>,
+    Vec<PortRange>,
+);
+
+/// The entries `rules` of `policy` give the pod `target` it selects, in
+/// the family `A` (`pods`: every pod with its address of the family):
 /// ingress (`ingress`), where named ports resolve on `target`, or egress,
 /// where they resolve on each destination pod.
-fn entries(
+pub(crate) fn entries_in<A: PeerFamily>(
     policy: &NetworkPolicy,
     rules: &[PolicyRule],
-    pods: &[PolicyPod],
+    pods: &[(&PolicyPod, A)],
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
     target: &PolicyPod,
     ingress: bool,
-) -> Vec<AclEntry> {
-    let everyone = Ipv4Cidr {
-        addr: Ipv4Addr::UNSPECIFIED,
-        prefix: 0,
-    };
+) -> Vec<RawEntry<A>> {
     let mut out = Vec::new();
     for rule in rules {
         let named = rule
@@ -322,77 +366,83 @@ fn entries(
             resolve(&rule.ports, None)
         };
         // egress with a named port: each destination pod's own ports
-        let per_pod = |p: &PolicyPod, out: &mut Vec<AclEntry>| {
+        let per_pod = |p: &PolicyPod, address: A, out: &mut Vec<RawEntry<A>>| {
             if !ingress
                 && named
                 && let Some(ports) = resolve(&rule.ports, Some(p))
             {
-                out.push(AclEntry {
-                    peer: host(p.address),
-                    except: Vec::new(),
-                    ports,
-                });
+                out.push((address.host(), Vec::new(), ports));
             }
         };
         if rule.peers.is_empty() {
             if let Some(ports) = &uniform {
-                out.push(AclEntry {
-                    peer: everyone,
-                    except: Vec::new(),
-                    ports: ports.clone(),
-                });
+                out.push((A::everyone(), Vec::new(), ports.clone()));
             }
-            for p in pods {
-                per_pod(p, &mut out);
+            for (p, address) in pods {
+                per_pod(p, *address, &mut out);
             }
         }
         for peer in &rule.peers {
-            match peer {
-                Peer::Block { cidr, except } => {
-                    let mut except = except.clone();
-                    except.sort();
-                    except.dedup();
-                    if let Some(ports) = &uniform {
-                        out.push(AclEntry {
-                            peer: cidr.with_addr(cidr.network()),
-                            except: except.clone(),
-                            ports: ports.clone(),
-                        });
-                    }
-                    for p in pods.iter().filter(|p| {
-                        cidr.contains(p.address) && !except.iter().any(|e| e.contains(p.address))
-                    }) {
-                        per_pod(p, &mut out);
-                    }
-                }
-                // no IPv4 peer is in it: the rule adds nothing here
-                Peer::BlockV6 { .. } => {}
-                Peer::Pods {
-                    namespace_selector,
-                    pod_selector,
-                } => {
-                    for p in peer_pods(
+            if let Peer::Pods {
+                namespace_selector,
+                pod_selector,
+            } = peer
+            {
+                for (p, address) in pods.iter().filter(|(p, _)| {
+                    selects(
                         policy,
                         namespace_selector.as_ref(),
                         pod_selector.as_ref(),
-                        pods,
+                        p,
                         namespaces,
-                    ) {
-                        if !ingress && named {
-                            per_pod(p, &mut out);
-                        } else if let Some(ports) = &uniform {
-                            out.push(AclEntry {
-                                peer: host(p.address),
-                                except: Vec::new(),
-                                ports: ports.clone(),
-                            });
-                        }
+                    )
+                }) {
+                    if !ingress && named {
+                        per_pod(p, *address, &mut out);
+                    } else if let Some(ports) = &uniform {
+                        out.push((address.host(), Vec::new(), ports.clone()));
                     }
                 }
+                continue;
+            }
+            // a block of another family holds no peer of this one
+            let Some((cidr, mut except)) = A::block(peer) else {
+                continue;
+            };
+            except.sort();
+            except.dedup();
+            if let Some(ports) = &uniform {
+                out.push((cidr, except.clone(), ports.clone()));
+            }
+            for (p, address) in pods
+                .iter()
+                .filter(|(_, a)| a.within(&cidr) && !except.iter().any(|e| a.within(e)))
+            {
+                per_pod(p, *address, &mut out);
             }
         }
     }
     out
+}
+
+/// The IPv4 entries ([`entries_in`] with every pod at its address).
+fn entries(
+    policy: &NetworkPolicy,
+    rules: &[PolicyRule],
+    pods: &[PolicyPod],
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    target: &PolicyPod,
+    ingress: bool,
+) -> Vec<AclEntry> {
+    let pods: Vec<(&PolicyPod, Ipv4Addr)> = pods.iter().map(|p| (p, p.address)).collect();
+    entries_in(policy, rules, &pods, namespaces, target, ingress)
+        .into_iter()
+        .map(|(peer, except, ports)| AclEntry {
+            peer,
+            except,
+            ports,
+        })
+        .collect()
 }
 
 /// The ACL modules of every pod some policy selects, by the pod's address.
