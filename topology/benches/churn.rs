@@ -13,8 +13,9 @@
 //! from the preparer's `Watch`), the time until everything is quiet again (the preparer has
 //! prepared the new children and ntc has written the status), and ntc's Data API writes, counted
 //! by the preparer's own `grpc_server_handled_total` on its `/metrics`: child writes
-//! (`CreateDeployment`, `DeleteDeployment`, `UpdateDeployment`, `ApproveDeployment`) against
-//! the minimum, and the leases and status writes on the parent (`StartModification`,
+//! (`CreateDeployment`, `DeleteDeployment`, `UpdateDeployment`, `ApproveDeployment`, and each
+//! deployment an `ApplyDeployments` batch wrote, from `preparer_batch_deployment_writes_total`)
+//! against the minimum, the batch calls apart, and the leases and status writes on the parent (`StartModification`,
 //! `EndModification`, `CancelModification`). Then the median of the three.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,13 +51,21 @@ const QUIET: Duration = Duration::from_millis(1_500);
 /// Setup or a run that takes longer than this has failed.
 const GIVE_UP: Duration = Duration::from_secs(900);
 
-/// The Data API calls that change the store, as the preparer's metrics name them.
-const CHILD_WRITES: [&str; 4] = [
+/// The Data API calls that change the store, as the preparer's metrics name them, and the
+/// deployments written through `ApplyDeployments` batches, by kind (the preparer's
+/// `preparer_batch_deployment_writes_total{write}`, here `batch <write>`): each deployment
+/// written counts once, whichever call carried it.
+const CHILD_WRITES: [&str; 7] = [
     "CreateDeployment",
     "DeleteDeployment",
     "UpdateDeployment",
     "ApproveDeployment",
+    "batch create",
+    "batch update",
+    "batch delete",
 ];
+/// The batch calls themselves, reported apart from the writes they carry.
+const BATCH_CALLS: [&str; 1] = ["ApplyDeployments"];
 const LEASE_WRITES: [&str; 4] = [
     "StartModification",
     "RenewModification",
@@ -156,6 +165,17 @@ async fn handled(metrics: SocketAddr) -> anyhow::Result<BTreeMap<String, u64>> {
     stream.read_to_string(&mut text).await?;
     let mut calls = BTreeMap::new();
     for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("preparer_batch_deployment_writes_total{write=\"") {
+            let (write, value) = rest
+                .split_once("\"} ")
+                .with_context(|| format!("a batch write counter in {line:?}"))?;
+            let value: f64 = value
+                .trim()
+                .parse()
+                .with_context(|| format!("a counter value in {line:?}"))?;
+            *calls.entry(format!("batch {write}")).or_insert(0) += value as u64;
+            continue;
+        }
         let Some(rest) = line.strip_prefix("grpc_server_handled_total{") else {
             continue;
         };
@@ -311,6 +331,7 @@ struct Run {
     converged: Duration,
     quiet: Duration,
     child_writes: u64,
+    batch_calls: u64,
     lease_writes: u64,
     calls: BTreeMap<String, u64>,
 }
@@ -370,6 +391,12 @@ async fn follow_until_quiet(
 }
 
 async fn bench() -> anyhow::Result<()> {
+    // ntc's tracker says where each re-plan's time went (package, sites and plan, children
+    // read, writes): shown on stderr beside the figures.
+    nephrite_runtime::init_tracing(
+        nephrite_runtime::LogFormat::Text,
+        Some("warn,nephrite_ntc::tko::tracker=info"),
+    )?;
     let dir = tempfile::tempdir()?;
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let store = format!("sqlite:{}", dir.path().join("preparer.db").display());
@@ -503,19 +530,21 @@ async fn bench() -> anyhow::Result<()> {
             converged,
             quiet,
             child_writes: delta(&after, &before, &CHILD_WRITES),
+            batch_calls: delta(&after, &before, &BATCH_CALLS),
             lease_writes: delta(&after, &before, &LEASE_WRITES),
             calls,
         };
         println!(
             "run {}: {RELABELLED} sites relabelled; first child moved after {:.3} s, children \
-             converged in {:.3} s, quiet in {:.3} s; child writes {} (minimum {minimum}, {:.2}x), \
-             parent leases and status writes {}; calls {:?}",
+             converged in {:.3} s, quiet in {:.3} s; child writes {} (minimum {minimum}, {:.2}x) \
+             in {} batch calls, parent leases and status writes {}; calls {:?}",
             run + 1,
             children.moves.unwrap_or_default().as_secs_f64(),
             result.converged.as_secs_f64(),
             result.quiet.as_secs_f64(),
             result.child_writes,
             result.child_writes as f64 / minimum as f64,
+            result.batch_calls,
             result.lease_writes,
             result.calls,
         );
@@ -533,11 +562,12 @@ async fn bench() -> anyhow::Result<()> {
     let quiet = median(runs.iter().map(|(r, _)| r.quiet.as_secs_f64()).collect());
     let child_writes = median(runs.iter().map(|(r, _)| r.child_writes as f64).collect());
     let lease_writes = median(runs.iter().map(|(r, _)| r.lease_writes as f64).collect());
+    let batch_calls = median(runs.iter().map(|(r, _)| r.batch_calls as f64).collect());
     let minimum = median(runs.iter().map(|(_, m)| *m as f64).collect());
     println!(
         "median of {RUNS}: converged {converged:.3} s (goal 2 s: {:.2}x), quiet {quiet:.3} s; \
-         child writes {child_writes} against the minimum {minimum} ({:.2}x); parent leases and \
-         status writes {lease_writes}",
+         child writes {child_writes} against the minimum {minimum} ({:.2}x) in {batch_calls} \
+         batch calls; parent leases and status writes {lease_writes}",
         converged / 2.0,
         child_writes / minimum,
     );

@@ -30,6 +30,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use nephrite_krm::{Package, keys};
 use nephrite_preparer_client::{
     DataApi, DeploymentQuery, DeploymentRequest, DeploymentWrite, LeaseFence, WriteResult,
@@ -51,6 +52,8 @@ use super::TkoError;
 const UPDATE_ATTEMPTS: usize = 20;
 /// The pause between two such attempts.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
+/// How many children's packages are read at once (their fingerprints).
+const READS_IN_FLIGHT: usize = 16;
 /// The most child writes one `ApplyDeployments` batch carries (the preparer takes up to 1,000;
 /// a few hundred children's packages stay well inside a gRPC message).
 pub const BATCH_WRITES: usize = 250;
@@ -171,6 +174,7 @@ pub async fn existing_children(
         })
         .await?;
     let mut children = Vec::with_capacity(rows.len());
+    let mut unread = Vec::new();
     for row in rows {
         let mut child = match existing_child(
             &row.id,
@@ -186,25 +190,37 @@ pub async fn existing_children(
                 continue;
             }
         };
-        child.fingerprint = match fingerprints.cached(&row.id, &row.updated) {
-            Some(fingerprint) => fingerprint,
-            None => {
-                let deployment = match data.get_deployment(&row.id).await {
-                    Ok(deployment) => deployment,
-                    // Deleted since it was listed: it is not there any more.
-                    Err(error) if error.is_not_found() => continue,
-                    Err(error) => return Err(error.into()),
-                };
-                // A package that does not read carries no fingerprint we can trust: the child
-                // is then updated, which rewrites it.
-                let fingerprint = Package::from_yaml(&deployment.package_yaml)
-                    .ok()
-                    .as_ref()
-                    .and_then(package_fingerprint);
-                fingerprints.remember(&row.id, &deployment.info.updated, fingerprint);
-                fingerprint
+        match fingerprints.cached(&row.id, &row.updated) {
+            Some(fingerprint) => {
+                child.fingerprint = fingerprint;
+                children.push(child);
             }
+            None => unread.push(child),
+        }
+    }
+    // The packages changed since the last read (a thousand children the preparer just
+    // prepared), READS_IN_FLIGHT at a time: one by one, each waited for its round trip.
+    let reads = unread.into_iter().map(|child| async move {
+        match data.get_deployment(&child.id).await {
+            Ok(deployment) => Ok(Some((child, deployment))),
+            // Deleted since it was listed: it is not there any more.
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    });
+    let mut reads = futures::stream::iter(reads).buffered(READS_IN_FLIGHT);
+    while let Some(read) = reads.next().await {
+        let Some((mut child, deployment)) = read? else {
+            continue;
         };
+        // A package that does not read carries no fingerprint we can trust: the child is
+        // then updated, which rewrites it.
+        let fingerprint = Package::from_yaml(&deployment.package_yaml)
+            .ok()
+            .as_ref()
+            .and_then(package_fingerprint);
+        fingerprints.remember(&child.id, &deployment.info.updated, fingerprint);
+        child.fingerprint = fingerprint;
         children.push(child);
     }
     Ok(children)
@@ -225,6 +241,10 @@ pub struct Applied {
     pub rewritten: Vec<(String, String)>,
     /// How many `ApplyDeployments` batches carried these writes.
     pub batches: usize,
+    /// How long reading the children (rows and changed packages) took.
+    pub reading: std::time::Duration,
+    /// How long the writes took.
+    pub writing: std::time::Duration,
 }
 
 impl Applied {
@@ -245,7 +265,9 @@ pub async fn replan(
 ) -> Result<Applied, TkoError> {
     let lock = followed.lock_of(parent);
     let _guard = lock.lock().await;
+    let started = std::time::Instant::now();
     let existing = existing_children(data, parent, plan.topology(), fingerprints).await?;
+    let reading = started.elapsed();
     let changes = diff(&existing, &desired_children(plan), plan.deletion_policy());
     for orphan in &changes.orphan {
         if followed.first_sight_of_orphan(&orphan.id) {
@@ -255,6 +277,7 @@ pub async fn replan(
     if changes.is_noop() {
         return Ok(Applied {
             orphaned: changes.orphan.iter().map(|c| c.id.clone()).collect(),
+            reading,
             ..Applied::default()
         });
     }
@@ -264,7 +287,11 @@ pub async fn replan(
             tracing::info!(%parent, id = %gates.deployed_id, waits_for = ?closed, "new child is gated");
         }
     }
-    apply(data, parent, plan, &changes, followed, fingerprints).await
+    let writing = std::time::Instant::now();
+    let mut applied = apply(data, parent, plan, &changes, followed, fingerprints).await?;
+    applied.reading = reading;
+    applied.writing = writing.elapsed();
+    Ok(applied)
 }
 
 /// Carries out `changes` on `parent`'s children: deletes first (so that a recreated child's

@@ -372,14 +372,17 @@ async fn reconcile_held(
         deployment: parent.to_owned(),
         message,
     };
+    let started = std::time::Instant::now();
     let mut package = Package::from_yaml(package_yaml).map_err(|e| bad(e.to_string()))?;
     let (topology, classes) = topology_of(parent, &package, "")?;
+    let parsed = started.elapsed();
     let clusters = data::clusters(data).await?;
     let plan =
         plan::plan(&topology, &classes, &clusters, policy).map_err(|source| TkoError::Plan {
             deployment: parent.to_owned(),
             source,
         })?;
+    let planned = started.elapsed();
     let applied = follow::replan(
         data,
         parent,
@@ -388,6 +391,18 @@ async fn reconcile_held(
         &following.fingerprints,
     )
     .await?;
+    if !applied.is_noop() {
+        // Where a re-plan's time goes, for an operator asking why children came late.
+        tracing::info!(
+            %parent,
+            package_ms = parsed.as_millis() as u64,
+            sites_and_plan_ms = (planned - parsed).as_millis() as u64,
+            children_read_ms = applied.reading.as_millis() as u64,
+            writes_ms = applied.writing.as_millis() as u64,
+            batches = applied.batches,
+            "children re-planned"
+        );
+    }
     wrote.created.extend(applied.created);
     wrote.deleted.extend(applied.deleted);
     wrote.rows.extend(applied.rewritten);
