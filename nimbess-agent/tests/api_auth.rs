@@ -48,7 +48,7 @@ const IDENTITIES: [(&str, &str, &str); 5] = [
 /// method added later is checked too) and the runtime's.
 fn methods() -> Vec<String> {
     let mut methods = proto_methods(include_str!("../../proto/proto/nimbess/cni/v1/cni.proto"));
-    assert_eq!(methods.len(), 14, "{methods:?}");
+    assert_eq!(methods.len(), 15, "{methods:?}");
     methods.extend(
         [
             "/nephrite.daemon.v1.Daemon/GetInfo",
