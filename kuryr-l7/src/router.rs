@@ -39,6 +39,7 @@ use tokio::sync::watch;
 pub mod balance;
 pub mod daemon;
 mod drain;
+mod filters;
 mod limits;
 mod metrics;
 mod proxy;

@@ -113,8 +113,16 @@ fn acl_expression(rule: &Rule) -> String {
         RuleType::SslVerifyResult => format!("ssl_c_verify eq {}", rule.value),
         RuleType::SslDnField => format!("ssl_c_s_dn({key}) {method} {value}"),
         RuleType::Method => format!("method -m str {value}"),
-        RuleType::QueryParam => format!("urlp({key}) {method} {value}"),
+        // In an ACL `urlp` tries every occurrence; the variable holds the first only.
+        RuleType::QueryParam => format!("var({}) {method} {value}", query_var(key)),
     }
+}
+
+/// The variable holding the first value of query parameter `key` (its name in hex, as
+/// variable names allow only a few characters).
+fn query_var(key: &str) -> String {
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("txn.l7_q_{hex}")
 }
 
 /// Backend names: `pool_<n>` by pool id order (ids hold `/` and `:`).
@@ -156,7 +164,20 @@ fn routing(
     let mut redirects = String::new();
     let mut filter_lines = String::new();
     let mut response_lines = String::new();
+    let mut query_keys = BTreeSet::new();
     for policy in listener.policies() {
+        for rule in &policy.rules {
+            if rule.rule_type == RuleType::QueryParam
+                && let Some(key) = &rule.key
+                && query_keys.insert(key.clone())
+            {
+                let _ = writeln!(
+                    acls,
+                    "    http-request set-var({}) urlp({key})",
+                    query_var(key)
+                );
+            }
+        }
         if policy.rules.is_empty() {
             continue; // a policy without rules never matches
         }

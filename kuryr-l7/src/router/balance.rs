@@ -80,6 +80,17 @@ struct Slot {
     health: Arc<MemberHealth>,
 }
 
+/// What a pick gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// Forward to this member.
+    Member(SocketAddr),
+    /// The pool's unavailable share: answer 500.
+    Unavailable,
+    /// No live member with weight: answer 503.
+    None,
+}
+
 /// A pool ready to pick members.
 #[derive(Debug)]
 pub struct Balancer {
@@ -137,7 +148,13 @@ impl Balancer {
                 health: registry.health(m.address),
             })
             .collect();
-        let weights: Vec<u32> = pool.members.iter().map(|m| m.weight).collect();
+        // The unavailable share is one more slot of the schedule, past the members'.
+        let weights: Vec<u32> = pool
+            .members
+            .iter()
+            .map(|m| m.weight)
+            .chain((pool.unavailable_weight > 0).then_some(pool.unavailable_weight))
+            .collect();
         Balancer {
             slots,
             schedule: schedule(&weights),
@@ -151,19 +168,32 @@ impl Balancer {
     }
 
     /// The next member that is not ejected, or `None` (503) when none is left or no member has
-    /// weight.
+    /// weight; the pool's unavailable share is skipped.
     pub fn pick(&self) -> Option<SocketAddr> {
+        match self.pick_share() {
+            Pick::Member(address) => Some(address),
+            Pick::Unavailable | Pick::None => None,
+        }
+    }
+
+    /// The next slot of the schedule: a member that is not ejected (an ejected one passes its
+    /// turn to the next), the unavailable share, or none.
+    pub fn pick_share(&self) -> Pick {
         if self.schedule.is_empty() {
-            return None;
+            return Pick::None;
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let now = self.registry.now_ms();
-        (0..self.schedule.len())
-            .map(|offset| {
-                &self.slots[self.schedule[(start + offset) % self.schedule.len()] as usize]
-            })
-            .find(|slot| !self.is_ejected(slot, now))
-            .map(|slot| slot.address)
+        for offset in 0..self.schedule.len() {
+            let index = self.schedule[(start + offset) % self.schedule.len()] as usize;
+            match self.slots.get(index) {
+                None if offset == 0 => return Pick::Unavailable,
+                None => {}
+                Some(slot) if !self.is_ejected(slot, now) => return Pick::Member(slot.address),
+                Some(_) => {}
+            }
+        }
+        Pick::None
     }
 
     /// Records a successful exchange with `address`.

@@ -21,21 +21,26 @@ use hyper::service::service_fn;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
-use nephrite_l7::{Headers, Outcome, normalize_host, normalize_path};
+use nephrite_l7::{Filters, Headers, Outcome, normalize_host, normalize_path};
 
-use super::balance::Balancer;
+use super::balance::{Balancer, Pick};
+use super::filters::{change_map, mirror};
 use super::metrics::PoolCounters;
 use super::upgrade;
 use super::upstream::body::ProxyBody;
-use super::upstream::head::{Forwarding, strip_hop_by_hop, write_request_head};
+use super::upstream::head::{Forwarding, RequestFraming, strip_hop_by_hop, write_request_head};
 use super::upstream::{UpstreamError, request_framing};
 use super::{HttpsClient, PoolState, RequestBody, Router, RouterState};
 
-struct HeaderView<'a>(&'a HeaderMap);
+struct HeaderView<'a>(&'a HeaderMap, &'a Method);
 
 impl Headers for HeaderView<'_> {
     fn header(&self, name: &str) -> Option<&str> {
         self.0.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn method(&self) -> Option<&str> {
+        Some(self.1.as_str())
     }
 }
 
@@ -141,6 +146,10 @@ pub(crate) struct Target<'s> {
     pub member: SocketAddr,
     /// Hyper's TLS client for a reencrypt pool; `None` for plain HTTP.
     pub https_client: Option<&'s HttpsClient>,
+    /// The deciding policy's filters.
+    pub filters: &'s Filters,
+    /// The request target with the policy's path rewrite, when it has one.
+    pub rewritten: Option<String>,
 }
 
 impl Target<'_> {
@@ -192,7 +201,8 @@ pub(crate) fn route<'s>(
         headers,
         client_cert: None,
     };
-    let pool_id = match listener.lookup(&l7_request) {
+    let (outcome, filters) = listener.lookup_with_filters(&l7_request);
+    let pool_id = match outcome {
         Outcome::Pool(pool) => pool,
         Outcome::Reject => {
             return Routed::Answer(answer(StatusCode::FORBIDDEN, "rejected\n"), None);
@@ -202,6 +212,7 @@ pub(crate) fn route<'s>(
             let response = match HeaderValue::from_str(&location) {
                 Ok(value) => {
                     response.headers_mut().insert(header::LOCATION, value);
+                    change_map(response.headers_mut(), &filters.response_headers);
                     response
                 }
                 Err(_) => answer(StatusCode::BAD_REQUEST, "cannot redirect this target\n"),
@@ -223,11 +234,23 @@ pub(crate) fn route<'s>(
             None,
         );
     };
-    let Some(member) = balancer.pick() else {
-        return Routed::Answer(
-            answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"),
-            Some(counters),
-        );
+    let member = match balancer.pick_share() {
+        Pick::Member(member) => member,
+        Pick::Unavailable => {
+            return Routed::Answer(
+                answer(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the backend for this share does not resolve\n",
+                ),
+                Some(counters),
+            );
+        }
+        Pick::None => {
+            return Routed::Answer(
+                answer(StatusCode::SERVICE_UNAVAILABLE, "no live member\n"),
+                Some(counters),
+            );
+        }
     };
     Routed::Member(Target {
         pool_id,
@@ -235,6 +258,11 @@ pub(crate) fn route<'s>(
         counters,
         member,
         https_client: state.https_clients.get(pool_id),
+        filters,
+        rewritten: filters
+            .rewrite_path
+            .as_ref()
+            .map(|change| change.apply_to_target(&path, target)),
     })
 }
 
@@ -308,13 +336,28 @@ async fn respond<'s>(
         Err(why) => return (answer(StatusCode::BAD_REQUEST, why), None),
     };
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let routed = route(state, https, raw_host, target, &HeaderView(&parts.headers));
+    let routed = route(
+        state,
+        https,
+        raw_host,
+        target,
+        &HeaderView(&parts.headers, &parts.method),
+    );
     let target_member = match routed {
         Routed::Answer(response, counters) => return (response, counters),
         Routed::Member(target) => target,
     };
     let counters = Some(target_member.counters);
+    let filters = target_member.filters;
+    let target = target_member.rewritten.as_deref().unwrap_or(target);
+    // `raw_host` borrows the request's headers: changes go to a copy.
+    let changed_headers = (!filters.request_headers.is_empty()).then(|| {
+        let mut headers = parts.headers.clone();
+        change_map(&mut headers, &filters.request_headers);
+        headers
+    });
     let forwarding = Forwarding {
+        rewrite_host: filters.rewrite_host.as_deref(),
         client: client.ip(),
         https,
         host: raw_host,
@@ -327,10 +370,15 @@ async fn respond<'s>(
         let (target, host) = (target.to_owned(), raw_host.map(str::to_owned));
         // Upgrades are not forwarded to reencrypt members.
         let forwarding = Forwarding {
+            client: client.ip(),
+            https,
             host: host.as_deref(),
             upgrade: None,
-            ..forwarding
+            rewrite_host: filters.rewrite_host.as_deref(),
         };
+        if let Some(headers) = changed_headers {
+            parts.headers = headers;
+        }
         let body = body.map_err(Into::into).boxed();
         let result = forward_tls(
             https_client,
@@ -340,7 +388,11 @@ async fn respond<'s>(
             &target,
             target_member.member,
         )
-        .await;
+        .await
+        .map(|mut response| {
+            change_map(response.headers_mut(), &filters.response_headers);
+            response
+        });
         return (tls_answered(&target_member, result), counters);
     }
     let Some(connections) = state.connections.get(&target_member.member) else {
@@ -349,13 +401,28 @@ async fn respond<'s>(
             counters,
         );
     };
-    let framing = request_framing(&parts.headers, &body);
+    let headers = changed_headers.as_ref().unwrap_or(&parts.headers);
+    let framing = request_framing(headers, &body);
+    if !filters.mirrors.is_empty() && framing == RequestFraming::Empty {
+        let pairs: Vec<(&[u8], &[u8])> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+            .collect();
+        mirror(
+            state,
+            filters,
+            parts.method.as_str(),
+            target,
+            pairs.iter().copied(),
+            &forwarding,
+        );
+    }
     let mut head = Vec::with_capacity(512);
     write_request_head(
         &mut head,
         &parts.method,
         target,
-        &parts.headers,
+        headers,
         &forwarding,
         framing,
     );
@@ -377,6 +444,7 @@ async fn respond<'s>(
             target_member.balancer.success(target_member.member);
             let (mut response_parts, body) = response.into_parts();
             strip_hop_by_hop(&mut response_parts.headers);
+            change_map(&mut response_parts.headers, &filters.response_headers);
             // The client's connection keeps its own version and keep-alive, whatever the
             // member spoke (an HTTP/1.0 member closes after every answer).
             response_parts.version = parts.version;
@@ -398,7 +466,12 @@ pub(crate) async fn forward_tls(
 ) -> Result<Response<ProxyBody>, String> {
     let client_version = parts.version;
     strip_hop_by_hop(&mut parts.headers);
-    if !parts.headers.contains_key(header::HOST)
+    if let Some(value) = forwarding
+        .rewrite_host
+        .and_then(|h| HeaderValue::from_str(h).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    } else if !parts.headers.contains_key(header::HOST)
         && let Some(value) = forwarding.host.and_then(|h| HeaderValue::from_str(h).ok())
     {
         parts.headers.insert(header::HOST, value);

@@ -33,6 +33,7 @@ pub(crate) mod response;
 mod tests;
 
 use super::Router;
+use super::filters::{changed, mirror};
 use super::proxy::{self, Routed, answer, request_host, route};
 use super::upgrade;
 use super::upstream::Connection;
@@ -229,17 +230,43 @@ async fn serve_request(
                 }
                 Routed::Member(member) => {
                     counters = Some(member.counters);
+                    let filters = member.filters;
+                    let headers = (!filters.request_headers.is_empty())
+                        .then(|| changed(head.headers(), &filters.request_headers));
                     let request = Forward {
                         head,
-                        target,
+                        target: member.rewritten.as_deref().unwrap_or(target),
                         drain: &router.drain,
                         forwarding: Forwarding {
                             client: client.ip(),
                             https: false,
                             host: raw_host,
                             upgrade: head.upgrade.then(|| head.header("upgrade")).flatten(),
+                            rewrite_host: filters.rewrite_host.as_deref(),
                         },
+                        headers: headers.as_deref(),
+                        response_headers: &filters.response_headers,
                     };
+                    if !filters.mirrors.is_empty() && head.has_no_body() {
+                        match request.headers {
+                            Some(owned) => mirror(
+                                &state,
+                                filters,
+                                head.method(),
+                                request.target,
+                                owned.iter().map(|(n, v)| (n.as_slice(), v.as_slice())),
+                                &request.forwarding,
+                            ),
+                            None => mirror(
+                                &state,
+                                filters,
+                                head.method(),
+                                request.target,
+                                head.headers(),
+                                &request.forwarding,
+                            ),
+                        }
+                    }
                     let body = ClientBody {
                         connection: &mut *connection,
                         decoder: &mut decoder,

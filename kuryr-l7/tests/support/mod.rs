@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod daemon;
 pub mod events;
+pub mod gateway_cases;
 pub mod openstack;
 pub mod proxy;
 pub mod tls_conformance;

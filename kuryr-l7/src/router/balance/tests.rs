@@ -83,3 +83,50 @@ fn health_is_shared_across_table_versions() {
         assert_ne!(second.pick(), Some(a));
     }
 }
+
+proptest! {
+    #[test]
+    fn the_unavailable_share_is_picked_as_often_as_its_weight_says(
+        weights in prop::collection::vec(0u32..20, 0..5),
+        unavailable in 1u32..20,
+    ) {
+        let mut pool = pool(&weights);
+        pool.unavailable_weight = unavailable;
+        let balancer = Balancer::new(&pool, registry(3));
+        let total: u32 = weights.iter().sum::<u32>() + unavailable;
+        let mut counts = vec![0u32; weights.len()];
+        let mut unavailable_count = 0;
+        for _ in 0..total * 3 {
+            match balancer.pick_share() {
+                Pick::Member(address) => counts[(address.port() - 1000) as usize] += 1,
+                Pick::Unavailable => unavailable_count += 1,
+                Pick::None => prop_assert!(false, "a pool with a share never picks none"),
+            }
+        }
+        prop_assert_eq!(unavailable_count, unavailable * 3);
+        for (count, weight) in counts.iter().zip(&weights) {
+            prop_assert_eq!(*count, weight * 3);
+        }
+    }
+}
+
+#[test]
+fn an_ejected_member_passes_its_turn_to_a_member_not_to_the_unavailable_share() {
+    let mut pool = pool(&[1, 1]);
+    pool.unavailable_weight = 1;
+    let balancer = Balancer::new(&pool, registry(1));
+    let a = pool.members[0].address;
+    assert!(balancer.failure(a));
+    let mut unavailable = 0;
+    for _ in 0..30 {
+        match balancer.pick_share() {
+            Pick::Member(address) => assert_ne!(address, a),
+            Pick::Unavailable => unavailable += 1,
+            Pick::None => panic!("a live member is left"),
+        }
+    }
+    assert_eq!(
+        unavailable, 10,
+        "one pick in three stays the unavailable share"
+    );
+}

@@ -15,6 +15,7 @@ use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 
 use super::super::drain::Drain;
+use super::super::filters::{change_map, changed};
 use super::super::proxy::{Target, answer, failed, forward_tls, tls_answered};
 use super::super::upstream::body::{BoxError, Decoder, ProxyBody, UpstreamBody};
 use super::super::upstream::head::{Forwarding, RequestFraming, write_request_head_from};
@@ -22,6 +23,7 @@ use super::super::upstream::{Connection, MemberConnections};
 use super::super::{HttpsClient, RequestBody};
 use super::request::{BodyFraming, RequestHead};
 use super::response::{Encoding, HeadContext, write_head};
+use nephrite_l7::HeaderChanges;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -108,6 +110,10 @@ pub(crate) struct Forward<'a> {
     pub forwarding: Forwarding<'a>,
     /// The router's drain: an answer written while draining says `Connection: close`.
     pub drain: &'a Drain,
+    /// The request headers as changed by the policy's filters (`None`: as sent).
+    pub headers: Option<&'a [(Vec<u8>, Vec<u8>)]>,
+    /// The policy's changes to the member's answer headers.
+    pub response_headers: &'a HeaderChanges,
 }
 
 /// Forwards to a plain-HTTP member through its pool. The member's answer head is written for
@@ -130,14 +136,24 @@ pub(crate) async fn to_member(
         BodyFraming::Chunked => RequestFraming::Chunked,
     };
     member_head.clear();
-    write_request_head_from(
-        member_head,
-        request.head.method(),
-        request.target,
-        request.head.headers(),
-        &request.forwarding,
-        framing,
-    );
+    match request.headers {
+        Some(headers) => write_request_head_from(
+            member_head,
+            request.head.method(),
+            request.target,
+            headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())),
+            &request.forwarding,
+            framing,
+        ),
+        None => write_request_head_from(
+            member_head,
+            request.head.method(),
+            request.target,
+            request.head.headers(),
+            &request.forwarding,
+            framing,
+        ),
+    }
     let head_request = request.head.method() == "HEAD";
     let mut encoding = Encoding::None;
     let mut status = StatusCode::BAD_GATEWAY;
@@ -164,7 +180,13 @@ pub(crate) async fn to_member(
                 if request.drain.is_draining() {
                     *keep_alive = false;
                 }
-                encoding = write_head(out, meta.status, pairs, &context, keep_alive);
+                encoding = if request.response_headers.is_empty() {
+                    write_head(out, meta.status, pairs, &context, keep_alive)
+                } else {
+                    let owned = changed(pairs, request.response_headers);
+                    let pairs = owned.iter().map(|(n, v)| (n.as_slice(), v.as_slice()));
+                    write_head(out, meta.status, pairs, &context, keep_alive)
+                };
                 Ok(())
             },
         )
@@ -195,9 +217,20 @@ pub(crate) async fn to_tls_member(
     request: &Forward<'_>,
     mut body: ClientBody<'_>,
 ) -> http::Response<ProxyBody> {
-    let Ok(parts) = request.head.to_parts() else {
+    let Ok(mut parts) = request.head.to_parts() else {
         return answer(StatusCode::BAD_REQUEST, "request head not forwardable\n");
     };
+    if let Some(headers) = request.headers {
+        parts.headers.clear();
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(name),
+                http::header::HeaderValue::from_bytes(value),
+            ) {
+                parts.headers.append(name, value);
+            }
+        }
+    }
     let (sender, pieces) = mpsc::channel(4);
     let request_body: RequestBody = if body.is_end_stream() {
         Empty::<Bytes>::new()
@@ -242,5 +275,9 @@ pub(crate) async fn to_tls_member(
         exchange.as_mut().poll(cx)
     })
     .await;
+    let result = result.map(|mut response| {
+        change_map(response.headers_mut(), request.response_headers);
+        response
+    });
     tls_answered(target, result)
 }

@@ -269,4 +269,8 @@ impl nephrite_l7::Headers for RequestHead {
             .filter(|v| v.iter().all(|b| *b == b'\t' || (0x20..0x7f).contains(b)))
             .and_then(|v| std::str::from_utf8(v).ok())
     }
+
+    fn method(&self) -> Option<&str> {
+        Some(RequestHead::method(self))
+    }
 }

@@ -72,6 +72,9 @@ pub(crate) struct Forwarding<'a> {
     /// The `Upgrade` value of a request asking to switch protocols: it goes out with
     /// `Connection: upgrade` (both are hop-by-hop, so the client's are not copied).
     pub upgrade: Option<&'a [u8]>,
+    /// The `Host` the member sees instead of [`host`](Self::host) (a Gateway API URLRewrite;
+    /// `X-Forwarded-Host` keeps the client's).
+    pub rewrite_host: Option<&'a str>,
 }
 
 fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -161,15 +164,16 @@ pub(crate) fn write_request_head_from<'h, I>(
             // An absolute-form target's authority is the host (RFC 9112 3.2.2): it replaces
             // the client's Host, so the member sees the host the request was routed by.
             has_host = true;
-            push_header(out, name, forwarding.host.map_or(value, str::as_bytes));
+            let host = forwarding.rewrite_host.or(forwarding.host);
+            push_header(out, name, host.map_or(value, str::as_bytes));
             continue;
         }
         push_header(out, name, value);
     }
+    if !has_host && let Some(host) = forwarding.rewrite_host.or(forwarding.host) {
+        push_header(out, b"host", host.as_bytes());
+    }
     if let Some(host) = forwarding.host {
-        if !has_host {
-            push_header(out, b"host", host.as_bytes());
-        }
         push_header(out, b"x-forwarded-host", host.as_bytes());
     }
     out.extend_from_slice(b"x-forwarded-for: ");

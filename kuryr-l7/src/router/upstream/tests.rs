@@ -267,6 +267,7 @@ async fn request_bodies_go_by_length_or_chunked() {
     assert_eq!(request_framing(&headers, &body), RequestFraming::Chunked);
     let mut head = Vec::new();
     let forwarding = Forwarding {
+        rewrite_host: None,
         client: IpAddr::from([10, 0, 0, 1]),
         https: false,
         host: Some("h"),
@@ -391,6 +392,7 @@ fn the_request_head_drops_hop_by_hop_headers_and_appends_x_forwarded_for() {
         "/a/../b?x=%2F",
         &headers,
         &Forwarding {
+            rewrite_host: None,
             client: IpAddr::from([127, 0, 0, 1]),
             https: true,
             host: Some("shop:81"),
@@ -410,6 +412,7 @@ fn the_request_head_drops_hop_by_hop_headers_and_appends_x_forwarded_for() {
         "/",
         &HeaderMap::new(),
         &Forwarding {
+            rewrite_host: None,
             client: "::1".parse().unwrap(),
             https: false,
             host: Some("h2.example"),
