@@ -21,6 +21,7 @@
 pub mod data;
 pub mod election;
 pub mod follow;
+pub mod parsed;
 pub mod plugin;
 pub mod status;
 pub mod tracker;

@@ -36,6 +36,7 @@ use nephrite_topology::{RolloutPolicy, plan};
 
 use super::data::{self, DataEndpoint};
 use super::follow::{self, Fingerprints, Followed};
+use super::parsed::ParsedPackages;
 use super::{TkoError, topology_of};
 
 /// How many times the tracker tries to take a parent's lease that another writer holds.
@@ -62,6 +63,8 @@ pub struct Following {
     pub followed: Followed,
     /// The children's fingerprints.
     pub fingerprints: Fingerprints,
+    /// The parent packages last written, parsed ahead of the next reconcile.
+    pub parsed: ParsedPackages,
 }
 
 /// Runs until `shutdown` triggers, reconnecting to `endpoint` after errors. A reconcile under
@@ -314,6 +317,7 @@ pub async fn reconcile(
             Ok(modification) => modification,
             Err(error) if error.is_not_found() => {
                 following.followed.remove(parent);
+                following.parsed.forget(parent);
                 return Ok(Wrote::default());
             }
             Err(error) if error.is_busy() => {
@@ -336,8 +340,9 @@ pub async fn reconcile(
         {
             Ok(Some(package_yaml)) => {
                 let row = data
-                    .end_modification(parent, token, Some(package_yaml))
+                    .end_modification(parent, token, Some(package_yaml.clone()))
                     .await?;
+                following.parsed.prepare(parent, package_yaml);
                 wrote.rows.push((parent.to_owned(), row.updated));
                 tracing::info!(%parent, "deployed topology and status updated");
             }
@@ -373,8 +378,19 @@ async fn reconcile_held(
         message,
     };
     let started = std::time::Instant::now();
-    let mut package = Package::from_yaml(package_yaml).map_err(|e| bad(e.to_string()))?;
-    let (topology, classes) = topology_of(parent, &package, "")?;
+    let (mut package, topology, classes) = match following.parsed.get(parent, package_yaml) {
+        // The text this tracker wrote last, parsed since.
+        Some(parsed) => (
+            parsed.package.clone(),
+            parsed.topology.clone(),
+            parsed.classes.clone(),
+        ),
+        None => {
+            let package = Package::from_yaml(package_yaml).map_err(|e| bad(e.to_string()))?;
+            let (topology, classes) = topology_of(parent, &package, "")?;
+            (package, topology, classes)
+        }
+    };
     let parsed = started.elapsed();
     let clusters = data::clusters(data).await?;
     let plan =
