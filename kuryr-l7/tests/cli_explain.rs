@@ -1,5 +1,6 @@
 //! `kuryr-l7 rules --source dir:… [--explain]` on Gateway API objects: the policies HTTPRoutes
-//! become, and per rule which drivers serve it fully, partly or not, naming the field.
+//! become (with their METHOD and QUERY_PARAM rules and filters), and per rule which drivers
+//! serve it fully, partly or not, naming the field.
 
 use std::process::Command;
 
@@ -35,7 +36,10 @@ spec:
   - matches: [{path: {type: RegularExpression, value: '/item/[0-9]+'}}]
     filters: [{type: RequestHeaderModifier, requestHeaderModifier: {add: [{name: x-from, value: gw}]}}]
     backendRefs: [{name: cart, port: 80}]
-  - matches: [{path: {type: PathPrefix, value: /api}, method: POST}]
+  - matches: [{path: {type: PathPrefix, value: /api}, method: POST, queryParams: [{name: v, value: '2'}]}]
+    backendRefs: [{name: cart, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /copy}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: cart, port: 80}}}]
     backendRefs: [{name: cart, port: 80}]
 ";
 
@@ -55,23 +59,28 @@ fn rules(dir: &std::path::Path, extra: &[&str]) -> String {
 }
 
 #[test]
-fn rules_shows_the_policies_of_httproutes_and_what_is_not_served() {
+fn rules_shows_the_policies_of_httproutes_with_their_method_query_rules_and_filters() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("gateway.yaml"), OBJECTS).unwrap();
     let text = rules(dir.path(), &[]);
-    assert!(text.contains("LISTENER http: 2 policies"), "{text}");
+    assert!(text.contains("LISTENER http: 4 policies"), "{text}");
     assert!(
         text.contains("gateway:shop/web/http:shop/cart/0/0/shop.example.com  REDIRECT_TO_POOL gateway:shop/cart/0"),
         "{text}"
     );
+    assert!(text.contains("METHOD EQUAL_TO \"POST\""), "{text}");
+    assert!(text.contains("QUERY_PARAM[v] EQUAL_TO \"2\""), "{text}");
     assert!(
-        text.contains("REJECTED HTTPRoute shop/cart (gateway): spec.rules[2].matches[0].method"),
+        text.contains(r#"filters {"request_headers":{"add":[["x-from","gw"]]}}"#),
         "{text}"
     );
     assert!(
-        text.contains(
-            "WARNING HTTPRoute shop/cart (gateway): spec.rules[1].filters (RequestHeaderModifier)"
-        ),
+        text.contains(r#""pool":"gateway-mirror:shop/cart:80""#),
+        "{text}"
+    );
+    // The embedded router (rules' default driver) serves all of it: nothing is reported.
+    assert!(
+        !text.contains("REJECTED") && !text.contains("WARNING"),
         "{text}"
     );
     assert!(!text.contains("IGNORED"), "{text}");
@@ -84,15 +93,17 @@ fn explain_says_per_rule_which_drivers_serve_it_and_why() {
     let json: serde_json::Value =
         serde_json::from_str(&rules(dir.path(), &["--explain", "-o", "json"])).unwrap();
     let rules = json.as_array().unwrap();
-    assert_eq!(rules.len(), 3, "{json:#}");
+    assert_eq!(rules.len(), 4, "{json:#}");
     let rule = |i: u64| rules.iter().find(|r| r["rule"] == i).unwrap();
     let served = |i: u64, driver: &str| rule(i)["drivers"][driver]["served"].clone();
     // A prefix match: everyone, as written.
     for driver in ["router", "haproxy", "octavia"] {
         assert_eq!(served(0, driver), "fully", "{driver}");
     }
-    // A regex with a header change: served without the change, and Octavia's PCRE said.
-    assert_eq!(served(1, "router"), "partly");
+    // A regex with a header change: the router and HAProxy serve it fully; Octavia without the
+    // change, and its PCRE said.
+    assert_eq!(served(1, "router"), "fully");
+    assert_eq!(served(1, "haproxy"), "fully");
     assert_eq!(served(1, "octavia"), "partly");
     let octavia_gaps = rule(1)["drivers"]["octavia"]["gaps"].to_string();
     assert!(
@@ -103,10 +114,21 @@ fn explain_says_per_rule_which_drivers_serve_it_and_why() {
         octavia_gaps.contains("RequestHeaderModifier"),
         "{octavia_gaps}"
     );
-    // A method match: not served, naming the field.
-    assert_eq!(served(2, "haproxy"), "not");
-    let gaps = rule(2)["drivers"]["haproxy"]["gaps"].to_string();
+    // Method and query matches: the router and HAProxy fully; Octavia not, naming the fields.
+    assert_eq!(served(2, "router"), "fully");
+    assert_eq!(served(2, "haproxy"), "fully");
+    assert_eq!(served(2, "octavia"), "not");
+    let gaps = rule(2)["drivers"]["octavia"]["gaps"].to_string();
     assert!(gaps.contains("spec.rules[2].matches[0].method"), "{gaps}");
+    assert!(
+        gaps.contains("spec.rules[2].matches[0].queryParams (v)"),
+        "{gaps}"
+    );
+    // A mirror: the router fully; HAProxy (no SPOE agent) and Octavia serve it without.
+    assert_eq!(served(3, "router"), "fully");
+    assert_eq!(served(3, "haproxy"), "partly");
+    let gaps = rule(3)["drivers"]["haproxy"]["gaps"].to_string();
+    assert!(gaps.contains("RequestMirror"), "{gaps}");
 
     let table = self::rules(dir.path(), &["--explain"]);
     assert!(
@@ -114,6 +136,7 @@ fn explain_says_per_rule_which_drivers_serve_it_and_why() {
         "{table}"
     );
     assert!(table.contains("  octavia  not"), "{table}");
+    assert!(table.contains("  router   fully"), "{table}");
 }
 
 #[test]
