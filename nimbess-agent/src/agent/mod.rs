@@ -55,6 +55,8 @@ pub(crate) struct AgentState {
     pub(crate) services6: crate::driver::Services6,
     /// The NetworkPolicies' ACL modules, by pod address (not persisted either).
     pub(crate) policies: crate::driver::PodPolicies,
+    /// The pods' IPv6 NetworkPolicy ACLs (not persisted either).
+    pub(crate) policies6: crate::driver::PodPolicies6,
     /// Reserved VIFs ([`crate::vif`]).
     pub(crate) vifs: crate::vif::Vifs,
     /// Every port's address with the pod it belongs to, for the
@@ -563,6 +565,7 @@ impl AgentState {
             services: std::collections::BTreeMap::new(),
             services6: std::collections::BTreeMap::new(),
             policies: std::collections::BTreeMap::new(),
+            policies6: std::collections::BTreeMap::new(),
             vifs,
             owners,
         })

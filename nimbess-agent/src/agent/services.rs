@@ -87,6 +87,39 @@ impl Agent {
         Ok(true)
     }
 
+    /// Make `acls` every pod's IPv6 NetworkPolicy ACLs (by the pod's IPv6
+    /// address); the data plane renders them when they changed. Returns
+    /// whether they did.
+    ///
+    /// # Errors
+    /// The data plane refused them (the previous ones stay).
+    pub async fn set_policies6(
+        &self,
+        acls: crate::driver::PodPolicies6,
+    ) -> Result<bool, DriverError> {
+        let mut st = self.state.lock().await;
+        if st.policies6 == acls {
+            return Ok(false);
+        }
+        st.driver.firewall_mut().apply_policies6(&acls)?;
+        st.policies6 = acls;
+        Ok(true)
+    }
+
+    /// Every port's IPv6 address by its IPv4 one (ports of dual-stack
+    /// networks): where the northbound finds a pod's IPv6 address.
+    pub async fn addresses6(&self) -> BTreeMap<std::net::Ipv4Addr, Ipv6Addr> {
+        let st = self.state.lock().await;
+        st.model
+            .addresses6()
+            .iter()
+            .filter_map(|(port, v6)| {
+                let p = st.model.port(port)?;
+                Some((p.address.addr, v6.addr))
+            })
+            .collect()
+    }
+
     /// The load-balancer modules of the port pipelines: by port, the
     /// modules its pipeline holds (every pod of this host reaches every
     /// ClusterIP).
@@ -168,6 +201,14 @@ impl AgentState {
             tracing::warn!(error = %e, "the policies' drift could not be repaired");
         }
         drift.extend(policy_drift);
+        let acls6 = self.policies6.clone();
+        let drift6 = firewall.verify_policies6(&acls6);
+        if !drift6.is_empty()
+            && let Err(e) = firewall.apply_policies6(&acls6)
+        {
+            tracing::warn!(error = %e, "the IPv6 policies' drift could not be repaired");
+        }
+        drift.extend(drift6);
         drift
     }
 }

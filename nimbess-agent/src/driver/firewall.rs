@@ -42,6 +42,10 @@ pub type Services6 = BTreeMap<LoadBalancerKey, LoadBalancer<Ipv6Addr>>;
 /// ([`nephrite_pipeline::translate_tiers`]; a pod absent is open).
 pub type PodPolicies = BTreeMap<Ipv4Addr, PodTiers>;
 
+/// Every pod's IPv6 NetworkPolicy ACLs, by the pod's IPv6 address
+/// ([`nephrite_pipeline::translate_policies6`]; a pod absent is open).
+pub type PodPolicies6 = BTreeMap<Ipv6Addr, nephrite_pipeline::PodAcl6>;
+
 /// A data plane's firewall. Every `apply_*` renders the whole set it is
 /// given (an implementation may render only the difference from what it
 /// rendered before); every `verify_*` names, one line each, how the data
@@ -77,6 +81,15 @@ pub trait Firewall: std::fmt::Debug + Send {
 
     /// Drift between `tiers` and what the data plane holds.
     fn verify_policies(&self, tiers: &PodPolicies) -> Vec<String>;
+
+    /// Render every pod's IPv6 NetworkPolicy ACLs `acls` (the whole set).
+    ///
+    /// # Errors
+    /// The data plane refused them (the previous ones stay).
+    fn apply_policies6(&mut self, acls: &PodPolicies6) -> Result<(), DriverError>;
+
+    /// Drift between the IPv6 `acls` and what the data plane holds.
+    fn verify_policies6(&self, acls: &PodPolicies6) -> Vec<String>;
 
     /// Render the isolation and masquerade `policy` says for `networks`.
     ///

@@ -18,7 +18,7 @@ pub mod firewall;
 pub mod kernel;
 pub mod sim;
 
-pub use firewall::{Firewall, PodPolicies, Services, Services6};
+pub use firewall::{Firewall, PodPolicies, PodPolicies6, Services, Services6};
 
 /// Why a driver failed; the agent answers CNI code 101 and rolls back.
 #[derive(Debug, thiserror::Error)]

@@ -85,6 +85,10 @@ pub struct Derived {
     /// address ([`nephrite_pipeline::translate_tiers`]): a pod absent is
     /// open both ways.
     pub tiers: BTreeMap<std::net::Ipv4Addr, nephrite_pipeline::PodTiers>,
+    /// The NetworkPolicies' IPv6 ACL modules, by the pod's IPv6 address
+    /// ([`nephrite_pipeline::translate_policies6`]; only with
+    /// [`derive_dual`]'s IPv6 addresses).
+    pub acls6: BTreeMap<std::net::Ipv6Addr, nephrite_pipeline::PodAcl6>,
     /// What was skipped, each naming the object and the field.
     pub warnings: Vec<Warning>,
 }
@@ -177,6 +181,16 @@ pub fn derive(objects: &Objects) -> Derived {
 /// The one translation of a snapshot (pure), Pods placed at the addresses
 /// of the ports `owners` records for them ([`policies::place`]).
 pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
+    derive_dual(objects, owners, &BTreeMap::new())
+}
+
+/// [`derive_at`], with the pods' IPv6 addresses by their IPv4 ones
+/// (`addresses6`, the agent's dual-stack ports): the IPv6 ACLs too.
+pub fn derive_dual(
+    objects: &Objects,
+    owners: &[PortOwner],
+    addresses6: &BTreeMap<std::net::Ipv4Addr, std::net::Ipv6Addr>,
+) -> Derived {
     let mut warnings = Vec::new();
     let mut endpoints: BTreeMap<(String, String), Vec<nephrite_pipeline::Endpoint>> =
         BTreeMap::new();
@@ -255,6 +269,7 @@ pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
         }
     }
     let acls = nephrite_pipeline::translate_policies(&policies, &pods, &namespaces);
+    let acls6 = nephrite_pipeline::translate_policies6(&policies, &pods, &namespaces, addresses6);
     let mut set = nephrite_pipeline::PolicySet {
         network: policies,
         ..Default::default()
@@ -278,6 +293,7 @@ pub fn derive_at(objects: &Objects, owners: &[PortOwner]) -> Derived {
         load_balancers6,
         acls,
         tiers,
+        acls6,
         warnings,
     }
 }
@@ -292,7 +308,8 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
         let current = snapshots.borrow_and_update().clone();
         let placed = owners.borrow_and_update().clone();
         if let Some(objects) = current {
-            let derived = derive_at(&objects, &placed);
+            let addresses6 = agent.addresses6().await;
+            let derived = derive_dual(&objects, &placed, &addresses6);
             let now: BTreeSet<Warning> = derived.warnings.iter().cloned().collect();
             for w in now.difference(&warned) {
                 tracing::warn!("{w}; skipped, everything else applied");
@@ -317,6 +334,14 @@ pub async fn follow(agent: Arc<Agent>, mut snapshots: watch::Receiver<Option<Obj
                 Ok(true) => tracing::info!(pods = isolated, "policies rendered"),
                 Ok(false) => {}
                 Err(e) => tracing::error!(error = %e, "policies not rendered; next change retries"),
+            }
+            let isolated6 = derived.acls6.len();
+            match agent.set_policies6(derived.acls6).await {
+                Ok(true) => tracing::info!(pods = isolated6, "IPv6 policies rendered"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "IPv6 policies not rendered; next change retries")
+                }
             }
         }
         tokio::select! {

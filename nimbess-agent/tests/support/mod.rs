@@ -488,8 +488,13 @@ pub fn link_exists(name: &str) -> bool {
 /// The chains of the agent's policy table in network namespace `netns` but `forward`, sorted
 /// (none: no table), as `nft` lists them.
 pub fn policy_chains(netns: &str) -> Vec<String> {
+    policy_chains_in(netns, "ip")
+}
+
+/// [`policy_chains`] of the `family` (`ip`, `ip6`) table.
+pub fn policy_chains_in(netns: &str, family: &str) -> Vec<String> {
     let out = Command::new("ip")
-        .args(["netns", "exec", netns, "nft", "-j", "list", "table", "ip"])
+        .args(["netns", "exec", netns, "nft", "-j", "list", "table", family])
         .arg("nimbess-policy")
         .output()
         .expect("nft");

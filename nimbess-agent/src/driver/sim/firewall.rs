@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use nephrite_pipeline::{AclRule, EgressPolicy, NetworkSpec, PortId};
 
 use crate::driver::DriverError;
-use crate::driver::firewall::{Firewall, PodPolicies, Services, Services6};
+use crate::driver::firewall::{Firewall, PodPolicies, PodPolicies6, Services, Services6};
 
 /// The simulated firewall.
 #[derive(Debug, Default)]
@@ -20,6 +20,8 @@ pub struct SimFirewall {
     pub(super) services6: Services6,
     /// Every pod's tiers of policy it holds, by pod address.
     pub(super) policies: PodPolicies,
+    /// Every pod's IPv6 ACLs it holds, by the pod's IPv6 address.
+    pub(super) policies6: PodPolicies6,
     /// The egress it was given: the policy and its networks.
     egress: Option<(EgressPolicy, Vec<NetworkSpec>)>,
     /// Each port's ACL (ports without one are absent).
@@ -60,6 +62,22 @@ impl Firewall for SimFirewall {
             "services: the simulation holds {} IPv6 service ports, the model {}",
             self.services6.len(),
             services.len()
+        )]
+    }
+
+    fn apply_policies6(&mut self, acls: &PodPolicies6) -> Result<(), DriverError> {
+        self.policies6 = acls.clone();
+        Ok(())
+    }
+
+    fn verify_policies6(&self, acls: &PodPolicies6) -> Vec<String> {
+        if &self.policies6 == acls {
+            return Vec::new();
+        }
+        vec![format!(
+            "policy: the simulation holds the IPv6 ACLs of {} pods, the model {}",
+            self.policies6.len(),
+            acls.len()
         )]
     }
 

@@ -5,7 +5,7 @@
 //! that make a rule, each written as `nft --debug=netlink` shows it for
 //! the matching `nft` statement.
 
-use nephrite_pipeline::Ipv4Cidr;
+use nephrite_pipeline::{Ipv4Cidr, Ipv6Cidr};
 
 use super::netlink::Attrs;
 use super::nftables::{
@@ -222,13 +222,13 @@ pub(super) fn cmp(list: &mut Attrs, op: u32, bytes: &[u8]) {
     });
 }
 
-/// Register 1 = (register 1 & `mask`) ^ `xor` (4 bytes each, as the
-/// register holds them).
-fn bitwise(list: &mut Attrs, mask: &[u8; 4], xor: &[u8; 4]) {
+/// Register 1 = (register 1 & `mask`) ^ `xor` (as long as `mask`, 4 or
+/// 16 bytes, as the register holds them).
+fn bitwise(list: &mut Attrs, mask: &[u8], xor: &[u8]) {
     expr(list, "bitwise", |d| {
         d.be32(NFTA_BITWISE_SREG, NFT_REG_1)
             .be32(NFTA_BITWISE_DREG, NFT_REG_1)
-            .be32(NFTA_BITWISE_LEN, 4);
+            .be32(NFTA_BITWISE_LEN, mask.len() as u32);
         value(d, NFTA_BITWISE_MASK, mask);
         value(d, NFTA_BITWISE_XOR, xor);
     });
@@ -237,6 +237,16 @@ fn bitwise(list: &mut Attrs, mask: &[u8; 4], xor: &[u8; 4]) {
 /// Register 1 &= `mask`.
 fn and(list: &mut Attrs, mask: &[u8; 4]) {
     bitwise(list, mask, &[0; 4]);
+}
+
+/// `ip6 saddr|daddr <prefix>` (`!=` when `outside`): the IPv6 address at
+/// `offset` of the network header lies in (or outside) `prefix`.
+pub(super) fn prefix6(list: &mut Attrs, offset: u32, prefix: Ipv6Cidr, outside: bool) {
+    let mask = prefix.mask();
+    payload(list, NFT_REG_1, NFT_PAYLOAD_NETWORK_HEADER, offset, 16);
+    bitwise(list, &mask.to_be_bytes(), &[0; 16]);
+    let op = if outside { NFT_CMP_NEQ } else { NFT_CMP_EQ };
+    cmp(list, op, &(u128::from(prefix.addr) & mask).to_be_bytes());
 }
 
 /// `ip saddr|daddr <prefix>`: the IPv4 address at `offset` of the network

@@ -7,7 +7,7 @@
 //! | [`acl`] | `netdev` per host veth | netlink batch (`netlink`) |
 //! | [`egress`] | `ip nimbess` | netlink batch |
 //! | [`services`] | `ip nimbess-svc`, `ip6 nimbess-svc` | netlink batch (a full render, or the Service ports that changed) |
-//! | [`policy`] | `ip nimbess-policy` | netlink batch |
+//! | [`policy`] | `ip nimbess-policy`, `ip6 nimbess-policy` | netlink batch |
 //!
 //! Shared: [`nftables`] (every name and number, once), `netlink` (the
 //! nf_tables netlink codec: batches out, dumps back), `expr` (tables,
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use nephrite_pipeline::{LoadBalancer, LoadBalancerKey};
 
-use crate::driver::firewall::{Firewall, PodPolicies, Services, Services6};
+use crate::driver::firewall::{Firewall, PodPolicies, PodPolicies6, Services, Services6};
 use crate::naming::{bridge_name, host_veth_name};
 
 pub mod acl;
@@ -123,6 +123,15 @@ impl Firewall for NftFirewall {
 
     fn verify_policies(&self, tiers: &PodPolicies) -> Vec<String> {
         policy::verify_tiers(tiers)
+    }
+
+    /// The `ip6` table is replaced whole.
+    fn apply_policies6(&mut self, acls: &PodPolicies6) -> Result<(), DriverError> {
+        policy::render6(acls)
+    }
+
+    fn verify_policies6(&self, acls: &PodPolicies6) -> Vec<String> {
+        policy::verify6(acls)
     }
 
     fn apply_egress(

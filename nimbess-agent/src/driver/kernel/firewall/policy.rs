@@ -13,7 +13,8 @@
 //!
 //! Rendered as one nf_tables netlink batch ([`render`]: delete the table,
 //! add it again); drift is the rules of each chain counted by a netlink
-//! dump ([`verify`]).
+//! dump ([`verify`]). The pods' IPv6 ACLs (NetworkPolicies) go in the `ip6`
+//! twin of the table, the same way ([`render6`], [`verify6`]).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -34,12 +35,23 @@ use super::nftables::{
 };
 use crate::driver::DriverError;
 
+mod v6;
+
+pub use v6::{render6, verify6};
+
 /// The base chain every packet forwarded passes.
 const FORWARD: &str = "forward";
 
 /// The chain of a pod's ingress (`in`) or egress (`out`) ACL.
 pub fn chain_name(direction: &str, pod: Ipv4Addr) -> String {
     format!("{direction}.{pod}")
+}
+
+/// The chain of a pod's IPv6 ingress (`in`) or egress (`out`) ACL (in the
+/// `ip6` table): the address with `-` for `:` (`in.fd00-233--2`), which
+/// `nft` reads as a name (a colon it does not, quoted or not).
+pub fn chain_name6(direction: &str, pod: std::net::Ipv6Addr) -> String {
+    format!("{direction}.{}", pod.to_string().replace(':', "-"))
 }
 
 /// The table's content: its regular chains and every rule, by chain, in
@@ -262,35 +274,36 @@ pub fn render(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Result<(), DriverError> {
 /// # Errors
 /// The kernel refused the batch (the previous table stays).
 pub fn render_tiers(acls: &BTreeMap<Ipv4Addr, PodTiers>) -> Result<(), DriverError> {
+    let t = (!acls.is_empty()).then(|| table(acls));
+    send_table(NFPROTO_IPV4, t, &format!("policies of {} pods", acls.len()))
+}
+
+/// Replace the family's table with `t` in one transaction (`None`: the
+/// table goes).
+fn send_table(family: u8, t: Option<Table>, what: &str) -> Result<(), DriverError> {
     let mut batch = Batch::new();
     let name = expr::table(TABLE);
-    batch.nft(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &name);
-    batch.nft(NFPROTO_IPV4, NFT_MSG_DELTABLE, 0, &name);
-    if !acls.is_empty() {
-        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWTABLE, NLM_F_CREATE, &name);
+    batch.nft(family, NFT_MSG_NEWTABLE, NLM_F_CREATE, &name);
+    batch.nft(family, NFT_MSG_DELTABLE, 0, &name);
+    if let Some(t) = t {
+        batch.nft(family, NFT_MSG_NEWTABLE, NLM_F_CREATE, &name);
         let hook = Hook {
             number: NF_INET_FORWARD,
             priority: POLICY_FORWARD_PRIORITY,
             device: None,
         };
         let forward = expr::base_chain(TABLE, FORWARD, "filter", &hook);
-        batch.nft(NFPROTO_IPV4, NFT_MSG_NEWCHAIN, NLM_F_CREATE, &forward);
-        let t = table(acls);
+        batch.nft(family, NFT_MSG_NEWCHAIN, NLM_F_CREATE, &forward);
         for chain in &t.chains {
             let c = expr::chain(TABLE, chain);
-            batch.nft(NFPROTO_IPV4, NFT_MSG_NEWCHAIN, NLM_F_CREATE, &c);
+            batch.nft(family, NFT_MSG_NEWCHAIN, NLM_F_CREATE, &c);
         }
         for (chain, exprs) in &t.rules {
             let r = expr::rule(TABLE, chain, exprs);
-            batch.nft(
-                NFPROTO_IPV4,
-                NFT_MSG_NEWRULE,
-                NLM_F_CREATE | NLM_F_APPEND,
-                &r,
-            );
+            batch.nft(family, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, &r);
         }
     }
-    send_batch(batch, &format!("policies of {} pods", acls.len()))
+    send_batch(batch, what)
 }
 
 /// Differences between `acls` and the kernel, one line each: a missing
@@ -302,22 +315,35 @@ pub fn verify(acls: &BTreeMap<Ipv4Addr, PodAcl>) -> Vec<String> {
 
 /// [`verify`] for every pod's tiers ([`render_tiers`]).
 pub fn verify_tiers(acls: &BTreeMap<Ipv4Addr, PodTiers>) -> Vec<String> {
-    let have = match rules_by_chain(NFPROTO_IPV4, TABLE) {
+    let t = (!acls.is_empty()).then(|| table(acls));
+    table_drift(NFPROTO_IPV4, "ip", t)
+}
+
+/// Differences between the family's table (`keyword`: `ip`, `ip6`) and
+/// `t` (`None`: no table), one line each: a missing table or chain, a
+/// chain whose rules differ in number, a chain of no policy.
+fn table_drift(family: u8, keyword: &str, t: Option<Table>) -> Vec<String> {
+    let have = match rules_by_chain(family, TABLE) {
         Ok(have) => have,
-        Err(e) => return vec![format!("policy: table ip {TABLE} cannot be read: {e}")],
+        Err(e) => {
+            return vec![format!(
+                "policy: table {keyword} {TABLE} cannot be read: {e}"
+            )];
+        }
     };
-    if acls.is_empty() {
+    let Some(t) = t else {
         return match have {
-            Some(_) => vec![format!("policy: table ip {TABLE} exists with no policy")],
+            Some(_) => vec![format!(
+                "policy: table {keyword} {TABLE} exists with no policy"
+            )],
             None => Vec::new(),
         };
-    }
+    };
     let Some(have) = have else {
-        return vec![format!("policy: table ip {TABLE} is missing")];
+        return vec![format!("policy: table {keyword} {TABLE} is missing")];
     };
     // every chain, also one with no rule (a `.pass` chain with no lower
     // tier: what the admin entries pass is open)
-    let t = table(acls);
     let mut want: BTreeMap<String, usize> = t.chains.into_iter().map(|chain| (chain, 0)).collect();
     for (chain, _) in t.rules {
         *want.entry(chain).or_insert(0) += 1;

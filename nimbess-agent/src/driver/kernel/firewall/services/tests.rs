@@ -45,10 +45,11 @@ fn a_full_render_replaces_the_table_and_creates_every_service_port() {
         (key("empty"), lb(12, &[], Affinity::None)),
     ]);
     let batch = full_batch(&services);
-    // table add, delete, add; 3 sets, 4 base chains, 6 rules; per port a
-    // map and a chain; web: elements, rule, dispatch; sticky: the same;
-    // empty: the noendpoints element only
-    assert_eq!(batch.len(), 3 + 3 + 4 + 6 + 3 * 2 + 3 + 3 + 1);
+    // table add, delete, add; 3 sets, 4 base chains, 8 rules (the refusing
+    // chains: a TCP reset, then ICMP); per port a map and a chain; web:
+    // elements, rule, dispatch; sticky: the same; empty: the noendpoints
+    // element only
+    assert_eq!(batch.len(), 3 + 3 + 4 + 8 + 3 * 2 + 3 + 3 + 1);
     let s = text(batch);
     for name in [
         "be.default.web.tcp.80",
@@ -65,6 +66,37 @@ fn a_full_render_replaces_the_table_and_creates_every_service_port() {
     }
     // an empty model: only the table's add and delete
     assert_eq!(full_batch::<std::net::Ipv4Addr>(&BTreeMap::new()).len(), 2);
+}
+
+/// The IPv6 twin of a Service port: the same objects in the `ip6` table,
+/// the VIP and backends as 16-byte addresses.
+#[test]
+fn an_ipv6_render_is_the_ipv4_one_with_ipv6_addresses() {
+    let v6 = |last: u16| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last);
+    let lb6 = LoadBalancer {
+        vip: v6(10),
+        node_port: None,
+        affinity: Affinity::ClientIp,
+        backends: vec![nephrite_pipeline::Backend {
+            address: v6(2),
+            port: 8080,
+            weight: 1,
+        }],
+    };
+    let services = BTreeMap::from([(key("web"), lb6.clone())]);
+    let v4 = BTreeMap::from([(key("web"), lb(10, &[2], Affinity::ClientIp))]);
+    assert_eq!(full_batch(&services).len(), full_batch(&v4).len());
+    let s = text(full_batch(&services));
+    assert!(s.contains("be.default.web.tcp.80") && s.contains("hash"));
+    assert_eq!(
+        super::service_key(&key("web"), &lb6).len(),
+        24,
+        "address . protocol . port"
+    );
+    let slot = super::backends::backend_of::<std::net::Ipv6Addr>(
+        &[v6(2).octets().as_slice(), &[0x1f, 0x90, 0, 0]].concat(),
+    );
+    assert_eq!(slot, Some((v6(2), 8080)));
 }
 
 #[test]
