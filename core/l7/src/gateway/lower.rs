@@ -231,8 +231,8 @@ fn backend_pool(rule: &RuleAction) -> Pool {
     let member_total: u64 = members.iter().map(|m| u64::from(m.weight)).sum();
     let unavailable_weight = if total == 0 || invalid == total {
         1
-    } else if served > 0 {
-        u32::try_from(invalid.saturating_mul(member_total / served)).unwrap_or(u32::MAX)
+    } else if let Some(scale) = member_total.checked_div(served) {
+        u32::try_from(invalid.saturating_mul(scale)).unwrap_or(u32::MAX)
     } else {
         0
     };
