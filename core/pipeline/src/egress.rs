@@ -17,6 +17,9 @@ use crate::network::NetworkSpec;
 
 #[cfg(test)]
 mod tests;
+mod v6;
+
+pub use v6::Egress6Policy;
 
 /// The Service CIDR unless configured (Kubernetes' own default).
 pub const DEFAULT_SERVICE_CIDR: Ipv4Cidr = Ipv4Cidr {

@@ -49,7 +49,7 @@ pub use admin::{
 };
 pub use build::{Rendered, egress_gate};
 pub use connect::{Outcome, connect, connect_tiered};
-pub use egress::{DEFAULT_SERVICE_CIDR, Egress, EgressPolicy, Masquerade};
+pub use egress::{DEFAULT_SERVICE_CIDR, Egress, Egress6Policy, EgressPolicy, Masquerade};
 pub use explain::{
     ClusterView, ConnectionEnd, ExplainQuery, Explanation, PathVerdict, PodAt, Reason, Route,
     ServiceHop, Verdict, explain,
