@@ -20,12 +20,30 @@ use super::error::ApiError;
 use super::session::{Answer, Endpoint, Session, absent_is_none, with_query};
 
 /// How a mutation waits for the load balancer.
+///
+/// The status is read at once, then after [`FIRST_POLL`] (or `poll`, if shorter), the wait
+/// doubling each time up to `poll`: most changes settle within a second, so the first reads
+/// come quickly and a long settle is not read more often than every `poll`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settle {
-    /// Time between two status reads.
+    /// The longest time between two status reads.
     pub poll: Duration,
     /// How long a load balancer may stay `PENDING_*` before [`ApiError::NotSettled`].
     pub timeout: Duration,
+}
+
+/// The first wait between two status reads of a settling load balancer.
+pub const FIRST_POLL: Duration = Duration::from_millis(25);
+
+impl Settle {
+    /// The waits between the status reads of one settle: [`FIRST_POLL`] (at most `poll`),
+    /// doubling up to `poll`.
+    pub fn waits(&self) -> impl Iterator<Item = Duration> + use<> {
+        let cap = self.poll;
+        std::iter::successors(Some(FIRST_POLL.min(cap)), move |wait| {
+            Some((*wait * 2).min(cap))
+        })
+    }
 }
 
 impl Default for Settle {
@@ -170,6 +188,7 @@ impl Octavia {
     /// Poll load balancer `id` until it is not `PENDING_*`; None once it is gone (404).
     async fn settled(&self, id: &str) -> Result<Option<LoadBalancer>, ApiError> {
         let began = Instant::now();
+        let mut waits = self.settle.waits();
         loop {
             let Some(lb) = self.load_balancer(id).await? else {
                 return Ok(None);
@@ -185,7 +204,7 @@ impl Octavia {
                     url: self.url(&format!("loadbalancers/{id}")).await?,
                 });
             }
-            tokio::time::sleep(self.settle.poll).await;
+            tokio::time::sleep(waits.next().unwrap_or(self.settle.poll)).await;
         }
     }
 
@@ -211,7 +230,7 @@ impl Octavia {
                 }
                 self.settled(lb_id).await?;
                 // Octavia may still say "immutable" a moment after the status turned ACTIVE.
-                tokio::time::sleep(self.settle.poll).await;
+                tokio::time::sleep(FIRST_POLL.min(self.settle.poll)).await;
                 continue;
             }
             break answer.success()?;

@@ -66,3 +66,20 @@ fn created_objects_are_read_back_at_their_own_path() {
     );
     assert_eq!(kind_name("l7policy"), "L7 policy");
 }
+
+#[test]
+fn a_settle_reads_quickly_first_then_backs_off_to_its_poll() {
+    let settle = Settle {
+        poll: Duration::from_millis(100),
+        timeout: Duration::from_secs(1),
+    };
+    let waits: Vec<u128> = settle.waits().take(5).map(|w| w.as_millis()).collect();
+    assert_eq!(waits, [25, 50, 100, 100, 100]);
+    // A poll shorter than the first wait is never exceeded.
+    let tight = Settle {
+        poll: Duration::from_millis(10),
+        ..settle
+    };
+    let waits: Vec<u128> = tight.waits().take(3).map(|w| w.as_millis()).collect();
+    assert_eq!(waits, [10, 10, 10]);
+}
