@@ -271,3 +271,117 @@ proptest! {
         }
     }
 }
+
+fn policy_reason(policy: &Policy) -> String {
+    match policy.validate() {
+        Err(ModelError::BadPolicy { reason, .. }) => reason,
+        other => panic!("expected a bad policy, got {other:?}"),
+    }
+}
+
+#[test]
+fn method_and_query_rules_are_checked_naming_what_is_wrong() {
+    assert!(
+        Rule::new(RuleType::Method, CompareType::EqualTo, "POST")
+            .validate()
+            .is_ok()
+    );
+    assert_eq!(
+        reason(Rule::new(RuleType::Method, CompareType::Regex, "P.*")),
+        "METHOD allows only EQUAL_TO"
+    );
+    assert_eq!(
+        reason(Rule::new(RuleType::Method, CompareType::EqualTo, "post")),
+        "METHOD value must be an upper-case method name"
+    );
+    assert_eq!(
+        reason(Rule::new(RuleType::QueryParam, CompareType::EqualTo, "1")),
+        "QUERY_PARAM rule requires a key"
+    );
+    assert_eq!(
+        reason(Rule::new(RuleType::QueryParam, CompareType::EqualTo, "1").with_key("a=b")),
+        "key \"a=b\" is not a query parameter name"
+    );
+    assert_eq!(
+        reason(Rule::new(RuleType::QueryParam, CompareType::Contains, "1").with_key("a")),
+        "QUERY_PARAM allows only EQUAL_TO and REGEX"
+    );
+    assert_eq!("QUERY_PARAM".parse::<RuleType>(), Ok(RuleType::QueryParam));
+}
+
+#[test]
+fn a_request_relative_redirect_and_filters_are_checked_naming_the_field() {
+    let redirect = |scheme: &str, host: Option<&str>, path: Option<PathChange>| {
+        Policy::new(
+            "r",
+            Action::Redirect {
+                scheme: scheme.into(),
+                host: host.map(Into::into),
+                port: None,
+                path,
+                code: 302,
+            },
+            vec![Rule::new(RuleType::Path, CompareType::StartsWith, "/")],
+        )
+    };
+    assert!(redirect("https", None, None).validate().is_ok());
+    assert_eq!(
+        policy_reason(&redirect("ftp", None, None)),
+        "redirect scheme \"ftp\" is not http or https"
+    );
+    assert_eq!(
+        policy_reason(&redirect("http", Some("a b"), None)),
+        "redirect host \"a b\" is not a host name"
+    );
+    assert_eq!(
+        policy_reason(&redirect(
+            "http",
+            None,
+            Some(PathChange::Full("relative".into()))
+        )),
+        "redirect path: \"relative\" is not an absolute path"
+    );
+    let mut policy = pool_policy("f");
+    policy.filters.request_headers.set = vec![("Host".into(), "x".into())];
+    assert_eq!(
+        policy_reason(&policy),
+        "request header change: Host may not be changed"
+    );
+    let mut policy = pool_policy("f");
+    policy.filters.response_headers.add = vec![("bad name".into(), "x".into())];
+    assert_eq!(
+        policy_reason(&policy),
+        "response header change: \"bad name\" is not a header name"
+    );
+    let mut policy = pool_policy("f");
+    policy.filters.mirrors = vec![Mirror {
+        pool: "m".into(),
+        numerator: 3,
+        denominator: 2,
+    }];
+    assert_eq!(
+        policy_reason(&policy),
+        "mirror to m: share 3/2 is not a fraction of 0 to 1"
+    );
+}
+
+#[test]
+fn a_prefix_change_replaces_the_matched_prefix_element_wise_and_keeps_the_query() {
+    let change = |matched: &str, replacement: &str| PathChange::Prefix {
+        matched: matched.into(),
+        replacement: replacement.into(),
+    };
+    assert_eq!(change("/a", "/b").apply("/a/x"), "/b/x");
+    assert_eq!(change("/a", "/b").apply("/a"), "/b");
+    assert_eq!(change("/a", "/").apply("/a"), "/");
+    assert_eq!(change("/a", "/").apply("/a/x"), "/x");
+    assert_eq!(change("", "/p").apply("/x"), "/p/x");
+    assert_eq!(
+        change("/a", "/b").apply_to_target("/a/x", "/a/x?q=1"),
+        "/b/x?q=1"
+    );
+    assert_eq!(
+        PathChange::Full("/f".into()).apply_to_target("/a/x", "/a/x?q=1"),
+        "/f?q=1"
+    );
+}

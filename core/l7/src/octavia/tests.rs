@@ -683,3 +683,65 @@ fn requests_name_objects_created_earlier_in_the_plan() {
         Err(ApplyError::Dangling(0))
     );
 }
+
+#[test]
+fn a_redirect_to_a_fixed_host_is_octavias_and_one_keeping_the_request_host_is_left_out() {
+    let mut config = crate::model::L7Config::default();
+    let redirect = |name: &str, host: Option<&str>, path: Option<crate::model::PathChange>| {
+        crate::model::Policy::new(
+            name,
+            crate::model::Action::Redirect {
+                scheme: "https".into(),
+                host: host.map(Into::into),
+                port: Some(8443),
+                path,
+                code: 301,
+            },
+            vec![Rule::new(
+                RuleType::Path,
+                CompareType::EqualTo,
+                format!("/{name}"),
+            )],
+        )
+    };
+    for policy in [
+        redirect("prefix", Some("a.example.com"), None),
+        redirect(
+            "full",
+            Some("a.example.com"),
+            Some(crate::model::PathChange::Full("/new".into())),
+        ),
+        redirect("own-host", None, None),
+    ] {
+        config.http.insert_policy(policy, None).unwrap();
+    }
+    let desired = Desired::from_config(&config);
+    let actions: Vec<(&str, &PolicyAction<String>)> = desired.listeners[0]
+        .policies
+        .iter()
+        .map(|p| (p.name.as_str(), &p.action))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (
+                "prefix",
+                &PolicyAction::RedirectPrefix {
+                    prefix: "https://a.example.com:8443".into(),
+                    code: 301
+                }
+            ),
+            (
+                "full",
+                &PolicyAction::RedirectToUrl {
+                    url: "https://a.example.com:8443/new".into(),
+                    code: 301
+                }
+            ),
+        ]
+    );
+    let left_out = unexpressed_in(&config);
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert!(left_out[0].refused && left_out[0].policy == "own-host");
+    assert_eq!(left_out[0].field, "action REDIRECT host");
+}
