@@ -11,7 +11,9 @@ use nephrite_kuryr_l7::source::Snapshot;
 use nephrite_l7::gateway::capabilities::Driver;
 use nephrite_l7::{Options, Pool};
 use nephrite_test_services::{Tool, tool};
-use support::gateway_cases::{Addresses, CaseResult, case_files, check, prepare};
+use support::gateway_cases::{
+    Addresses, CaseResult, Prepared, case_files, check, prepare, prepare_text, stem,
+};
 use support::{certificate, dead_address};
 use tokio::net::TcpListener;
 
@@ -45,26 +47,69 @@ fn report(driver: &str, results: &[(String, CaseResult)]) -> Vec<String> {
     failures
 }
 
+async fn start_router(prepared: &Prepared) -> Addresses {
+    let (cert, key) = certificate(&["default.invalid"]);
+    let snapshot = Snapshot::build(&prepared.objects, Vec::new(), &Options::default());
+    let config = RouterConfig {
+        default_certificate: Some((cert, key)),
+        ..RouterConfig::default()
+    };
+    let router = Router::new(config, snapshot.table.clone()).expect("router");
+    let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let https = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addresses = Addresses {
+        http: http.local_addr().expect("address"),
+        https: https.local_addr().expect("address"),
+    };
+    tokio::spawn(router.clone().serve_http(http));
+    tokio::spawn(router.clone().serve_https(https));
+    addresses
+}
+
+#[tokio::test]
+async fn a_wrong_expectation_fails_with_real_traffic() {
+    // The runner must be able to fail: the rewrite case expecting the path unchanged, and the
+    // mirror case expecting a copy the route does not send.
+    for (file, from, to, failure) in [
+        (
+            "extended-httproute-url-rewrite",
+            "path: /one/x/y}",
+            "path: /prefix/x/y}",
+            "path: expected \"/prefix/x/y\"",
+        ),
+        (
+            "extended-httproute-request-mirror",
+            "mirrors: []}",
+            "mirrors: [infra/mirror]}",
+            "mirrors: expected [\"infra/mirror\"], got []",
+        ),
+    ] {
+        let path = case_files()
+            .into_iter()
+            .find(|p| stem(p) == file)
+            .expect("case file");
+        let text = std::fs::read_to_string(&path)
+            .expect("case")
+            .replacen(from, to, 1);
+        assert!(text.contains(to), "{file}: {from:?} not found");
+        let prepared = prepare_text(file, &text).await;
+        let addresses = start_router(&prepared).await;
+        let result = check(&prepared, Driver::Router, addresses, router_cycle).await;
+        assert_eq!(result.failures.len(), 1, "{file}: {:?}", result.failures);
+        assert!(
+            result.failures[0].contains(failure),
+            "{:?}",
+            result.failures
+        );
+    }
+}
+
 #[tokio::test]
 async fn every_case_passes_on_the_embedded_router() {
-    let (cert, key) = certificate(&["default.invalid"]);
     let mut results = Vec::new();
     for path in case_files() {
         let prepared = prepare(&path).await;
-        let snapshot = Snapshot::build(&prepared.objects, Vec::new(), &Options::default());
-        let config = RouterConfig {
-            default_certificate: Some((cert.clone(), key.clone())),
-            ..RouterConfig::default()
-        };
-        let router = Router::new(config, snapshot.table.clone()).expect("router");
-        let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let https = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addresses = Addresses {
-            http: http.local_addr().expect("address"),
-            https: https.local_addr().expect("address"),
-        };
-        tokio::spawn(router.clone().serve_http(http));
-        tokio::spawn(router.clone().serve_https(https));
+        let addresses = start_router(&prepared).await;
         let result = check(&prepared, Driver::Router, addresses, router_cycle).await;
         assert!(
             result

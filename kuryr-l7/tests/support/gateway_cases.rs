@@ -165,7 +165,12 @@ async fn echo(service: String, seen: Arc<Mutex<Seen>>) -> SocketAddr {
 /// by one slice per endpoint pointing at its echo.
 pub async fn prepare(path: &Path) -> Prepared {
     let text = std::fs::read_to_string(path).expect("case file");
-    let case = Case::from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    prepare_text(&stem(path), &text).await
+}
+
+/// [`prepare`] for a case given as text, named `file`.
+pub async fn prepare_text(file: &str, text: &str) -> Prepared {
+    let case = Case::from_yaml(text).unwrap_or_else(|e| panic!("{file}: {e}"));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut objects = Vec::new();
     for object in &case.objects {
@@ -206,7 +211,7 @@ pub async fn prepare(path: &Path) -> Prepared {
         }
     }
     Prepared {
-        file: stem(path),
+        file: file.to_owned(),
         case,
         objects: objects
             .into_iter()
