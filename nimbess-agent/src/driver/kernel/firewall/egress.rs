@@ -17,7 +17,8 @@
 //! let into the destination pod (the mark [`CROSSING_MARK`]
 //! the policy table, hooked before this chain, sets). And a
 //! `postrouting` NAT chain that masquerades the pod subnets towards every
-//! destination but the policy's exclusions.
+//! destination but the policy's exclusions. The pods' IPv6 masquerade is
+//! the `ip6` twin's ([`render6`]).
 
 use nephrite_pipeline::{EgressPolicy, Ipv4Cidr};
 
@@ -32,6 +33,10 @@ use super::nftables::{
     NFTA_FIB_F_SADDR, NLM_F_APPEND, NLM_F_CREATE, VETH_PREFIX,
 };
 use crate::driver::DriverError;
+
+mod v6;
+
+pub use v6::{render6, verify6};
 
 /// The forward chain's name.
 const FORWARD: &str = "forward";

@@ -5,7 +5,7 @@
 //! | module | table | encoding |
 //! |---|---|---|
 //! | [`acl`] | `netdev` per host veth | netlink batch (`netlink`) |
-//! | [`egress`] | `ip nimbess` | netlink batch |
+//! | [`egress`] | `ip nimbess`, `ip6 nimbess` (IPv6 masquerade) | netlink batch |
 //! | [`services`] | `ip nimbess-svc`, `ip6 nimbess-svc` | netlink batch (a full render, or the Service ports that changed) |
 //! | [`policy`] | `ip nimbess-policy`, `ip6 nimbess-policy` | netlink batch |
 //!
@@ -140,11 +140,16 @@ impl Firewall for NftFirewall {
         networks: &[NetworkSpec],
     ) -> Result<(), DriverError> {
         let (bridges, routed) = egress_sources(networks);
-        egress::render(policy, &bridges, &routed)
+        egress::render(policy, &bridges, &routed)?;
+        egress::render6(&nephrite_pipeline::Egress6Policy::new(networks))
     }
 
-    fn verify_egress(&self, policy: &EgressPolicy, _networks: &[NetworkSpec]) -> Vec<String> {
-        egress::verify(policy)
+    fn verify_egress(&self, policy: &EgressPolicy, networks: &[NetworkSpec]) -> Vec<String> {
+        let mut drift = egress::verify(policy);
+        drift.extend(egress::verify6(&nephrite_pipeline::Egress6Policy::new(
+            networks,
+        )));
+        drift
     }
 
     fn apply_acl(&mut self, port: &PortId, rules: &[AclRule]) -> Result<(), DriverError> {
