@@ -4,7 +4,8 @@
 //! "outside" namespace joined to the host by a veth knows no route back to
 //! the pods' IPv6 subnets. A pod of the masquerading network reaches it
 //! (its packets leave behind the host's address), a pod of the routed
-//! network does not (they leave with its own). Needs root.
+//! network does not (they leave with its own); pods of the two networks
+//! do not reach each other through the host. Needs root.
 
 mod support;
 
@@ -93,10 +94,15 @@ fn ipv6_masquerade_lets_a_pod_out_and_routed_egress_keeps_its_address() {
     );
     let prefix = ["ip", "netns", "exec", host.name.as_str()];
     let agent = AgentProcess::start_with(&yaml, "kernel", &[&masq, &routed], &prefix, &[]);
-    let (a, b) = (Netns::new("e6a"), Netns::new("e6b"));
-    for (pod, net) in [(&a, &masq), (&b, &routed)] {
+    let (a, b, a2) = (Netns::new("e6a"), Netns::new("e6b"), Netns::new("e6c"));
+    let mut v6 = Vec::new();
+    for (pod, net) in [(&a, &masq), (&b, &routed), (&a2, &masq)] {
         let (code, result): (i32, Value) = agent.cni("ADD", net, &pod.name, &pod.path());
         assert_eq!(code, 0, "{result}\n{}", agent.log());
+        let cidr = result["ips"][1]["address"]
+            .as_str()
+            .expect("an IPv6 address");
+        v6.push(cidr.split('/').next().expect("host").to_string());
     }
     // the table follows the networks: wait for it rather than for a log line
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -125,6 +131,11 @@ fn ipv6_masquerade_lets_a_pod_out_and_routed_egress_keeps_its_address() {
         3,
         "routed with its own address"
     );
+    // the networks stay isolated from each other through the host, on IPv6
+    // as on IPv4; a pod of the same network is reached
+    assert_eq!(ping6(&a, &v6[2], 2), 2, "the same network");
+    assert_eq!(ping6(&a, &v6[1], 2), 0, "another network: isolated");
+    assert_eq!(ping6(&b, &v6[0], 2), 0, "and back");
     assert_eq!(agent.cli(&["verify"]), (0, "no drift\n".to_string()));
 
     // drift: the table deleted behind the agent's back is named, then

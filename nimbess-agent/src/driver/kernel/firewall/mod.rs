@@ -141,7 +141,12 @@ impl Firewall for NftFirewall {
     ) -> Result<(), DriverError> {
         let (bridges, routed) = egress_sources(networks);
         egress::render(policy, &bridges, &routed)?;
-        egress::render6(&nephrite_pipeline::Egress6Policy::new(networks))
+        let bridges6: Vec<String> = networks
+            .iter()
+            .filter(|s| s.kind == NetworkKind::L2 && s.subnet6.is_some())
+            .map(|s| bridge_name(&s.name))
+            .collect();
+        egress::render6(&nephrite_pipeline::Egress6Policy::new(networks), &bridges6)
     }
 
     fn verify_egress(&self, policy: &EgressPolicy, networks: &[NetworkSpec]) -> Vec<String> {
