@@ -130,7 +130,7 @@ fn cluster_ips(
 }
 
 /// A Service as the load balancer needs it, with its ClusterIP of each
-/// family it has ([`cluster_ips`]); `Ok(None)` for Services it does not
+/// family it has (`cluster_ips`); `Ok(None)` for Services it does not
 /// balance (ExternalName, headless).
 ///
 /// # Errors

@@ -91,7 +91,7 @@ impl Firewall for NftFirewall {
         "nftables"
     }
 
-    /// See [`apply_family`].
+    /// Renders the IPv4 Services (`apply_family`).
     fn apply_services(&mut self, lbs: &Services) -> Result<(), DriverError> {
         apply_family(&mut self.services, lbs)
     }
