@@ -18,6 +18,7 @@ mod filters;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use filters::change_headers;
 pub use filters::{Filters, HeaderChanges, Mirror, PathChange};
 
 /// What a matching policy does.

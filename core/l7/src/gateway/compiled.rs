@@ -157,23 +157,7 @@ impl HeaderModifier {
 
     /// Applies the changes to `headers`: remove, then set, then add.
     pub fn apply(&self, headers: &mut Vec<(String, String)>) {
-        headers.retain(|(name, _)| !self.remove.iter().any(|r| r.eq_ignore_ascii_case(name)));
-        for (name, value) in &self.set {
-            headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
-            headers.push((name.clone(), value.clone()));
-        }
-        for (name, value) in &self.add {
-            match headers
-                .iter_mut()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            {
-                Some((_, existing)) => {
-                    existing.push(',');
-                    existing.push_str(value);
-                }
-                None => headers.push((name.clone(), value.clone())),
-            }
-        }
+        crate::model::change_headers(headers, &self.set, &self.add, &self.remove);
     }
 
     /// Appends another modifier's changes (applied after this one's).

@@ -29,23 +29,7 @@ impl HeaderChanges {
 
     /// Applies the changes to `headers` (names compared case-insensitively).
     pub fn apply(&self, headers: &mut Vec<(String, String)>) {
-        headers.retain(|(name, _)| !self.remove.iter().any(|r| r.eq_ignore_ascii_case(name)));
-        for (name, value) in &self.set {
-            headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
-            headers.push((name.clone(), value.clone()));
-        }
-        for (name, value) in &self.add {
-            match headers
-                .iter_mut()
-                .find(|(existing, _)| existing.eq_ignore_ascii_case(name))
-            {
-                Some((_, existing)) => {
-                    existing.push(',');
-                    existing.push_str(value);
-                }
-                None => headers.push((name.clone(), value.clone())),
-            }
-        }
+        change_headers(headers, &self.set, &self.add, &self.remove);
     }
 
     /// Whether a header `name` is touched (removed, set or added).
@@ -226,5 +210,33 @@ impl Filters {
 
     pub(super) fn check_redirect_path(path: &PathChange) -> Result<(), String> {
         path.check("redirect path")
+    }
+}
+
+/// Removes the headers named in `remove`, then replaces each of `set` (every value), then
+/// appends each of `add` to an existing value with `,` or adds it; names compared
+/// case-insensitively. The one implementation of Gateway API's header modifiers.
+pub(crate) fn change_headers(
+    headers: &mut Vec<(String, String)>,
+    set: &[(String, String)],
+    add: &[(String, String)],
+    remove: &[String],
+) {
+    headers.retain(|(name, _)| !remove.iter().any(|r| r.eq_ignore_ascii_case(name)));
+    for (name, value) in set {
+        headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
+        headers.push((name.clone(), value.clone()));
+    }
+    for (name, value) in add {
+        match headers
+            .iter_mut()
+            .find(|(existing, _)| existing.eq_ignore_ascii_case(name))
+        {
+            Some((_, existing)) => {
+                existing.push(',');
+                existing.push_str(value);
+            }
+            None => headers.push((name.clone(), value.clone())),
+        }
     }
 }
